@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 class ExitCode:
@@ -58,37 +58,32 @@ class HostFailure:
     unreachable: bool = False
 
 
-@dataclass
 class RunFailedError(ZenopsError):
     """An Ansible run ended badly. ``failures`` names each failing host, task and message."""
 
-    playbook: str
-    failures: list[HostFailure] = field(default_factory=list)
-    status: str = "failed"
-    rc: int | None = None
-    run_dir: str | None = None
-
-    def __post_init__(self) -> None:
-        lines = [f"{self.playbook} {self.status} (rc={self.rc})"]
-        for f in self.failures:
+    def __init__(
+        self,
+        playbook: str,
+        failures: list[HostFailure],
+        *,
+        status: str = "failed",
+        rc: int | None = None,
+        run_dir: str | None = None,
+    ) -> None:
+        lines = [f"{playbook} {status} (rc={rc})"]
+        for f in failures:
             kind = "unreachable" if f.unreachable else "failed"
             lines.append(f"  {f.host}: {kind} at task '{f.task}': {f.message}")
-        if not self.failures:
+        if not failures:
             lines.append("  no failing task was reported; see the run's events")
-        hint = f"run directory (events, stdout): {self.run_dir}" if self.run_dir else None
-        ZenopsError.__init__(self, "\n".join(lines), hint=hint)
-
-    @property
-    def exit_code(self) -> int:  # type: ignore[override]
-        if self.failures and all(f.unreachable for f in self.failures):
-            return ExitCode.UNREACHABLE
-        return ExitCode.RUN_FAILED
-
-    def __str__(self) -> str:
-        return self.message
-
-    def __hash__(self) -> int:
-        return id(self)
+        super().__init__("\n".join(lines), hint=f"run directory (events, stdout): {run_dir}" if run_dir else None)
+        self.playbook = playbook
+        self.failures = failures
+        self.status = status
+        self.rc = rc
+        self.run_dir = run_dir
+        unreachable_only = bool(failures) and all(f.unreachable for f in failures)
+        self.exit_code = ExitCode.UNREACHABLE if unreachable_only else ExitCode.RUN_FAILED
 
     def to_dict(self) -> dict[str, object]:
         d = super().to_dict()

@@ -1,0 +1,43 @@
+"""What every command receives: the loaded config and the output mode."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import click
+from rich.console import Console
+
+from zenops.config import Config
+from zenops.progress import JsonProgress, RichProgress
+
+
+@dataclass
+class App:
+    config: Config
+    json: bool = False
+    verbose: int = 0
+    out: Console = field(default_factory=Console)
+    err: Console = field(default_factory=lambda: Console(stderr=True))
+
+    def progress(self) -> RichProgress | JsonProgress:
+        return JsonProgress() if self.json else RichProgress(self.err, self.verbose)
+
+    def emit_json(self, obj: dict[str, Any]) -> None:
+        sys.stdout.write(json.dumps(obj, default=str) + "\n")
+        sys.stdout.flush()
+
+
+def get_app(ctx: click.Context) -> App:
+    app = ctx.find_object(App)
+    if app is None:  # a command invoked on its own (tests): load the defaults
+        from zenops.config import load
+
+        app = App(config=load())
+        ctx.obj = app
+    return app
+
+
+pass_app = click.make_pass_decorator(App, ensure=False)

@@ -1,0 +1,90 @@
+"""The `zenops` group: global options, config loading, and the single place where errors become exit codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from zenops import __version__
+from zenops.cli import config_cmd, devhost, paths_cmd, up
+from zenops.cli.context import App
+from zenops.cli.options import to_default_map
+from zenops.config import load
+from zenops.errors import ExitCode, ZenopsError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(__version__, "--version", prog_name="zenops")
+@click.option("-v", "--verbose", count=True, help="More detail: -v every host result, -vv also Ansible's -v.")
+@click.option("--json", "json_output", is_flag=True, help="Machine-readable JSON output (events as JSON lines).")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="ZENOPS_CONFIG",
+    help="Config file to use instead of ./zenops.yaml and ~/.config/zenops/config.yaml.",
+)
+@click.pass_context
+def cli(ctx: click.Context, verbose: int, json_output: bool, config_path: Path | None) -> None:
+    """zenops: cheap LLM inference on AMD EPYC CPUs with vLLM + ZenTorch, in one command.
+
+    \b
+    Typical use:
+      zenops up --inventory hosts.yml      prepare your own hosts (SSH, Docker engine)
+      zenops devhost up                    a local container host to try zenops on
+      zenops config show                   the configuration in effect and where it came from
+
+    Configuration: ./zenops.yaml, then ~/.config/zenops/config.yaml (see `zenops config example`); flags win.
+    """
+    config = load(config_path)
+    ctx.obj = App(config=config, json=json_output, verbose=verbose)
+    assert isinstance(ctx.command, click.Group)
+    ctx.default_map = to_default_map(
+        ctx.command, ctx, dict(config.command_defaults), {k: dict(v) for k, v in config.command_default_sources.items()}
+    )
+
+
+cli.add_command(up.up)
+cli.add_command(config_cmd.config)
+cli.add_command(devhost.devhost)
+cli.add_command(paths_cmd.paths)
+
+
+def _wants_json(argv: list[str]) -> bool:
+    return "--json" in argv
+
+
+def report_error(err: ZenopsError, as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps({"type": "error", **err.to_dict()}, default=str) + "\n")
+    console = Console(stderr=True)
+    console.print(f"[bold red]error:[/] {escape(err.message)}", highlight=False)
+    if err.hint:
+        console.print(f"[bold]fix:[/] {escape(err.hint)}", highlight=False)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: run the CLI and turn every zenops error into its exit code."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        cli.main(args=args, prog_name="zenops", standalone_mode=False)
+    except ZenopsError as e:
+        report_error(e, _wants_json(args))
+        sys.exit(e.exit_code)
+    except click.exceptions.Abort:
+        Console(stderr=True).print("[red]aborted[/]")
+        sys.exit(ExitCode.CANCELED)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        Console(stderr=True).print("[red]interrupted[/]")
+        sys.exit(ExitCode.CANCELED)
+    sys.exit(ExitCode.OK)

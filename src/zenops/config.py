@@ -1,0 +1,241 @@
+"""The zenops configuration file: found, parsed, validated (errors name the file, the key and the fix), merged.
+
+Search order (later files win key by key): ``~/.config/zenops/config.yaml`` (``$XDG_CONFIG_HOME``), then
+``./zenops.yaml``. ``--config FILE`` or ``$ZENOPS_CONFIG`` replaces the search with that one file. Command-line
+flags win over both: per-command sections under ``defaults:`` become click defaults (see zenops.cli.options).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from zenops.errors import ConfigError
+from zenops.paths import default_state_dir
+
+EXAMPLE = """\
+# zenops.yaml (or ~/.config/zenops/config.yaml)
+state_dir: ~/.local/state/zenops    # run directories, generated keys, inventories
+keep_runs: 50                       # run directories kept under state_dir/runs
+ssh:
+  user: debian                      # default remote user when the inventory names none
+  private_key_file: ~/.ssh/id_ed25519
+  host_key_checking: accept-new     # accept-new | strict | off
+docker:
+  source: distro                    # distro (docker.io) | upstream (download.docker.com)
+  users: [debian]                   # added to the docker group
+  log_max_size: 10m
+  log_max_file: 3
+  daemon_options: {}                # extra /etc/docker/daemon.json keys
+defaults:                           # defaults for command flags; flags on the command line win
+  up:
+    inventory: hosts.yml
+"""
+
+
+def _user_config() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "zenops" / "config.yaml"
+
+
+def search_paths() -> list[Path]:
+    """Candidate config files, lowest precedence first."""
+    return [_user_config(), Path.cwd() / "zenops.yaml"]
+
+
+@dataclass(frozen=True)
+class SshSettings:
+    user: str | None = None
+    private_key_file: Path | None = None
+    host_key_checking: str = "accept-new"
+
+
+@dataclass(frozen=True)
+class DockerSettings:
+    source: str = "distro"
+    users: tuple[str, ...] = ()
+    log_max_size: str = "10m"
+    log_max_file: int = 3
+    daemon_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def role_vars(self) -> dict[str, Any]:
+        """Variables for the zenops.inference.docker role."""
+        return {
+            "docker_source": self.source,
+            "docker_users": list(self.users),
+            "docker_log_max_size": self.log_max_size,
+            "docker_log_max_file": str(self.log_max_file),
+            "docker_daemon_options": dict(self.daemon_options),
+        }
+
+
+@dataclass(frozen=True)
+class Config:
+    state_dir: Path = field(default_factory=default_state_dir)
+    keep_runs: int = 50
+    ssh: SshSettings = field(default_factory=SshSettings)
+    docker: DockerSettings = field(default_factory=DockerSettings)
+    # command name -> {option name: raw value}; validated against the click command by the CLI
+    command_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # command name -> {option name: file it came from}
+    command_default_sources: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    sources: tuple[Path, ...] = ()
+
+
+# --- schema -----------------------------------------------------------------------------------------------------
+
+Checker = Callable[[Any], str | None]  # returns a problem description, or None when the value is fine
+
+
+def _is_str(v: Any) -> str | None:
+    return None if isinstance(v, str) and v.strip() else "must be a non-empty string"
+
+
+def _is_pos_int(v: Any) -> str | None:
+    ok = isinstance(v, int) and not isinstance(v, bool) and v > 0
+    return None if ok else "must be a positive integer"
+
+
+def _is_size(v: Any) -> str | None:
+    s = str(v)
+    ok = isinstance(v, str) and s[:-1].isdigit() and s[-1] in "kmg"
+    return None if ok else "must be a size like 10m, 512k or 1g"
+
+
+def _choice(*choices: str) -> Checker:
+    def check(v: Any) -> str | None:
+        return None if v in choices else f"must be one of {', '.join(choices)} (got {v!r})"
+
+    return check
+
+
+def _str_list(v: Any) -> str | None:
+    ok = isinstance(v, list) and all(isinstance(x, str) and x for x in v)
+    return None if ok else "must be a list of names, e.g. [debian, ubuntu]"
+
+
+def _mapping(v: Any) -> str | None:
+    return None if isinstance(v, dict) else "must be a mapping (key: value)"
+
+
+SCHEMA: dict[str, Checker | dict[str, Checker]] = {
+    "state_dir": _is_str,
+    "keep_runs": _is_pos_int,
+    "ssh": {
+        "user": _is_str,
+        "private_key_file": _is_str,
+        "host_key_checking": _choice("accept-new", "strict", "off"),
+    },
+    "docker": {
+        "source": _choice("distro", "upstream"),
+        "users": _str_list,
+        "log_max_size": _is_size,
+        "log_max_file": _is_pos_int,
+        "daemon_options": _mapping,
+    },
+    "defaults": _mapping,  # per-command sections, checked against the commands themselves
+}
+
+
+def _unknown(path: str, key: str, known: list[str], where: str) -> ConfigError:
+    close = difflib.get_close_matches(key, known, n=1)
+    fix = f"did you mean '{close[0]}'?" if close else f"valid keys here: {', '.join(sorted(known))}"
+    return ConfigError(path, where, "unknown key", hint=f"{fix} (see `zenops config example`)")
+
+
+def validate(data: Any, path: str) -> dict[str, Any]:
+    """Check one parsed config document against SCHEMA; return it as a dict. Raises ConfigError."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(path, "", "the top level must be a mapping of keys", hint="see `zenops config example`")
+    for key, value in data.items():
+        spec = SCHEMA.get(key)
+        if spec is None:
+            raise _unknown(path, key, list(SCHEMA), str(key))
+        if isinstance(spec, dict):
+            if not isinstance(value, dict):
+                raise ConfigError(path, key, "must be a mapping", hint=f"valid keys: {', '.join(spec)}")
+            for sub, subvalue in value.items():
+                check = spec.get(sub)
+                if check is None:
+                    raise _unknown(path, str(sub), list(spec), f"{key}.{sub}")
+                problem = check(subvalue)
+                if problem:
+                    raise ConfigError(path, f"{key}.{sub}", problem)
+        else:
+            problem = spec(value)
+            if problem:
+                raise ConfigError(path, key, problem)
+    for command, section in (data.get("defaults") or {}).items():
+        if not isinstance(section, dict):
+            raise ConfigError(path, f"defaults.{command}", "must be a mapping of option: value")
+    return data
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(str(path), "", f"cannot read: {e.strerror}", hint="check the path and permissions") from e
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(str(path), where, f"not valid YAML: {problem}", hint="fix the YAML syntax there") from e
+    return validate(data, str(path))
+
+
+def load(explicit: Path | None = None) -> Config:
+    """Load the config: ``explicit`` alone if given (it must exist), else every file of the search that exists."""
+    env = os.environ.get("ZENOPS_CONFIG")
+    if explicit is None and env:
+        explicit = Path(env)
+    if explicit is not None:
+        if not explicit.is_file():
+            raise ConfigError(str(explicit), "", "config file not found", hint="check --config / ZENOPS_CONFIG")
+        files = [explicit]
+    else:
+        files = [p for p in search_paths() if p.is_file()]
+    merged: dict[str, Any] = {}
+    command_defaults: dict[str, dict[str, Any]] = {}
+    command_sources: dict[str, dict[str, str]] = {}
+    for path in files:
+        data = read_file(path)
+        for key, value in data.items():
+            if key == "defaults":
+                for command, section in value.items():
+                    command_defaults.setdefault(command, {}).update(section)
+                    command_sources.setdefault(command, {}).update(dict.fromkeys(section, str(path)))
+            elif isinstance(value, dict):
+                merged.setdefault(key, {}).update(value)
+            else:
+                merged[key] = value
+    ssh = merged.get("ssh", {})
+    docker = merged.get("docker", {})
+    return Config(
+        state_dir=Path(merged["state_dir"]).expanduser() if "state_dir" in merged else default_state_dir(),
+        keep_runs=merged.get("keep_runs", 50),
+        ssh=SshSettings(
+            user=ssh.get("user"),
+            private_key_file=Path(ssh["private_key_file"]).expanduser() if "private_key_file" in ssh else None,
+            host_key_checking=ssh.get("host_key_checking", "accept-new"),
+        ),
+        docker=DockerSettings(
+            source=docker.get("source", "distro"),
+            users=tuple(docker.get("users", ())),
+            log_max_size=docker.get("log_max_size", "10m"),
+            log_max_file=docker.get("log_max_file", 3),
+            daemon_options=docker.get("daemon_options", {}),
+        ),
+        command_defaults=command_defaults,
+        command_default_sources=command_sources,
+        sources=tuple(files),
+    )

@@ -1,0 +1,421 @@
+"""The only module that knows ansible-runner.
+
+Each run gets its own private data dir ``<state_dir>/runs/<run-id>`` (mode 0700). The environment puts this venv's
+bin first on PATH and points ANSIBLE_CONFIG / ANSIBLE_COLLECTIONS_PATH at a per-run ansible.cfg and at the zenops
+collection, so ``zenops.inference.*`` and the collections bundled with the ``ansible`` package resolve from any
+working directory. Runner events become :class:`RunEvent` objects handed to a :class:`ProgressSink`.
+
+Secrets: ansible-runner writes extravars, envvars and the command line to disk in the data dir. Secrets therefore
+never travel as extravars or envvars: pass the *path* of a file (mode 0600) instead. :func:`check_no_secrets`
+enforces that before anything starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import ansible_runner
+
+from zenops import paths
+from zenops.config import Config
+from zenops.errors import CanceledError, HostFailure, RunFailedError, UsageError, ZenopsError
+
+_SECRET_KEY = re.compile(r"(token|password|passwd|secret|api_?key|private_key|credential)s?$", re.IGNORECASE)
+_SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{20,}|-----BEGIN [A-Z ]*PRIVATE KEY-----|sk-[A-Za-z0-9]{20,})")
+# ansible facts a play may return to zenops: set_fact zenops_<name> in a task and it lands in RunResult.host_facts
+_FACT_PREFIX = "zenops_"
+_MESSAGE_LIMIT = 600
+
+
+def check_no_secrets(extravars: Mapping[str, Any], where: str = "extravars") -> None:
+    """Refuse values that look secret: they would be written to disk in plain text by ansible-runner."""
+
+    def walk(value: Any, key: str) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(v, f"{key}.{k}" if key else str(k))
+            return
+        if isinstance(value, list | tuple):
+            for i, v in enumerate(value):
+                walk(v, f"{key}[{i}]")
+            return
+        leaf = key.rsplit(".", 1)[-1]
+        if _SECRET_KEY.search(leaf) and value not in (None, "", False):
+            raise ZenopsError(
+                f"refusing to pass '{key}' to Ansible in {where}: it would be written to disk in plain text",
+                hint=f"pass a file instead: put the secret in a file with mode 0600 and pass '{leaf}_file'",
+            )
+        if isinstance(value, str) and _SECRET_VALUE.search(value):
+            raise ZenopsError(
+                f"refusing to pass '{key}' to Ansible in {where}: its value looks like a token or a private key",
+                hint="pass the path of a file holding the secret (mode 0600), never the secret itself",
+            )
+
+    walk(extravars, "")
+
+
+# --- events -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """One thing that happened in a run, reduced to what an operator or a script needs."""
+
+    kind: str  # play | task | ok | changed | failed | unreachable | skipped | retry | rescued | warning
+    play: str = ""
+    task: str = ""
+    host: str = ""
+    message: str = ""
+    ignored: bool = False
+    attempt: int | None = None
+    retries: int | None = None
+    time: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v not in ("", None, False)}
+
+
+@dataclass
+class HostStats:
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+    rescued: int = 0
+    ignored: int = 0
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    playbook: str
+    status: str  # successful | failed | canceled | timeout
+    rc: int
+    run_dir: Path
+    started: str
+    duration_s: float
+    stats: dict[str, HostStats] = field(default_factory=dict)
+    host_facts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    failures: list[HostFailure] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "successful" and self.rc == 0
+
+    @property
+    def changed_total(self) -> int:
+        return sum(s.changed for s in self.stats.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "playbook": self.playbook,
+            "status": self.status,
+            "rc": self.rc,
+            "run_dir": str(self.run_dir),
+            "started": self.started,
+            "duration_s": round(self.duration_s, 2),
+            "stats": {h: asdict(s) for h, s in self.stats.items()},
+            "host_facts": self.host_facts,
+            "failures": [asdict(f) for f in self.failures],
+        }
+
+
+class ProgressSink(Protocol):
+    def event(self, event: RunEvent) -> None: ...
+
+    def finished(self, result: RunResult) -> None: ...
+
+
+class NullSink:
+    def event(self, event: RunEvent) -> None:
+        pass
+
+    def finished(self, result: RunResult) -> None:
+        pass
+
+
+def _message(res: Mapping[str, Any]) -> str:
+    """The most useful one-line-ish explanation of a task result."""
+    for key in ("msg", "reason", "module_stderr", "stderr", "exception", "stdout"):
+        value = res.get(key)
+        if value:
+            text = str(value).strip()
+            if key == "module_stderr" and res.get("msg"):
+                continue
+            return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."
+    if res.get("censored"):
+        return str(res["censored"])
+    if "rc" in res:
+        return f"command exited with rc={res['rc']}"
+    return "no message"
+
+
+class _EventTranslator:
+    """Turns raw ansible-runner events into RunEvents and keeps what the result needs."""
+
+    def __init__(self, sink: ProgressSink) -> None:
+        self.sink = sink
+        self.play = ""
+        self.task = ""
+        self.stats: dict[str, HostStats] = {}
+        self.host_facts: dict[str, dict[str, Any]] = {}
+        self.last_failure: dict[str, HostFailure] = {}
+        self.lock = threading.Lock()
+
+    def __call__(self, raw: dict[str, Any]) -> bool:
+        with self.lock:
+            try:
+                self._handle(raw)
+            except Exception as e:  # never let a display bug kill the run
+                self.sink.event(RunEvent("warning", message=f"zenops could not read an event: {e!r}"))
+        return True  # keep the event on disk for post-mortems
+
+    def _emit(self, kind: str, data: Mapping[str, Any], **kw: Any) -> None:
+        host = str(data.get("host") or data.get("remote_addr") or "")
+        self.sink.event(RunEvent(kind, play=self.play, task=str(data.get("task") or self.task), host=host, **kw))
+
+    def _handle(self, raw: dict[str, Any]) -> None:
+        name = raw.get("event", "")
+        data: dict[str, Any] = raw.get("event_data") or {}
+        res: dict[str, Any] = data.get("res") or {}
+        if name == "playbook_on_play_start":
+            self.play = str(data.get("play") or data.get("play_pattern") or "")
+            self.sink.event(RunEvent("play", play=self.play))
+        elif name in ("playbook_on_task_start", "playbook_on_handler_task_start"):
+            self.task = str(data.get("task") or data.get("task_action") or "")
+            self.sink.event(RunEvent("task", play=self.play, task=self.task))
+        elif name == "runner_on_ok":
+            facts = res.get("ansible_facts") or {}
+            mine = {k: v for k, v in facts.items() if k.startswith(_FACT_PREFIX)}
+            if mine:
+                self.host_facts.setdefault(str(data.get("host")), {}).update(mine)
+            self._emit("changed" if res.get("changed") else "ok", data)
+        elif name == "runner_on_failed":
+            ignored = bool(data.get("ignore_errors"))
+            msg = _message(res)
+            if not ignored:
+                host = str(data.get("host"))
+                self.last_failure[host] = HostFailure(host, str(data.get("task") or self.task), msg)
+            self._emit("failed", data, message=msg, ignored=ignored)
+        elif name == "runner_on_unreachable":
+            host = str(data.get("host"))
+            msg = _message(res)
+            self.last_failure[host] = HostFailure(host, str(data.get("task") or self.task), msg, unreachable=True)
+            self._emit("unreachable", data, message=msg)
+        elif name == "runner_on_skipped":
+            self._emit("skipped", data)
+        elif name == "runner_retry":
+            self._emit("retry", data, attempt=res.get("attempts"), retries=res.get("retries"))
+        elif name == "warning" or name == "deprecated":
+            text = str(raw.get("stdout") or "").strip()
+            if text:
+                self.sink.event(RunEvent("warning", message=text))
+        elif name == "playbook_on_stats":
+            keys = {"ok": "ok", "changed": "changed", "failures": "failed", "dark": "unreachable",
+                    "skipped": "skipped", "rescued": "rescued", "ignored": "ignored"}
+            for src, dst in keys.items():
+                for host, count in (data.get(src) or {}).items():
+                    setattr(self.stats.setdefault(host, HostStats()), dst, int(count))
+            for host in data.get("processed") or {}:
+                self.stats.setdefault(host, HostStats())
+
+    def failures(self) -> list[HostFailure]:
+        """Failures that stood: hosts whose final stats show a failure or unreachability (rescued ones drop out)."""
+        out = []
+        for host, failure in self.last_failure.items():
+            s = self.stats.get(host)
+            if s is None or s.failed or s.unreachable:
+                out.append(failure)
+        return out
+
+
+# --- the run ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunSpec:
+    playbook: str | Path  # a name under the collection's playbooks/ (without .yml), or a path to a playbook
+    inventory: Path | None = None  # None: implicit localhost
+    extravars: dict[str, Any] = field(default_factory=dict)
+    limit: str | None = None
+    check: bool = False
+    verbosity: int = 0
+    envvars: dict[str, str] = field(default_factory=dict)  # extra environment, never secrets
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    state_dir: Path
+    keep_runs: int = 50
+    ssh_user: str | None = None
+    ssh_private_key_file: Path | None = None
+    host_key_checking: str = "accept-new"  # accept-new | strict | off
+
+
+def settings_from_config(config: Config) -> RunnerSettings:
+    return RunnerSettings(
+        state_dir=config.state_dir,
+        keep_runs=config.keep_runs,
+        ssh_user=config.ssh.user,
+        ssh_private_key_file=config.ssh.private_key_file,
+        host_key_checking=config.ssh.host_key_checking,
+    )
+
+
+def new_run_id(playbook: str) -> str:
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{playbook}-{secrets.token_hex(3)}"
+
+
+def _make_private(path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o700)
+
+
+def _ansible_cfg(settings: RunnerSettings, collections: Path) -> str:
+    strict = {"accept-new": "accept-new", "strict": "yes", "off": "no"}[settings.host_key_checking]
+    ssh_args = f"-o ControlMaster=auto -o ControlPersist=60s -o StrictHostKeyChecking={strict}"
+    if settings.host_key_checking == "off":
+        ssh_args += " -o UserKnownHostsFile=/dev/null"
+    lines = [
+        "# written by zenops for this run",
+        "[defaults]",
+        f"collections_path = {collections}",
+        "host_key_checking = " + ("False" if settings.host_key_checking == "off" else "True"),
+        "interpreter_python = auto_silent",
+        "retry_files_enabled = False",
+        "forks = 20",
+        "timeout = 30",
+        "stdout_callback = default",
+        "",
+        "[ssh_connection]",
+        f"ssh_args = {ssh_args}",
+        "pipelining = True",
+        "",
+    ]
+    if settings.ssh_user:
+        lines.insert(3, f"remote_user = {settings.ssh_user}")
+    if settings.ssh_private_key_file:
+        lines.insert(3, f"private_key_file = {settings.ssh_private_key_file}")
+    return "\n".join(lines)
+
+
+def _prune(runs_dir: Path, keep: int) -> None:
+    dirs = sorted((d for d in runs_dir.iterdir() if d.is_dir()), key=lambda d: d.name)
+    for old in dirs[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def run_playbook(
+    spec: RunSpec,
+    settings: RunnerSettings,
+    sink: ProgressSink | None = None,
+    cancel: threading.Event | None = None,
+) -> RunResult:
+    """Run one playbook of the zenops collection; return its result or raise RunFailedError / CanceledError.
+
+    ``cancel`` may be set from another thread; Ctrl-C in the calling (main) thread cancels too.
+    """
+    sink = sink or NullSink()
+    cancel = cancel or threading.Event()
+    check_no_secrets(spec.extravars)
+    check_no_secrets(spec.envvars, where="the environment")
+    if spec.inventory is not None and not spec.inventory.is_file():
+        raise UsageError(f"inventory {spec.inventory} not found", hint="pass an existing inventory file")
+    playbook = spec.playbook.resolve() if isinstance(spec.playbook, Path) else paths.playbook(spec.playbook)
+    collections = paths.collections_path()
+
+    runs_dir = settings.state_dir / "runs"
+    _make_private(settings.state_dir)
+    _make_private(runs_dir)
+    run_id = new_run_id(playbook.stem)
+    run_dir = runs_dir / run_id
+    _make_private(run_dir)
+    cfg = run_dir / "ansible.cfg"
+    cfg.write_text(_ansible_cfg(settings, collections))
+
+    env = {
+        "PATH": f"{paths.venv_bin()}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "ANSIBLE_CONFIG": str(cfg),
+        "ANSIBLE_COLLECTIONS_PATH": str(collections),
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_LOCAL_TEMP": str(run_dir / "tmp"),
+        **spec.envvars,
+    }
+    cmdline = []
+    if spec.check:
+        cmdline.append("--check")
+    if spec.limit:
+        cmdline += ["--limit", spec.limit]
+
+    translator = _EventTranslator(sink)
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    kwargs: dict[str, Any] = {
+        "private_data_dir": str(run_dir),
+        "ident": "run",
+        "playbook": str(playbook),
+        "extravars": spec.extravars,
+        "envvars": env,
+        "event_handler": translator,
+        "cancel_callback": cancel.is_set,
+        "quiet": True,
+        "verbosity": spec.verbosity or None,
+        "cmdline": " ".join(cmdline) or None,
+        "settings": {"suppress_ansible_output": True},
+    }
+    if spec.inventory is not None:
+        kwargs["inventory"] = str(spec.inventory.resolve())
+    thread, runner = ansible_runner.run_async(**kwargs)
+    interrupted = False
+    while thread.is_alive():
+        try:
+            thread.join(0.2)
+        except KeyboardInterrupt:
+            interrupted = True
+            cancel.set()
+            sink.event(RunEvent("warning", message="canceling: waiting for ansible-playbook to stop (Ctrl-C again to"
+                                " leave it running in the background)"))
+            try:
+                thread.join(30)
+            except KeyboardInterrupt:
+                break
+    status = str(runner.status)
+    rc = runner.rc if isinstance(runner.rc, int) else 254
+    result = RunResult(
+        run_id=run_id,
+        playbook=playbook.name,
+        status=status,
+        rc=rc,
+        run_dir=run_dir,
+        started=started,
+        duration_s=time.monotonic() - t0,
+        stats=translator.stats,
+        host_facts=translator.host_facts,
+        failures=translator.failures(),
+    )
+    (run_dir / "result.json").write_text(json.dumps(result.to_dict(), indent=2, default=str))
+    _prune(runs_dir, settings.keep_runs)
+    sink.finished(result)
+    if status == "canceled" or interrupted:
+        raise CanceledError(
+            f"{playbook.name} canceled after {result.duration_s:.0f}s; commands already started on the hosts may "
+            "still be running there",
+            hint="re-run the same command to resume: the playbooks are idempotent",
+        )
+    if not result.ok:
+        raise RunFailedError(playbook.name, result.failures, status=status, rc=rc, run_dir=str(run_dir))
+    return result
