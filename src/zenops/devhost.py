@@ -21,14 +21,30 @@ from zenops.errors import UsageError, ZenopsError
 IMAGE = "zenops/debian12-systemd:latest"
 LABEL = "io.zenops.devhost"
 _RUN_FLAGS = [
-    "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN",
-    "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
-    "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-    "--tmpfs", "/run", "--tmpfs", "/run/lock",
-    "--stop-signal", "SIGRTMIN+3",
+    "--cap-add",
+    "SYS_ADMIN",
+    "--cap-add",
+    "NET_ADMIN",
+    "--security-opt",
+    "seccomp=unconfined",
+    "--security-opt",
+    "apparmor=unconfined",
+    "--cgroupns=host",
+    "-v",
+    "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "--tmpfs",
+    "/run",
+    "--tmpfs",
+    "/run/lock",
+    "--stop-signal",
+    "SIGRTMIN+3",
     # an anonymous volume keeps the nested Docker's data off overlayfs, so it can use overlay2 instead of vfs
-    "-v", "/var/lib/docker",
+    "-v",
+    "/var/lib/docker",
 ]
+
+
+_AUTHORIZE = "install -d -m 700 /root/.ssh && cat > /root/.ssh/authorized_keys && chmod 600 /root/.ssh/authorized_keys"
 
 
 @dataclass(frozen=True)
@@ -70,8 +86,10 @@ def _container(name: str, index: int) -> str:
 def _ensure_key(d: Path) -> Path:
     key = d / "id_ed25519"
     if not key.exists():
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"zenops-devhost-{d.name}",
-                        "-f", str(key)], check=True)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"zenops-devhost-{d.name}", "-f", str(key)],
+            check=True,
+        )
     key.chmod(0o600)
     return key
 
@@ -83,8 +101,10 @@ def _wait_ready(container: str, timeout: float) -> None:
         if p.stdout.strip() == "active":
             return
         time.sleep(1)
-    raise ZenopsError(f"{container}: sshd did not become active within {timeout:.0f}s",
-                      hint=f"look inside: docker exec {container} systemctl --failed")
+    raise ZenopsError(
+        f"{container}: sshd did not become active within {timeout:.0f}s",
+        hint=f"look inside: docker exec {container} systemctl --failed",
+    )
 
 
 def _address(container: str) -> str:
@@ -123,15 +143,32 @@ def up(state_dir: Path, name: str = "dev", count: int = 1, timeout: float = 90) 
         c = _container(name, i)
         state = _docker("inspect", "--format", "{{.State.Status}}", c, check=False)
         if state.returncode != 0:
-            _docker("run", "-d", "--name", c, "--hostname", f"{name}-{i}", "--label", f"{LABEL}={name}",
-                    *_RUN_FLAGS, IMAGE, "/sbin/init")
+            _docker(
+                "run",
+                "-d",
+                "--name",
+                c,
+                "--hostname",
+                f"{name}-{i}",
+                "--label",
+                f"{LABEL}={name}",
+                *_RUN_FLAGS,
+                IMAGE,
+                "/sbin/init",
+            )
             known_hosts.unlink(missing_ok=True)  # a new container has new host keys
         elif state.stdout.strip() != "running":
             _docker("start", c)
         _wait_ready(c, timeout)
-        _docker("exec", "-i", c, "sh", "-c",
-                "install -d -m 700 /root/.ssh && cat > /root/.ssh/authorized_keys && chmod 600 /root/.ssh/authorized_keys",
-                input_text=pub)
+        _docker(
+            "exec",
+            "-i",
+            c,
+            "sh",
+            "-c",
+            "install -d -m 700 /root/.ssh && cat > /root/.ssh/authorized_keys && chmod 600 /root/.ssh/authorized_keys",
+            input_text=pub,
+        )
         hosts[f"{name}-{i}"] = {
             "ansible_host": _address(c),
             "ansible_user": "root",

@@ -15,8 +15,15 @@ from rich.text import Text
 
 from zenops.runner import RunEvent, RunResult
 
-_STYLE = {"ok": "green", "changed": "yellow", "failed": "red", "unreachable": "red", "skipped": "cyan",
-          "retry": "magenta", "rescued": "blue"}
+_STYLE = {
+    "ok": "green",
+    "changed": "yellow",
+    "failed": "red",
+    "unreachable": "red",
+    "skipped": "cyan",
+    "retry": "magenta",
+    "rescued": "blue",
+}
 
 
 def _elapsed(seconds: float) -> str:
@@ -43,8 +50,9 @@ class _Status:
         line.append(f"  {_elapsed(now - self.task_started)}", style="dim")
         if self.note:
             line.append(f"  {self.note}", style="magenta")
-        counts = "  ".join(f"{k}={self.counts[k]}" for k in ("ok", "changed", "failed", "unreachable")
-                           if self.counts[k])
+        counts = "  ".join(
+            f"{k}={self.counts[k]}" for k in ("ok", "changed", "failed", "unreachable") if self.counts[k]
+        )
         if counts:
             line.append(f"   [{counts}]", style="dim")
         line.append(f"   total {_elapsed(now - self.run_started)}", style="dim")
@@ -99,8 +107,9 @@ class RichProgress:
             loud = e.kind in ("changed", "failed", "unreachable") and not e.ignored
             if loud or self.verbose:
                 label = f"{e.kind} (ignored)" if e.ignored else e.kind
-                text = Text.assemble(("  ", ""), (f"{label:<11}", _STYLE.get(e.kind, "")), (f"{e.host}", "bold"),
-                                     (f"  {e.task}", ""))
+                text = Text.assemble(
+                    ("  ", ""), (f"{label:<11}", _STYLE.get(e.kind, "")), (f"{e.host}", "bold"), (f"  {e.task}", "")
+                )
                 if e.message and (e.kind in ("failed", "unreachable") or self.verbose > 1):
                     text.append(f"\n      {e.message}", style="red" if not e.ignored else "dim")
                 self.console.print(text)

@@ -219,13 +219,20 @@ class _EventTranslator:
             self._emit("skipped", data)
         elif name == "runner_retry":
             self._emit("retry", data, attempt=res.get("attempts"), retries=res.get("retries"))
-        elif name == "warning" or name == "deprecated":
+        elif name in {"warning", "deprecated"}:
             text = str(raw.get("stdout") or "").strip()
             if text:
                 self.sink.event(RunEvent("warning", message=text))
         elif name == "playbook_on_stats":
-            keys = {"ok": "ok", "changed": "changed", "failures": "failed", "dark": "unreachable",
-                    "skipped": "skipped", "rescued": "rescued", "ignored": "ignored"}
+            keys = {
+                "ok": "ok",
+                "changed": "changed",
+                "failures": "failed",
+                "dark": "unreachable",
+                "skipped": "skipped",
+                "rescued": "rescued",
+                "ignored": "ignored",
+            }
             for src, dst in keys.items():
                 for host, count in (data.get(src) or {}).items():
                     setattr(self.stats.setdefault(host, HostStats()), dst, int(count))
@@ -318,6 +325,54 @@ def _prune(runs_dir: Path, keep: int) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def _prepare_run_dir(settings: RunnerSettings, playbook: Path, collections: Path) -> tuple[str, Path, Path]:
+    """A fresh private data dir (0700) under state_dir/runs with its own ansible.cfg."""
+    runs_dir = settings.state_dir / "runs"
+    _make_private(settings.state_dir)
+    _make_private(runs_dir)
+    run_id = new_run_id(playbook.stem)
+    run_dir = runs_dir / run_id
+    _make_private(run_dir)
+    cfg = run_dir / "ansible.cfg"
+    cfg.write_text(_ansible_cfg(settings, collections))
+    return run_id, run_dir, cfg
+
+
+def _environment(spec: RunSpec, run_dir: Path, cfg: Path, collections: Path) -> dict[str, str]:
+    return {
+        "PATH": f"{paths.venv_bin()}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "ANSIBLE_CONFIG": str(cfg),
+        "ANSIBLE_COLLECTIONS_PATH": str(collections),
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_LOCAL_TEMP": str(run_dir / "tmp"),
+        **spec.envvars,
+    }
+
+
+def _wait(thread: threading.Thread, cancel: threading.Event, sink: ProgressSink) -> bool:
+    """Wait for the run thread; Ctrl-C sets ``cancel``. Returns whether the operator interrupted."""
+    interrupted = False
+    while thread.is_alive():
+        try:
+            thread.join(0.2)
+        except KeyboardInterrupt:
+            interrupted = True
+            cancel.set()
+            sink.event(
+                RunEvent(
+                    "warning",
+                    message="canceling: waiting for ansible-playbook to stop "
+                    "(Ctrl-C again to leave it running in the background)",
+                )
+            )
+            try:
+                thread.join(30)
+            except KeyboardInterrupt:
+                break
+    return interrupted
+
+
 def run_playbook(
     spec: RunSpec,
     settings: RunnerSettings,
@@ -336,63 +391,26 @@ def run_playbook(
         raise UsageError(f"inventory {spec.inventory} not found", hint="pass an existing inventory file")
     playbook = spec.playbook.resolve() if isinstance(spec.playbook, Path) else paths.playbook(spec.playbook)
     collections = paths.collections_path()
-
-    runs_dir = settings.state_dir / "runs"
-    _make_private(settings.state_dir)
-    _make_private(runs_dir)
-    run_id = new_run_id(playbook.stem)
-    run_dir = runs_dir / run_id
-    _make_private(run_dir)
-    cfg = run_dir / "ansible.cfg"
-    cfg.write_text(_ansible_cfg(settings, collections))
-
-    env = {
-        "PATH": f"{paths.venv_bin()}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
-        "ANSIBLE_CONFIG": str(cfg),
-        "ANSIBLE_COLLECTIONS_PATH": str(collections),
-        "ANSIBLE_FORCE_COLOR": "0",
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_LOCAL_TEMP": str(run_dir / "tmp"),
-        **spec.envvars,
-    }
-    cmdline = []
-    if spec.check:
-        cmdline.append("--check")
-    if spec.limit:
-        cmdline += ["--limit", spec.limit]
-
+    run_id, run_dir, cfg = _prepare_run_dir(settings, playbook, collections)
+    cmdline = (["--check"] if spec.check else []) + (["--limit", spec.limit] if spec.limit else [])
     translator = _EventTranslator(sink)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
-    kwargs: dict[str, Any] = {
-        "private_data_dir": str(run_dir),
-        "ident": "run",
-        "playbook": str(playbook),
-        "extravars": spec.extravars,
-        "envvars": env,
-        "event_handler": translator,
-        "cancel_callback": cancel.is_set,
-        "quiet": True,
-        "verbosity": spec.verbosity or None,
-        "cmdline": " ".join(cmdline) or None,
-        "settings": {"suppress_ansible_output": True},
-    }
-    if spec.inventory is not None:
-        kwargs["inventory"] = str(spec.inventory.resolve())
-    thread, runner = ansible_runner.run_async(**kwargs)
-    interrupted = False
-    while thread.is_alive():
-        try:
-            thread.join(0.2)
-        except KeyboardInterrupt:
-            interrupted = True
-            cancel.set()
-            sink.event(RunEvent("warning", message="canceling: waiting for ansible-playbook to stop (Ctrl-C again to"
-                                " leave it running in the background)"))
-            try:
-                thread.join(30)
-            except KeyboardInterrupt:
-                break
+    thread, runner = ansible_runner.run_async(
+        private_data_dir=str(run_dir),
+        ident="run",
+        playbook=str(playbook),
+        inventory=str(spec.inventory.resolve()) if spec.inventory is not None else None,
+        extravars=spec.extravars,
+        envvars=_environment(spec, run_dir, cfg, collections),
+        event_handler=translator,
+        cancel_callback=cancel.is_set,
+        quiet=True,
+        verbosity=spec.verbosity or None,
+        cmdline=" ".join(cmdline) or None,
+        settings={"suppress_ansible_output": True},
+    )
+    interrupted = _wait(thread, cancel, sink)
     status = str(runner.status)
     rc = runner.rc if isinstance(runner.rc, int) else 254
     result = RunResult(
@@ -408,7 +426,7 @@ def run_playbook(
         failures=translator.failures(),
     )
     (run_dir / "result.json").write_text(json.dumps(result.to_dict(), indent=2, default=str))
-    _prune(runs_dir, settings.keep_runs)
+    _prune(run_dir.parent, settings.keep_runs)
     sink.finished(result)
     if status == "canceled" or interrupted:
         raise CanceledError(

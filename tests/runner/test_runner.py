@@ -67,7 +67,9 @@ def test_successful_run_reports_events_stats_and_facts(tmp_path, settings, local
         sink,
     )
     assert target.exists()
-    assert result.ok and result.status == "successful" and result.rc == 0
+    assert result.ok
+    assert result.status == "successful"
+    assert result.rc == 0
     assert [e.play for e in sink.kinds("play")] == ["Demo play"]
     assert [e.task for e in sink.kinds("task")] == ["Say hello", "Touch a file", "Report to zenops"]
     assert [e.task for e in sink.kinds("changed")] == ["Touch a file"]
@@ -84,7 +86,9 @@ def test_successful_run_reports_events_stats_and_facts(tmp_path, settings, local
 
 
 def test_failed_task_names_host_task_and_message(tmp_path, settings, local_inventory):
-    pb = write(tmp_path, """
+    pb = write(
+        tmp_path,
+        """
 - hosts: all
   gather_facts: false
   tasks:
@@ -103,7 +107,8 @@ def test_failed_task_names_host_task_and_message(tmp_path, settings, local_inven
         msg: the disk is full on purpose
     - name: Never reached
       ansible.builtin.debug: {msg: unreachable}
-""")
+""",
+    )
     sink = Collect()
     with pytest.raises(RunFailedError) as info:
         run_playbook(RunSpec(playbook=pb, inventory=local_inventory), settings, sink)
@@ -111,9 +116,14 @@ def test_failed_task_names_host_task_and_message(tmp_path, settings, local_inven
     assert err.exit_code == ExitCode.RUN_FAILED
     assert len(err.failures) == 1
     failure = err.failures[0]
-    assert (failure.host, failure.task, failure.message) == ("localhost", "Break on purpose", "the disk is full on purpose")
+    assert (failure.host, failure.task, failure.message) == (
+        "localhost",
+        "Break on purpose",
+        "the disk is full on purpose",
+    )
     assert "localhost: failed at task 'Break on purpose': the disk is full on purpose" in str(err)
-    assert err.run_dir and Path(err.run_dir).is_dir()
+    assert err.run_dir
+    assert Path(err.run_dir).is_dir()
     assert "Never reached" not in [e.task for e in sink.kinds("task")]
     assert any(e.ignored for e in sink.kinds("failed"))
 
@@ -121,7 +131,9 @@ def test_failed_task_names_host_task_and_message(tmp_path, settings, local_inven
 def test_unreachable_host_has_its_own_exit_code(tmp_path, settings):
     inv = tmp_path / "inv.ini"
     inv.write_text("nowhere ansible_host=127.0.0.1 ansible_port=1 ansible_user=nobody\n")
-    pb = write(tmp_path, "- hosts: all\n  gather_facts: false\n  tasks:\n    - name: Ping\n      ansible.builtin.ping:\n")
+    pb = write(
+        tmp_path, "- hosts: all\n  gather_facts: false\n  tasks:\n    - name: Ping\n      ansible.builtin.ping:\n"
+    )
     with pytest.raises(RunFailedError) as info:
         run_playbook(RunSpec(playbook=pb, inventory=inv), settings)
     assert info.value.exit_code == ExitCode.UNREACHABLE
@@ -130,13 +142,16 @@ def test_unreachable_host_has_its_own_exit_code(tmp_path, settings):
 
 
 def test_cancel_stops_a_long_task_quickly(tmp_path, settings, local_inventory):
-    pb = write(tmp_path, """
+    pb = write(
+        tmp_path,
+        """
 - hosts: all
   gather_facts: false
   tasks:
     - name: Sleep for a long time
       ansible.builtin.command: sleep 120
-""")
+""",
+    )
     cancel = threading.Event()
 
     class CancelOnTask(Collect):
@@ -174,23 +189,26 @@ def test_check_no_secrets_finds_nested_secrets(extravars):
 
 
 def test_check_no_secrets_allows_file_references():
-    check_no_secrets({"hf_token_file": "/root/.zenops/hf_token", "api_key_file": "/x", "docker_users": ["a"],
-                      "hf_token": None})
+    check_no_secrets(
+        {"hf_token_file": "/root/.zenops/hf_token", "api_key_file": "/x", "docker_users": ["a"], "hf_token": None}
+    )
 
 
 def test_old_run_dirs_are_pruned(tmp_path, settings, local_inventory):
     pb = write(tmp_path, OK_PLAYBOOK)
     dirs = []
     for _ in range(4):
-        r = run_playbook(RunSpec(playbook=pb, inventory=local_inventory, extravars={"target": str(tmp_path / "t")}),
-                         settings)
+        r = run_playbook(
+            RunSpec(playbook=pb, inventory=local_inventory, extravars={"target": str(tmp_path / "t")}), settings
+        )
         dirs.append(r.run_dir)
     kept = sorted(p.name for p in (settings.state_dir / "runs").iterdir())
     assert len(kept) == settings.keep_runs
-    assert dirs[-1].name in kept and dirs[0].name not in kept
+    assert dirs[-1].name in kept
+    assert dirs[0].name not in kept
 
 
 def test_missing_inventory_is_a_usage_error(tmp_path, settings):
-    with pytest.raises(ZenopsError, match="inventory .* not found") as info:
+    with pytest.raises(ZenopsError, match=r"inventory .* not found") as info:
         run_playbook(RunSpec(playbook=write(tmp_path, OK_PLAYBOOK), inventory=tmp_path / "nope.yml"), settings)
     assert info.value.exit_code == ExitCode.USAGE

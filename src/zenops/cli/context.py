@@ -10,7 +10,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from zenops.config import Config
+from zenops.config import Config, load
 from zenops.progress import JsonProgress, RichProgress
 
 
@@ -33,8 +33,6 @@ class App:
 def get_app(ctx: click.Context) -> App:
     app = ctx.find_object(App)
     if app is None:  # a command invoked on its own (tests): load the defaults
-        from zenops.config import load
-
         app = App(config=load())
         ctx.obj = app
     return app

@@ -7,6 +7,7 @@ import click
 from zenops import devhost as lib
 from zenops.cli.context import get_app
 from zenops.cli.options import json_option
+from zenops.errors import UsageError
 
 name_option = click.option("--name", default="dev", show_default=True, help="Name of the set of hosts.")
 
@@ -34,8 +35,9 @@ def up_cmd(ctx: click.Context, name: str, count: int) -> None:
     app = get_app(ctx)
     inv, hosts = lib.up(app.config.state_dir, name, count)
     if app.json:
-        app.emit_json({"type": "result", "command": "devhost up", "inventory": str(inv),
-                       "hosts": [h.__dict__ for h in hosts]})
+        app.emit_json(
+            {"type": "result", "command": "devhost up", "inventory": str(inv), "hosts": [h.__dict__ for h in hosts]}
+        )
         return
     for h in hosts:
         click.echo(f"{h.container:<24} {h.state:<8} {h.address}", err=True)
@@ -49,8 +51,6 @@ def inventory_cmd(ctx: click.Context, name: str) -> None:
     """Print the path of the hosts' inventory."""
     inv = lib.inventory_path(get_app(ctx).config.state_dir, name)
     if not inv.is_file():
-        from zenops.errors import UsageError
-
         raise UsageError(f"no devhost set named '{name}'", hint=f"start it: zenops devhost up --name {name}")
     click.echo(str(inv))
 

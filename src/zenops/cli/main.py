@@ -45,7 +45,10 @@ def cli(ctx: click.Context, verbose: int, json_output: bool, config_path: Path |
     ctx.obj = App(config=config, json=json_output, verbose=verbose)
     assert isinstance(ctx.command, click.Group)
     ctx.default_map = to_default_map(
-        ctx.command, ctx, dict(config.command_defaults), {k: dict(v) for k, v in config.command_default_sources.items()}
+        ctx.command,
+        ctx,
+        {k: dict(v) for k, v in config.command_defaults.items()},
+        {k: dict(v) for k, v in config.command_default_sources.items()},
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from zenops.cli.context import get_app
+from zenops.errors import ConfigError
 
 
 def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -53,28 +54,35 @@ def to_default_map(
     group: click.Group, ctx: click.Context, defaults: dict[str, dict[str, Any]], sources: dict[str, dict[str, str]]
 ) -> dict[str, dict[str, Any]]:
     """Validate ``defaults:`` sections of the config against the commands and convert them to a click default_map."""
-    from zenops.errors import ConfigError
-
     out: dict[str, dict[str, Any]] = {}
     for name, section in defaults.items():
         src = next(iter(sources.get(name, {}).values()), "config")
         command = group.get_command(ctx, name)
         if command is None:
-            raise ConfigError(src, f"defaults.{name}", "no such command",
-                              hint=f"commands with options: {', '.join(sorted(group.list_commands(ctx)))}")
+            raise ConfigError(
+                src,
+                f"defaults.{name}",
+                "no such command",
+                hint=f"commands with options: {', '.join(sorted(group.list_commands(ctx)))}",
+            )
         options = command_option_names(command)
         for key, value in section.items():
             where = sources.get(name, {}).get(key, src)
             param = options.get(str(key))
             if param is None:
                 valid = sorted({p.name for p in options.values() if p.name})
-                raise ConfigError(where, f"defaults.{name}.{key}", f"`zenops {name}` has no such option",
-                                  hint=f"valid keys: {', '.join(valid)}")
+                raise ConfigError(
+                    where,
+                    f"defaults.{name}.{key}",
+                    f"`zenops {name}` has no such option",
+                    hint=f"valid keys: {', '.join(valid)}",
+                )
             try:
                 param.type.convert(value, param, ctx)
             except click.BadParameter as e:
-                raise ConfigError(where, f"defaults.{name}.{key}", e.format_message(),
-                                  hint=f"see `zenops {name} --help`") from e
+                raise ConfigError(
+                    where, f"defaults.{name}.{key}", e.format_message(), hint=f"see `zenops {name} --help`"
+                ) from e
             assert param.name is not None
             out.setdefault(name, {})[param.name] = value
     return out

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 from rich.table import Table
 
+from zenops import __version__
 from zenops.cli.context import App, get_app
 from zenops.cli.options import check_option, inventory_option, json_option, limit_option
 from zenops.errors import NotImplementedYetError, UsageError
@@ -52,12 +53,12 @@ def up(
     if missing:
         raise NotImplementedYetError(
             f"{' and '.join(missing)}: provisioning OpenStack servers is not implemented yet in zenops "
-            f"{_version()}; nothing was created",
+            f"{__version__}; nothing was created",
             hint="prepare hosts you already have with `zenops up --inventory FILE` (try `zenops devhost up`)",
         )
     if model:
         raise NotImplementedYetError(
-            f"--model {model}: starting a vLLM server is not implemented yet in zenops {_version()}; nothing was run",
+            f"--model {model}: starting a vLLM server is not implemented yet in zenops {__version__}; nothing was run",
             hint="`zenops up --inventory FILE` without --model prepares the hosts (SSH, Docker) today",
         )
     if inventory is None:
@@ -67,15 +68,10 @@ def up(
             "`zenops devhost up` makes a local one to try",
         )
     with app.progress() as sink:
-        result = up_inventory(app.config, inventory, limit=limit, check=check, verbosity=max(app.verbose - 1, 0),
-                              sink=sink)
+        result = up_inventory(
+            app.config, inventory, limit=limit, check=check, verbosity=max(app.verbose - 1, 0), sink=sink
+        )
     _report(app, result, check)
-
-
-def _version() -> str:
-    from zenops import __version__
-
-    return __version__
 
 
 def _report(app: App, result: UpResult, check: bool) -> None:
@@ -87,8 +83,16 @@ def _report(app: App, result: UpResult, check: bool) -> None:
         table.add_column(col, justify="right" if col in ("CPUs", "memory", "ok", "changed", "failed") else "left")
     for h in result.hosts:
         mem = f"{h.memory_mb / 1024:.1f} GiB" if h.memory_mb else "-"
-        table.add_row(h.host, h.address or "-", h.os or "-", str(h.cpus or "-"), mem, h.docker or "-",
-                      str(h.stats.ok), str(h.stats.changed), str(h.stats.failed))
+        table.add_row(
+            h.host,
+            h.address or "-",
+            h.os or "-",
+            str(h.cpus or "-"),
+            mem,
+            h.docker or "-",
+            str(h.stats.ok),
+            str(h.stats.changed),
+            str(h.stats.failed),
+        )
     app.out.print(table)
-    app.out.print(f"{len(result.hosts)} host(s) ready in {result.run.duration_s:.0f}s; "
-                  f"run log: {result.run.run_dir}")
+    app.out.print(f"{len(result.hosts)} host(s) ready in {result.run.duration_s:.0f}s; run log: {result.run.run_dir}")

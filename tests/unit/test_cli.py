@@ -1,0 +1,168 @@
+"""The CLI through click's CliRunner, via zenops.cli.main.main so exit codes are the real ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import pytest
+
+from zenops import __version__
+from zenops.cli.main import cli, main
+from zenops.errors import ExitCode
+
+
+class Result:
+    def __init__(self, exit_code: int, output: str) -> None:
+        self.exit_code = exit_code
+        self.output = output
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    """Call the console entry point zenops.cli.main.main as the installed script does; capture exit code and output."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def _run(args: list[str]) -> Result:
+        with pytest.raises(SystemExit) as info:
+            main(args)
+        captured = capsys.readouterr()
+        code = info.value.code
+        return Result(code if isinstance(code, int) else 1, captured.out + captured.err)
+
+    return _run
+
+
+def test_version(run):
+    r = run(["--version"])
+    assert r.exit_code == 0
+    assert __version__ in r.output
+
+
+def test_help_lists_commands_and_up_documents_unimplemented_flags(run):
+    r = run(["--help"])
+    assert r.exit_code == 0
+    for command in ("up", "config", "devhost", "paths"):
+        assert command in r.output
+    r = run(["up", "--help"])
+    assert r.exit_code == 0
+    for flag in ("--inventory", "--cloud", "--flavor", "--model", "--check", "--json"):
+        assert flag in r.output
+    assert "not implemented yet" in r.output
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["up", "--cloud", "flex", "--flavor", "gp.5.24.96"], "--cloud and --flavor"),
+        (["up", "--flavor", "gp.5.24.96"], "--flavor"),
+        (["up", "--model", "Qwen/Qwen3-4B"], "--model Qwen/Qwen3-4B"),
+    ],
+)
+def test_unimplemented_flags_fail_honestly(run, args, fragment, isolated_home):
+    r = run(args)
+    assert r.exit_code == ExitCode.NOT_IMPLEMENTED
+    assert fragment in r.output
+    assert "not implemented yet" in r.output
+    assert not (isolated_home / "state" / "zenops" / "runs").exists()  # nothing ran
+
+
+def test_up_without_inventory_names_the_fix(run):
+    r = run(["up"])
+    assert r.exit_code == ExitCode.USAGE
+    assert "--inventory" in r.output
+
+
+def test_up_with_missing_inventory_file_is_a_usage_error(run, tmp_path):
+    r = run(["up", "-i", str(tmp_path / "nope.yml")])
+    assert r.exit_code == ExitCode.USAGE
+    assert "does not exist" in r.output
+
+
+def test_json_errors_are_machine_readable(run):
+    r = run(["--json", "up", "--model", "m"])
+    assert r.exit_code == ExitCode.NOT_IMPLEMENTED
+    line = next(line for line in r.output.splitlines() if line.startswith("{"))
+    data = json.loads(line)
+    assert data["type"] == "error"
+    assert data["exit_code"] == ExitCode.NOT_IMPLEMENTED
+    assert data["error"] == "NotImplementedYetError"
+
+
+def test_invalid_config_stops_every_command(run, tmp_path, monkeypatch):
+    (tmp_path / "zenops.yaml").write_text("docker:\n  source: snap\n")
+    monkeypatch.chdir(tmp_path)
+    r = run(["config", "show"])
+    assert r.exit_code == ExitCode.CONFIG
+    assert "zenops.yaml: docker.source: must be one of distro, upstream" in r.output
+
+
+@pytest.mark.parametrize(
+    ("defaults", "fragment"),
+    [
+        ("defaults: {up: {inventroy: x}}", "defaults.up.inventroy: `zenops up` has no such option"),
+        ("defaults: {upp: {inventory: x}}", "defaults.upp: no such command"),
+        ("defaults: {up: {check: perhaps}}", "defaults.up.check"),
+    ],
+)
+def test_command_defaults_are_checked_against_the_command(run, tmp_path, monkeypatch, defaults, fragment):
+    (tmp_path / "zenops.yaml").write_text(defaults + "\n")
+    monkeypatch.chdir(tmp_path)
+    r = run(["config", "show"])
+    assert r.exit_code == ExitCode.CONFIG
+    assert fragment in r.output.replace("\n", " ")
+
+
+def test_config_defaults_feed_flags_and_flags_win(run, tmp_path, monkeypatch):
+    inv = tmp_path / "from-config.yml"
+    inv.write_text("all: {}\n")
+    (tmp_path / "zenops.yaml").write_text(f"defaults:\n  up:\n    inventory: {inv}\n")
+    monkeypatch.chdir(tmp_path)
+    # the config's inventory is used: an empty inventory is refused after the run, naming that file
+    r = run(["up"])
+    assert r.exit_code == ExitCode.USAGE
+    assert "from-config.yml has no hosts" in r.output.replace("\n", "")
+    # a flag wins over the config value
+    other = tmp_path / "from-flag.yml"
+    other.write_text("all: {}\n")
+    r = run(["up", "-i", str(other)])
+    assert r.exit_code == ExitCode.USAGE
+    assert "from-flag.yml has no hosts" in r.output.replace("\n", "")
+
+
+def test_config_show_json_reports_sources(run, tmp_path, monkeypatch):
+    (tmp_path / "zenops.yaml").write_text("docker: {users: [ops]}\n")
+    monkeypatch.chdir(tmp_path)
+    r = run(["config", "show", "--json"])
+    assert r.exit_code == 0
+    data = json.loads(r.output)
+    assert data["config"]["docker"]["users"] == ["ops"]
+    assert data["config"]["sources"] == [str(tmp_path / "zenops.yaml")]
+
+
+def test_config_check_and_example(run, tmp_path):
+    example = run(["config", "example"])
+    assert example.exit_code == 0
+    path = tmp_path / "example.yaml"
+    path.write_text(example.output)
+    r = run(["config", "check", str(path)])
+    assert r.exit_code == 0, r.output  # the example we print must itself be valid
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("keep_runs: 0\n")
+    r = run(["config", "check", str(bad)])
+    assert r.exit_code == ExitCode.CONFIG
+
+
+def test_paths_points_at_this_checkout(run):
+    r = run(["paths", "--json"])
+    assert r.exit_code == 0
+    data = json.loads(r.output)
+    root = Path(data["collection_root"])
+    assert (root / "galaxy.yml").is_file()
+    link = Path(data["collections_path"]) / "ansible_collections" / "zenops" / "inference"
+    assert link.resolve() == root
+
+
+def test_group_is_a_click_group():
+    assert set(cli.list_commands(click.Context(cli))) >= {"up", "config", "devhost", "paths"}
