@@ -20,7 +20,7 @@ class App:
     json: bool = False
     verbose: int = 0
     out: Console = field(default_factory=Console)
-    err: Console = field(default_factory=lambda: Console(stderr=True))
+    err: Console = field(default_factory=lambda: Console(stderr=True, soft_wrap=True))
 
     def progress(self) -> RichProgress | JsonProgress:
         return JsonProgress() if self.json else RichProgress(self.err, self.verbose)

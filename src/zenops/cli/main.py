@@ -65,7 +65,7 @@ def _wants_json(argv: list[str]) -> bool:
 def report_error(err: ZenopsError, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps({"type": "error", **err.to_dict()}, default=str) + "\n")
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     console.print(f"[bold red]error:[/] {escape(err.message)}", highlight=False)
     if err.hint:
         console.print(f"[bold]fix:[/] {escape(err.hint)}", highlight=False)
