@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,13 +15,20 @@ from zenops.config import Config, load
 from zenops.progress import JsonProgress, RichProgress
 
 
+def make_console(stderr: bool) -> Console:
+    """A console that does not squeeze tables and messages to 80 columns when the output is a file or a CI log."""
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else 160
+    return Console(stderr=stderr, soft_wrap=True, width=width)
+
+
 @dataclass
 class App:
     config: Config
     json: bool = False
     verbose: int = 0
-    out: Console = field(default_factory=Console)
-    err: Console = field(default_factory=lambda: Console(stderr=True, soft_wrap=True))
+    out: Console = field(default_factory=lambda: make_console(stderr=False))
+    err: Console = field(default_factory=lambda: make_console(stderr=True))
 
     def progress(self) -> RichProgress | JsonProgress:
         return JsonProgress() if self.json else RichProgress(self.err, self.verbose)

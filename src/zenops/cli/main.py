@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from zenops import __version__
 from zenops.cli import config_cmd, devhost, paths_cmd, up
-from zenops.cli.context import App
+from zenops.cli.context import App, make_console
 from zenops.cli.options import to_default_map
 from zenops.config import load
 from zenops.errors import ExitCode, ZenopsError
@@ -65,7 +65,7 @@ def _wants_json(argv: list[str]) -> bool:
 def report_error(err: ZenopsError, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps({"type": "error", **err.to_dict()}, default=str) + "\n")
-    console = Console(stderr=True, soft_wrap=True)
+    console = make_console(stderr=True)
     console.print(f"[bold red]error:[/] {escape(err.message)}", highlight=False)
     if err.hint:
         console.print(f"[bold]fix:[/] {escape(err.hint)}", highlight=False)
