@@ -143,17 +143,17 @@ def test_docker_sources_deb822(facts: dict[str, Any], expected: dict[str, str]) 
 
 def test_docker_sources_follow_overrides() -> None:
     ctx = role_vars(
-        DEBIAN_BOOKWORM_AMD64, docker_upstream_repo_url="https://mirror.example/docker", docker_upstream_channel="test"
+        DEBIAN_BOOKWORM_AMD64, docker_upstream_base_url="https://mirror.example/docker/", docker_upstream_channel="test"
     )
     (stanza,) = parse_deb822(render("docker.sources.j2", ctx))
-    assert stanza["URIs"] == "https://mirror.example/docker"
+    assert stanza["URIs"] == "https://mirror.example/docker/debian"
     assert stanza["Components"] == "test"
-    assert ctx["docker_upstream_gpg_url"] == "https://mirror.example/docker/gpg"
+    assert ctx["_docker_upstream_gpg_url"] == "https://mirror.example/docker/debian/gpg"
 
 
 def test_upstream_key_url_and_packages() -> None:
     ctx = role_vars(UBUNTU_NOBLE_ARM64, docker_source="upstream")
-    assert ctx["docker_upstream_gpg_url"] == "https://download.docker.com/linux/ubuntu/gpg"
+    assert ctx["_docker_upstream_gpg_url"] == "https://download.docker.com/linux/ubuntu/gpg"
     assert ctx["_docker_packages"] == [
         "docker-ce",
         "docker-ce-cli",
@@ -194,5 +194,6 @@ def test_argument_specs_document_every_public_default() -> None:
     options = _load("meta/argument_specs.yml")["argument_specs"]["main"]["options"]
     assert set(options) == set(defaults)
     for name, spec in options.items():
-        assert spec.get("default") == defaults[name], f"{name}: argument_specs default differs from defaults/main.yml"
+        assert "{{" not in str(defaults[name]), f"{name}: argument validation would template it before facts exist"
+        assert spec["default"] == defaults[name], f"{name}: argument_specs default differs from defaults/main.yml"
         assert "choices" not in spec or defaults[name] in spec["choices"], name
