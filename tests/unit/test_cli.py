@@ -7,10 +7,11 @@ from pathlib import Path
 
 import click
 import pytest
+from click.testing import CliRunner
 
 from zenops import __version__
 from zenops.cli.main import cli, main
-from zenops.errors import ExitCode
+from zenops.errors import ExitCode, NotImplementedYetError
 
 
 class Result:
@@ -166,3 +167,23 @@ def test_paths_points_at_this_checkout(run):
 
 def test_group_is_a_click_group():
     assert set(cli.list_commands(click.Context(cli))) >= {"up", "config", "devhost", "paths"}
+
+
+# click's own CliRunner, on the group itself: parsing, help and usage errors that click handles before zenops runs.
+def test_clirunner_up_help_and_bad_choice():
+    runner = CliRunner()
+    r = runner.invoke(cli, ["up", "--help"])
+    assert r.exit_code == 0
+    assert "--inventory" in r.output
+    r = runner.invoke(cli, ["devhost", "up", "--count", "0"])
+    assert r.exit_code == 2
+    assert "0 is not in the range" in r.output
+    r = runner.invoke(cli, ["no-such-command"])
+    assert r.exit_code == 2
+    assert "No such command" in r.output
+
+
+def test_clirunner_zenops_errors_carry_their_exit_code():
+    r = CliRunner().invoke(cli, ["up", "--model", "m"])
+    assert isinstance(r.exception, NotImplementedYetError)
+    assert r.exception.exit_code == ExitCode.NOT_IMPLEMENTED
