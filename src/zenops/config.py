@@ -36,6 +36,19 @@ docker:
 defaults:                           # defaults for command flags; flags on the command line win
   up:
     inventory: hosts.yml
+flavors:                            # your cloud's flavors; built-in ones (gp.5.24.96) need no entry, yours win by name
+  example.16.64:
+    vcpus: 16
+    ram_gb: 64                      # or ram_mib: 65536
+    disk_gb: 100
+    ephemeral_gb: 0
+    cpu_model: AMD EPYC 9454
+    cpu_vendor: AuthenticAMD
+    cpu_flags: [avx2, avx512f, avx512_bf16, avx512_vnni]
+    numa_nodes: 1
+    smt_exposed: false
+    price_per_hour: 0.50            # your price, per server and hour
+    currency: USD
 """
 
 
@@ -84,6 +97,8 @@ class Config:
     command_defaults: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # command name -> {option name: file it came from}
     command_default_sources: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # flavor name -> {field: value}, validated; zenops.catalog.flavors() turns it into FlavorSpecs
+    flavors: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     sources: tuple[Path, ...] = ()
 
 
@@ -139,7 +154,67 @@ SCHEMA: dict[str, Checker | dict[str, Checker]] = {
         "daemon_options": _mapping,
     },
     "defaults": _mapping,  # per-command sections, checked against the commands themselves
+    "flavors": _mapping,  # flavor name -> FLAVOR_SCHEMA fields, checked by check_flavor
 }
+
+
+def _number(minimum: float, problem: str) -> Checker:
+    def check(v: Any) -> str | None:
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and (v > 0 if minimum > 0 else v >= 0)
+        return None if ok else problem
+
+    return check
+
+
+def _flags(v: Any) -> str | None:
+    ok = isinstance(v, list) and all(isinstance(x, str) and x for x in v)
+    return None if ok else "must be a list of /proc/cpuinfo flags"
+
+
+def _is_count(v: Any) -> str | None:
+    return None if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else "must be a whole number, 0 or more"
+
+
+def _is_bool(v: Any) -> str | None:
+    return None if isinstance(v, bool) else "must be true or false"
+
+
+def _currency(v: Any) -> str | None:
+    return None if isinstance(v, str) and len(v) == 3 and v.isalpha() and v.isupper() else "must be a code like USD"
+
+
+# flavors.<name>.<field>: (checker, example shown as the fix)
+FLAVOR_SCHEMA: dict[str, tuple[Checker, str]] = {
+    "vcpus": (_is_pos_int, "vcpus: 24"),
+    "ram_mib": (_is_pos_int, "ram_mib: 98304"),
+    "ram_gb": (_number(1, "must be a number above 0"), "ram_gb: 96  (GiB, as clouds mean it: 96 = 98304 MiB)"),
+    "disk_gb": (_is_count, "disk_gb: 240"),
+    "ephemeral_gb": (_is_count, "ephemeral_gb: 0"),
+    "cpu_model": (_is_str, "cpu_model: AMD EPYC 9454"),
+    "cpu_vendor": (_is_str, "cpu_vendor: AuthenticAMD"),
+    "cpu_flags": (_flags, "cpu_flags: [avx2, avx512f, avx512_bf16, avx512_vnni]"),
+    "numa_nodes": (_is_pos_int, "numa_nodes: 1"),
+    "smt_exposed": (_is_bool, "smt_exposed: false"),
+    "price_per_hour": (_number(0, "must be a number, 0 or more"), "price_per_hour: 0.79  (per server and hour)"),
+    "currency": (_currency, "currency: USD"),
+    "cloud": (_is_str, "cloud: flex"),
+}
+
+
+def check_flavor(path: str, name: Any, section: Any) -> None:
+    """Check one ``flavors.<name>`` entry against FLAVOR_SCHEMA. Raises ConfigError naming flavors.<name>.<field>."""
+    where = f"flavors.{name}"
+    if not isinstance(section, dict):
+        raise ConfigError(path, where, "must be a mapping of field: value", hint="e.g. {vcpus: 16, ram_gb: 64}")
+    for key, value in section.items():
+        if key not in FLAVOR_SCHEMA:
+            raise _unknown(path, str(key), list(FLAVOR_SCHEMA), f"{where}.{key}")
+        check, example = FLAVOR_SCHEMA[key]
+        problem = check(value)
+        if problem:
+            raise ConfigError(path, f"{where}.{key}", problem, hint=f"e.g. {example}")
+    if "ram_mib" in section and "ram_gb" in section:
+        raise ConfigError(path, f"{where}.ram_gb", "give ram_mib or ram_gb, not both", hint="remove one of them")
 
 
 def _unknown(path: str, key: str, known: list[str], where: str) -> ConfigError:
@@ -175,6 +250,8 @@ def validate(data: Any, path: str) -> dict[str, Any]:
     for command, section in (data.get("defaults") or {}).items():
         if not isinstance(section, dict):
             raise ConfigError(path, f"defaults.{command}", "must be a mapping of option: value")
+    for name, section in (data.get("flavors") or {}).items():
+        check_flavor(path, name, section)
     return data
 
 
@@ -237,5 +314,6 @@ def load(explicit: Path | None = None) -> Config:
         ),
         command_defaults=command_defaults,
         command_default_sources=command_sources,
+        flavors=merged.get("flavors", {}),
         sources=tuple(files),
     )
