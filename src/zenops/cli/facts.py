@@ -1,0 +1,88 @@
+"""`zenops facts`: the CPU, SMT and NUMA topology of hosts, saved for `zenops plan`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from zenops.cli.context import App, get_app
+from zenops.cli.options import inventory_option, json_option, limit_option
+from zenops.errors import UsageError
+from zenops.facts import facts_path, format_cpulist, gather_facts
+
+_GIB_IN_KIB = 1024 * 1024
+
+
+@click.command()
+@inventory_option
+@click.option("--local", is_flag=True, help="Read this machine's topology (no SSH, no inventory).")
+@limit_option
+@json_option
+@click.pass_context
+def facts(ctx: click.Context, inventory: Path | None, local: bool, limit: str | None) -> None:
+    """Read the CPU model and flags, sockets, cores, SMT and NUMA nodes of hosts; save them for the planner.
+
+    \b
+      zenops facts --inventory hosts.yml     your hosts, over SSH (read-only)
+      zenops facts --local                   this machine
+      zenops facts --local --json > f.json   for `zenops plan --facts f.json`
+
+    Each host's topology is also saved as <state_dir>/facts/<host>.json. Nothing changes on the hosts.
+    """
+    app = get_app(ctx)
+    if local == (inventory is not None):
+        raise UsageError(
+            "zenops facts needs exactly one of --inventory FILE and --local" + (" (both were given)" if local else ""),
+            hint="pass --inventory hosts.yml for your hosts, or --local for this machine",
+        )
+    with app.progress() as sink:
+        hosts = gather_facts(
+            app.config, inventory, local=local, limit=limit, sink=sink, verbosity=max(app.verbose - 1, 0)
+        )
+    saved = {host: str(facts_path(app.config, host)) for host in hosts}
+    if app.json:
+        app.emit_json({"type": "result", "command": "facts", "hosts": hosts, "saved": saved})
+        return
+    for host, topology in hosts.items():
+        _print_host(app, host, topology, saved[host])
+
+
+def _gib(kib: int) -> str:
+    return f"{kib / _GIB_IN_KIB:.1f} GiB"
+
+
+def summary_lines(topology: dict[str, Any]) -> list[tuple[str, str]]:
+    """(label, text) rows describing one host's topology for people."""
+    t = topology
+    cpu_id = ", ".join(f"{k} {t[k]}" for k in ("family", "model", "stepping") if t.get(k) is not None)
+    cpu = " ".join(x for x in (t.get("vendor"), t.get("model_name")) if x) or "unknown CPU"
+    rows = [("CPU", f"{cpu}" + (f" ({cpu_id})" if cpu_id else "") + f", {t['architecture']}, kernel {t.get('kernel')}")]
+    smt = f"SMT on, {t['threads_per_core']} threads per core" if t["smt_active"] else "SMT off"
+    rows.append(("cores", f"{t['sockets']} socket(s), {t['physical_cores']} physical cores, {smt}"))
+    for node in t["numa_nodes"]:
+        distances = " ".join(str(d) for d in node["distances"])
+        rows.append(
+            (
+                f"node {node['id']}",
+                f"cpus {format_cpulist(node['cpus'])}, {_gib(node['memory_total_kib'])} "
+                f"({_gib(node['memory_free_kib'])} free), distances {distances or '-'}",
+            )
+        )
+    rows.append(("memory", f"{_gib(t['memory_total_kib'])} total, {_gib(t['memory_available_kib'])} available"))
+    rows.append(
+        (
+            "allowed",
+            f"cpus {format_cpulist(t['allowed_cpus'])} ({len(t['allowed_cpus'])} of {len(t['online_cpus'])} online)",
+        )
+    )
+    rows.append(("flags", " ".join(t["flags"]) or "-"))
+    rows.append(("hypervisor", t.get("hypervisor") or "none (bare metal)"))
+    return rows
+
+
+def _print_host(app: App, host: str, topology: dict[str, Any], saved: str) -> None:
+    app.out.print(host, style="bold", markup=False, highlight=False)
+    for label, text in [*summary_lines(topology), ("saved", saved)]:
+        app.out.print(f"  {label:<11}{text}", markup=False, highlight=False)

@@ -1,0 +1,229 @@
+"""`zenops facts`: read the CPU, SMT and NUMA topology of hosts and keep it for the planner.
+
+The collection's ``facts.yml`` runs the module ``zenops.inference.cpu_topology`` on every host; its fact
+``zenops_cpu_topology`` comes back through the runner. Each host's topology is saved as
+``<state_dir>/facts/<host>.json`` (directory mode 0700), which ``zenops plan --facts FILE`` reads with
+:func:`load_facts_file`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+from zenops.config import Config
+from zenops.errors import RunFailedError, UsageError, ZenopsError
+from zenops.runner import ProgressSink, RunSpec, run_playbook, settings_from_config
+
+FACT_NAME = "zenops_cpu_topology"
+SCHEMA = 1
+# keys a topology dict must have for the planner to use it
+REQUIRED_KEYS = frozenset(
+    {
+        "schema",
+        "architecture",
+        "vendor",
+        "model_name",
+        "flags",
+        "sockets",
+        "numa_nodes",
+        "cpus",
+        "online_cpus",
+        "allowed_cpus",
+        "physical_cores",
+        "threads_per_core",
+        "smt_active",
+        "memory_total_kib",
+        "memory_available_kib",
+    }
+)
+_UNSAFE = re.compile(r"[^A-Za-z0-9._:@-]")
+
+
+def facts_dir(config: Config) -> Path:
+    return config.state_dir / "facts"
+
+
+def facts_path(config: Config, host: str) -> Path:
+    """Where the topology of ``host`` is kept: ``<state_dir>/facts/<host>.json`` (odd characters become _)."""
+    name = _UNSAFE.sub("_", host)
+    if name in ("", ".", ".."):
+        name = f"_{name}"
+    return facts_dir(config) / f"{name}.json"
+
+
+def save_facts(config: Config, host: str, topology: dict[str, Any]) -> Path:
+    """Write one host's topology (file 0600 in a 0700 dir), atomically, and return its path."""
+    directory = facts_dir(config)
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o700)
+    path = facts_path(config, host)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(topology, f, indent=2, sort_keys=True)
+        f.write("\n")
+    tmp.replace(path)
+    return path
+
+
+def check_topology(topology: Any, source: str) -> dict[str, Any]:
+    """``topology`` as a dict if it is a schema-1 topology, else a UsageError naming what is wrong."""
+    hint = "regenerate it with `zenops facts --inventory FILE` (or `zenops facts --local`)"
+    if not isinstance(topology, dict):
+        raise UsageError(f"{source}: expected a CPU topology object, got {type(topology).__name__}", hint=hint)
+    if topology.get("schema") != SCHEMA:
+        raise UsageError(
+            f"{source}: CPU topology schema {topology.get('schema')!r} is not supported (this zenops reads {SCHEMA})",
+            hint=hint,
+        )
+    missing = sorted(REQUIRED_KEYS - topology.keys())
+    if missing:
+        raise UsageError(f"{source}: CPU topology lacks {', '.join(missing)}", hint=hint)
+    return topology
+
+
+def gather_facts(
+    config: Config,
+    inventory: Path | None,
+    *,
+    local: bool = False,
+    limit: str | None = None,
+    sink: ProgressSink | None = None,
+    cancel: threading.Event | None = None,
+    verbosity: int = 0,
+) -> dict[str, dict[str, Any]]:
+    """Run facts.yml on the inventory's hosts (or on this machine with ``local``); save and return host -> topology."""
+    if local == (inventory is not None):
+        raise UsageError(
+            "zenops facts needs exactly one of --inventory FILE and --local",
+            hint="pass --inventory hosts.yml for your hosts, or --local for this machine",
+        )
+    settings = settings_from_config(config)
+    where = "the local inventory (localhost)" if local else f"inventory {inventory}"
+    no_hosts = UsageError(
+        f"{where} has no hosts {f'matching --limit {limit}' if limit else 'in it'}: no facts were read",
+        hint="list hosts under `all:` (YAML) or in a group (INI); check with `ansible-inventory -i FILE --graph`",
+    )
+    try:
+        if local:
+            with tempfile.TemporaryDirectory(prefix="zenops-facts-") as tmp:  # mode 0700
+                local_inventory = Path(tmp) / "local.ini"
+                local_inventory.write_text(
+                    f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+                )
+                spec = RunSpec(playbook="facts", inventory=local_inventory, limit=limit, verbosity=verbosity)
+                run = run_playbook(spec, settings, sink, cancel)
+        else:
+            spec = RunSpec(playbook="facts", inventory=inventory, limit=limit, verbosity=verbosity)
+            run = run_playbook(spec, settings, sink, cancel)
+    except RunFailedError as e:
+        if not e.failures and e.run_dir and _no_hosts_matched(Path(e.run_dir)):
+            raise no_hosts from e
+        raise
+    if not run.stats:
+        raise no_hosts
+    out: dict[str, dict[str, Any]] = {}
+    for host in sorted(run.stats):
+        topology = run.host_facts.get(host, {}).get(FACT_NAME)
+        if topology is None:
+            raise ZenopsError(
+                f"{host}: the run succeeded but returned no {FACT_NAME} fact",
+                hint=f"the collection may be stale or overridden; check `zenops paths` and the run log {run.run_dir}",
+            )
+        out[host] = check_topology(topology, f"{host} ({run.run_dir})")
+        save_facts(config, host, out[host])
+    return out
+
+
+def _no_hosts_matched(run_dir: Path) -> bool:
+    """ansible-core 2.19 ends with rc=1 and no task failure when the inventory/--limit leaves no hosts."""
+    try:
+        stdout = (run_dir / "artifacts" / "run" / "stdout").read_text(errors="replace")
+    except OSError:
+        return False
+    return "no hosts to target" in stdout or "no hosts matched" in stdout
+
+
+def _result_objects(text: str) -> list[Any]:
+    """Every JSON value in ``text``: the whole text if it is one, else one per non-empty line (JSON lines)."""
+    try:
+        return [json.loads(text)]
+    except json.JSONDecodeError:
+        pass
+    values = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                values.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise UsageError(
+                    f"line {number} is not JSON: {e.msg}",
+                    hint="pass a file written by `zenops facts` (<state_dir>/facts/HOST.json) or by "
+                    "`zenops facts --json > FILE`",
+                ) from e
+    return values
+
+
+def load_facts_file(path: Path, host: str | None = None) -> dict[str, Any]:
+    """A CPU topology from ``path`` for ``zenops plan --facts FILE``.
+
+    Accepts one topology dict (a ``<state_dir>/facts/<host>.json`` file) or the output of ``zenops facts --json``
+    (its result object, possibly after event lines). A result with several hosts needs ``host``.
+    """
+    try:
+        text = path.read_text()
+    except FileNotFoundError as e:
+        raise UsageError(
+            f"facts file {path} not found", hint="create it with `zenops facts --inventory FILE` or `--local`"
+        ) from e
+    except OSError as e:
+        raise UsageError(f"cannot read facts file {path}: {e.strerror}", hint="check the path and permissions") from e
+    try:
+        values = _result_objects(text)
+    except UsageError as e:
+        raise UsageError(f"facts file {path}: {e.message}", hint=e.hint) from e
+    results = [v for v in values if isinstance(v, dict) and v.get("type") == "result" and v.get("command") == "facts"]
+    if results:
+        hosts = results[-1].get("hosts")
+        if not isinstance(hosts, dict) or not hosts:
+            raise UsageError(f"facts file {path} holds a facts result without hosts", hint="re-run `zenops facts`")
+        if host is None:
+            if len(hosts) > 1:
+                raise UsageError(
+                    f"facts file {path} holds {len(hosts)} hosts: {', '.join(sorted(hosts))}",
+                    hint="pick one with --host NAME",
+                )
+            host = next(iter(hosts))
+        if host not in hosts:
+            raise UsageError(f"facts file {path} has no host {host!r}", hint=f"hosts in it: {', '.join(sorted(hosts))}")
+        return check_topology(hosts[host], f"{path} (host {host})")
+    if len(values) == 1 and isinstance(values[0], dict) and "schema" in values[0]:
+        return check_topology(values[0], str(path))
+    raise UsageError(
+        f"facts file {path} is neither a CPU topology nor the output of `zenops facts --json`",
+        hint="pass <state_dir>/facts/HOST.json as written by `zenops facts`",
+    )
+
+
+def format_cpulist(cpus: list[int]) -> str:
+    """``[0, 1, 2, 3, 8, 10, 11]`` -> ``"0-3,8,10-11"`` (the kernel's cpulist notation); ``[]`` -> ``"-"``."""
+    ordered = sorted(set(cpus))
+    if not ordered:
+        return "-"
+    parts: list[str] = []
+    start = prev = ordered[0]
+    for cpu in [*ordered[1:], None]:
+        if cpu is not None and cpu == prev + 1:
+            prev = cpu
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if cpu is not None:
+            start = prev = cpu
+    return ",".join(parts)
