@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from zenops.config import Config
-from zenops.errors import RunFailedError, UsageError, ZenopsError
+from zenops.errors import UsageError, ZenopsError
 from zenops.runner import ProgressSink, RunSpec, run_playbook, settings_from_config
 
 FACT_NAME = "zenops_cpu_topology"
@@ -106,29 +106,17 @@ def gather_facts(
             hint="pass --inventory hosts.yml for your hosts, or --local for this machine",
         )
     settings = settings_from_config(config)
-    where = "the local inventory (localhost)" if local else f"inventory {inventory}"
-    no_hosts = UsageError(
-        f"{where} has no hosts {f'matching --limit {limit}' if limit else 'in it'}: no facts were read",
-        hint="list hosts under `all:` (YAML) or in a group (INI); check with `ansible-inventory -i FILE --graph`",
-    )
-    try:
-        if local:
-            with tempfile.TemporaryDirectory(prefix="zenops-facts-") as tmp:  # mode 0700
-                local_inventory = Path(tmp) / "local.ini"
-                local_inventory.write_text(
-                    f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n"
-                )
-                spec = RunSpec(playbook="facts", inventory=local_inventory, limit=limit, verbosity=verbosity)
-                run = run_playbook(spec, settings, sink, cancel)
-        else:
-            spec = RunSpec(playbook="facts", inventory=inventory, limit=limit, verbosity=verbosity)
+    if local:
+        with tempfile.TemporaryDirectory(prefix="zenops-facts-") as tmp:  # mode 0700
+            local_inventory = Path(tmp) / "local.ini"
+            local_inventory.write_text(
+                f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n"
+            )
+            spec = RunSpec(playbook="facts", inventory=local_inventory, limit=limit, verbosity=verbosity)
             run = run_playbook(spec, settings, sink, cancel)
-    except RunFailedError as e:
-        if not e.failures and e.run_dir and _no_hosts_matched(Path(e.run_dir)):
-            raise no_hosts from e
-        raise
-    if not run.stats:
-        raise no_hosts
+    else:
+        spec = RunSpec(playbook="facts", inventory=inventory, limit=limit, verbosity=verbosity)
+        run = run_playbook(spec, settings, sink, cancel)
     out: dict[str, dict[str, Any]] = {}
     for host in sorted(run.stats):
         topology = run.host_facts.get(host, {}).get(FACT_NAME)
@@ -140,15 +128,6 @@ def gather_facts(
         out[host] = check_topology(topology, f"{host} ({run.run_dir})")
         save_facts(config, host, out[host])
     return out
-
-
-def _no_hosts_matched(run_dir: Path) -> bool:
-    """ansible-core 2.19 ends with rc=1 and no task failure when the inventory/--limit leaves no hosts."""
-    try:
-        stdout = (run_dir / "artifacts" / "run" / "stdout").read_text(errors="replace")
-    except OSError:
-        return False
-    return "no hosts to target" in stdout or "no hosts matched" in stdout
 
 
 def _result_objects(text: str) -> list[Any]:

@@ -434,6 +434,24 @@ def run_playbook(
             "still be running there",
             hint="re-run the same command to resume: the playbooks are idempotent",
         )
+    if not result.stats and not result.failures and _no_hosts_matched(run_dir, result.ok):
+        where = f"inventory {spec.inventory}" if spec.inventory else "the implicit localhost inventory"
+        raise UsageError(
+            f"{where} has no hosts {f'matching --limit {spec.limit}' if spec.limit else 'in it'}: nothing was done",
+            hint="list hosts under `all:` (YAML) or in a group (INI); check with `ansible-inventory -i FILE --graph`",
+        )
     if not result.ok:
         raise RunFailedError(playbook.name, result.failures, status=status, rc=rc, run_dir=str(run_dir))
     return result
+
+
+def _no_hosts_matched(run_dir: Path, ok: bool) -> bool:
+    """An empty inventory ends successfully with no hosts; a --limit matching nothing ends with rc=1 (ansible-core
+    2.19) and no task failure, saying so on stdout."""
+    if ok:
+        return True
+    try:
+        stdout = (run_dir / "artifacts" / "run" / "stdout").read_text(errors="replace")
+    except OSError:
+        return False
+    return "no hosts to target" in stdout or "no hosts matched" in stdout

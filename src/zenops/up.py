@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from zenops.config import Config
-from zenops.errors import UsageError
 from zenops.runner import HostStats, ProgressSink, RunResult, RunSpec, run_playbook, settings_from_config
 
 
@@ -73,10 +72,4 @@ def up_inventory(
         verbosity=verbosity,
     )
     run = run_playbook(spec, settings_from_config(config), sink, cancel)
-    if not run.stats:
-        target = f"matching --limit {limit}" if limit else "in it"
-        raise UsageError(
-            f"inventory {inventory} has no hosts {target}: nothing was done",
-            hint="list hosts under `all:` (YAML) or in a group (INI); check with `ansible-inventory -i FILE --graph`",
-        )
     return UpResult(run=run, hosts=summarize(run))
