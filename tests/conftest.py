@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from zenops.cli.main import main
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -25,3 +27,24 @@ def local_inventory(tmp_path: Path) -> Path:
     inv = tmp_path / "local.ini"
     inv.write_text(f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
     return inv
+
+
+class Result:
+    def __init__(self, exit_code: int, output: str) -> None:
+        self.exit_code = exit_code
+        self.output = output
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    """Call the console entry point zenops.cli.main.main as the installed script does; capture exit code and output."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def _run(args: list[str]) -> Result:
+        with pytest.raises(SystemExit) as info:
+            main(args)
+        captured = capsys.readouterr()
+        code = info.value.code
+        return Result(code if isinstance(code, int) else 1, captured.out + captured.err)
+
+    return _run

@@ -13,6 +13,7 @@ class ExitCode:
     NOT_IMPLEMENTED = 4  # a documented flag whose feature has not landed yet
     RUN_FAILED = 5  # an Ansible run failed on a host
     UNREACHABLE = 6  # a host could not be reached
+    PLAN_REFUSED = 7  # no sensible serving plan: the model does not fit, the CPU cannot run it, contradictory options
     CANCELED = 130  # Ctrl-C (128 + SIGINT)
 
 

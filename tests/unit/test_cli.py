@@ -10,29 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from zenops import __version__
-from zenops.cli.main import cli, main
+from zenops.cli.main import cli
 from zenops.errors import ExitCode, NotImplementedYetError
-
-
-class Result:
-    def __init__(self, exit_code: int, output: str) -> None:
-        self.exit_code = exit_code
-        self.output = output
-
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
-    """Call the console entry point zenops.cli.main.main as the installed script does; capture exit code and output."""
-    monkeypatch.setenv("COLUMNS", "200")
-
-    def _run(args: list[str]) -> Result:
-        with pytest.raises(SystemExit) as info:
-            main(args)
-        captured = capsys.readouterr()
-        code = info.value.code
-        return Result(code if isinstance(code, int) else 1, captured.out + captured.err)
-
-    return _run
 
 
 def test_version(run):

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from zenops import __version__
-from zenops.cli import config_cmd, devhost, paths_cmd, up
+from zenops.cli import config_cmd, devhost, facts, paths_cmd, plan, up
 from zenops.cli.context import App, make_console
 from zenops.cli.options import to_default_map
 from zenops.config import load
@@ -56,6 +56,8 @@ cli.add_command(up.up)
 cli.add_command(config_cmd.config)
 cli.add_command(devhost.devhost)
 cli.add_command(paths_cmd.paths)
+cli.add_command(facts.facts)
+cli.add_command(plan.plan_cmd)
 
 
 def _wants_json(argv: list[str]) -> bool:

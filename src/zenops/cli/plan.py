@@ -1,0 +1,209 @@
+"""`zenops plan`: the serving settings zenops derives from a machine's facts, with the reason for each number."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from zenops import catalog
+from zenops.cli.context import App, get_app
+from zenops.cli.options import inventory_option, json_option, limit_option
+from zenops.errors import UsageError
+from zenops.facts import gather_facts, load_facts_file
+from zenops.planner import DEFAULT_VLLM_VERSION, Plan, PlanOptions, Topology, plan
+
+
+def _instances(value: str) -> int | None:
+    if value == "auto":
+        return None
+    try:
+        n = int(value)
+    except ValueError as e:
+        raise click.BadParameter("use auto or a number, e.g. --instances 2") from e
+    if n < 1:
+        raise click.BadParameter("must be at least 1")
+    return n
+
+
+@click.command("plan")
+@click.option(
+    "--facts",
+    "facts_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Facts saved by `zenops facts --json` (or one host's topology JSON).",
+)
+@inventory_option
+@click.option("--local", is_flag=True, help="Gather the facts of this machine.")
+@click.option(
+    "--model",
+    "-m",
+    required=True,
+    metavar="MODEL",
+    help="Catalogue model id (e.g. Qwen/Qwen3-4B) or a local model directory with config.json.",
+)
+@click.option(
+    "--flavor",
+    metavar="FLAVOR",
+    help="Catalogue or config flavor: its price is shown; without facts, the plan is projected from it.",
+)
+@click.option("--dtype", type=click.Choice(["bfloat16", "float16", "float32"]), default="bfloat16", show_default=True)
+@click.option("--max-model-len", type=click.IntRange(min=16), help="Tokens per request (default: auto, what fits).")
+@click.option("--max-num-seqs", type=click.IntRange(min=1), help="Concurrent sequences (default: concurrency + 1).")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Expected concurrent requests (decides data vs tensor parallel on several NUMA nodes).",
+)
+@click.option("--instances", default="auto", show_default=True, metavar="auto|N", help="Server instances per host.")
+@click.option(
+    "--platform",
+    type=click.Choice(["auto", "zen", "cpu"]),
+    default="auto",
+    show_default=True,
+    help="zen = vLLM + zentorch (AMD with AVX-512), cpu = stock vLLM CPU backend.",
+)
+@click.option(
+    "--vllm",
+    "vllm_version",
+    default=DEFAULT_VLLM_VERSION,
+    show_default=True,
+    metavar="VERSION",
+    help="vLLM release the settings are for (env var semantics changed across releases).",
+)
+@click.option("--host", metavar="HOST", help="With a multi-host facts file or inventory: only this host.")
+@limit_option
+@json_option
+@click.pass_context
+def plan_cmd(
+    ctx: click.Context,
+    facts_file: Path | None,
+    inventory: Path | None,
+    local: bool,
+    model: str,
+    flavor: str | None,
+    dtype: str,
+    max_model_len: int | None,
+    max_num_seqs: int | None,
+    concurrency: int,
+    instances: str,
+    platform: str,
+    vllm_version: str,
+    host: str | None,
+    limit: str | None,
+) -> None:
+    """Derive the vLLM CPU serving settings for MODEL from hardware facts, and explain each number.
+
+    \b
+    Facts from exactly one of:
+      --facts FILE        saved by `zenops facts --json`
+      --inventory FILE    gathered now from those hosts over SSH
+      --local             gathered now from this machine
+      --flavor F alone    projected from a flavor (a VM not created yet)
+
+    \b
+    Examples:
+      zenops plan --flavor gp.5.24.96 --model Qwen/Qwen3-4B
+      zenops plan --local --model Qwen/Qwen3-0.6B --json
+      zenops plan --facts epyc.json --model meta-llama/Llama-3.3-70B-Instruct --concurrency 16
+
+    A refusal (model too big, CPU cannot run zentorch, no AVX2, contradictory options) exits 7 and names the fix.
+    """
+    app = get_app(ctx)
+    sources = [name for name, on in (("--facts", facts_file), ("--inventory", inventory), ("--local", local)) if on]
+    if len(sources) > 1:
+        raise UsageError(f"{' and '.join(sources)}: give one source of facts", hint="pick one of them")
+    user_flavors = app.config.flavors
+    flavor_spec = catalog.get_flavor(flavor, user_flavors) if flavor else None
+    if not sources and flavor_spec is None:
+        raise UsageError(
+            "no facts to plan from", hint="pass --facts FILE, --inventory FILE, --local, or --flavor F for a projection"
+        )
+    model_spec = catalog.get_model(model)
+    opts = PlanOptions(
+        dtype=dtype,
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        concurrency=concurrency,
+        instances=_instances(instances),
+        platform=platform,
+        vllm_version=vllm_version,
+    )
+
+    topologies: dict[str, Topology] = {}
+    if facts_file is not None:
+        topologies[host or "facts"] = Topology.from_facts(load_facts_file(facts_file, host=host))
+    elif inventory is not None or local:
+        with app.progress() as sink:
+            gathered = gather_facts(app.config, inventory, local=local, limit=limit, sink=sink)
+        for name, facts in gathered.items():
+            if host is None or name == host:
+                topologies[name] = Topology.from_facts(facts)
+        if host is not None and not topologies:
+            raise UsageError(f"--host {host}: not among the gathered hosts ({', '.join(gathered)})")
+    else:
+        assert flavor_spec is not None
+        topologies[flavor_spec.name] = Topology.from_flavor(flavor_spec)
+
+    all_flavors = list(catalog.flavors(user_flavors).values())
+    plans = {name: plan(topo, model_spec, opts, all_flavors) for name, topo in topologies.items()}
+    price = flavor_spec.price_per_hour if flavor_spec else None
+    if app.json:
+        items = [{"host": name, **p.to_dict()} for name, p in plans.items()]
+        out: dict[str, Any] = {
+            "type": "result",
+            "command": "plan",
+            "flavor": flavor,
+            "price_per_hour": price,
+            "plans": items,
+        }
+        if len(items) == 1:
+            out.update(items[0])
+        app.emit_json(out)
+        return
+    for name, p in plans.items():
+        _print_plan(app, name, p, price)
+
+
+def _print_plan(app: App, host: str, p: Plan, price: float | None) -> None:
+    out = app.out
+    out.print(f"[bold]{escape(host)}[/]: {escape(p.topology)}")
+    out.print(f"  platform [bold]{p.platform}[/] ({escape(p.platform_reason)})")
+    out.print(
+        f"  model {escape(p.model)}, vLLM {p.vllm_version}, {p.dtype}, max-model-len {p.max_model_len}, "
+        f"max-num-seqs {p.max_num_seqs}" + (f", ${price}/h" if price is not None else "")
+    )
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for col in ("#", "port", "node", "TP", "OpenMP CPUs", "reserved", "KV GiB", "KV tokens", "cpuset", "shm"):
+        table.add_column(col)
+    for i in p.instances:
+        table.add_row(
+            str(i.index),
+            str(i.port),
+            ",".join(map(str, i.numa_nodes)),
+            str(i.tensor_parallel_size),
+            i.omp_threads_bind,
+            ",".join(map(str, i.reserved_cpus)) or "-",
+            f"{i.kv_cache_gib:g}",
+            str(i.kv_tokens),
+            i.cpuset,
+            str(i.container["shm_size"]),
+        )
+    out.print(table)
+    for i in p.instances:
+        env = " ".join(f"{k}={v}" for k, v in sorted(i.env.items()))
+        out.print(
+            f"  [dim]instance {i.index}:[/] {escape(env)}  vllm serve {escape(p.model)} {escape(' '.join(i.args))}"
+        )
+    out.print("  [bold]why[/]")
+    for r in p.reasons:
+        out.print(f"   - [cyan]{r.topic}[/]: {escape(r.text)}")
+    for w in p.warnings:
+        out.print(f"   [yellow]warning:[/] {escape(w)}")
+    out.print()

@@ -1,0 +1,104 @@
+"""`zenops plan` through the console entry point: sources of facts, output, refusals and their exit code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zenops.errors import ExitCode
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
+
+
+def test_plan_from_facts_file_json(run):
+    r = run(
+        ["plan", "--facts", str(FIXTURES / "gp-5-24-96.json"), "--model", "Qwen/Qwen3-4B", "--vllm", "0.11.0", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["platform"] == "zen"
+    (inst,) = data["instances"]
+    for key in ("cpus", "numa_node", "kv_cache_gib", "port", "env", "args"):
+        assert key in inst
+    assert inst["env"]["VLLM_CPU_OMP_THREADS_BIND"] == "1-23"
+    assert inst["kv_cache_gib"] == 29
+    assert {r["topic"] for r in data["reasons"]} >= {"platform", "cpus", "kv_cache"}
+
+
+def test_plan_projected_from_a_flavor_prints_table_and_reasons(run):
+    r = run(["plan", "--flavor", "gp.5.24.96", "--model", "Qwen/Qwen3-4B"])
+    assert r.exit_code == 0, r.output
+    assert "1-23" in r.output
+    assert "$0.79/h" in r.output
+    assert "why" in r.output
+    assert "kv_cache" in r.output
+
+
+def test_plan_on_this_machine(run):
+    r = run(["plan", "--local", "--model", "Qwen/Qwen3-0.6B", "--json"])
+    assert r.exit_code in (0, ExitCode.PLAN_REFUSED), r.output
+    last = json.loads(r.output.strip().splitlines()[-1])
+    if r.exit_code == 0:
+        assert last["plans"][0]["host"] == "localhost"
+        assert last["instances"]
+    else:
+        assert last["code"] == "model_too_big"
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "fragment"),
+    [
+        (
+            ["--flavor", "gp.5.24.96", "--model", "meta-llama/Llama-3.3-70B-Instruct"],
+            ExitCode.PLAN_REFUSED,
+            "does not fit",
+        ),
+        (
+            ["--facts", str(FIXTURES / "xeon-e5-2680v4-2s.json"), "--model", "Qwen/Qwen3-4B", "--platform", "zen"],
+            ExitCode.PLAN_REFUSED,
+            "--platform cpu",
+        ),
+        (
+            ["--flavor", "gp.5.24.96", "--model", "Qwen/Qwen3-4B", "--max-model-len", "100000"],
+            ExitCode.PLAN_REFUSED,
+            "longer than",
+        ),
+        (["--model", "Qwen/Qwen3-4B"], ExitCode.USAGE, "no facts to plan from"),
+        (
+            ["--facts", str(FIXTURES / "gp-5-24-96.json"), "--local", "--model", "Qwen/Qwen3-4B"],
+            ExitCode.USAGE,
+            "one source of facts",
+        ),
+        (["--flavor", "gp.9.99", "--model", "Qwen/Qwen3-4B"], ExitCode.USAGE, "gp.5.24.96"),
+        (["--flavor", "gp.5.24.96", "--model", "Qwen/Qwen3-5B"], ExitCode.USAGE, "did you mean"),
+        (["--flavor", "gp.5.24.96", "--model", "Qwen/Qwen3-4B", "--instances", "many"], ExitCode.USAGE, "auto"),
+    ],
+)
+def test_plan_refusals_and_usage_errors(run, args, code, fragment):
+    r = run(["plan", *args])
+    assert r.exit_code == code, r.output
+    assert fragment in r.output.replace("\n", " ")
+
+
+def test_refusal_in_json_mode_has_its_code(run):
+    r = run(["--json", "plan", "--flavor", "gp.5.24.96", "--model", "meta-llama/Llama-3.3-70B-Instruct"])
+    assert r.exit_code == ExitCode.PLAN_REFUSED
+    error = json.loads(r.output.strip().splitlines()[0])
+    assert error["code"] == "model_too_big"
+    assert error["hint"]
+
+
+def test_user_flavor_from_config_is_planned_and_priced(run, tmp_path, monkeypatch):
+    (tmp_path / "zenops.yaml").write_text(
+        "flavors:\n  big.64.512:\n    vcpus: 64\n    ram_gb: 512\n    disk_gb: 100\n    ephemeral_gb: 0\n"
+        "    cpu_model: AMD EPYC 9654\n    cpu_vendor: AuthenticAMD\n    cpu_flags: [avx2, avx512f, avx512_bf16]\n"
+        "    price_per_hour: 4.2\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    r = run(["plan", "--flavor", "big.64.512", "--model", "meta-llama/Llama-3.3-70B-Instruct", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["price_per_hour"] == 4.2
+    assert data["instances"][0]["omp_threads_bind"] == "1-63"

@@ -1,0 +1,356 @@
+"""The planner on the fact fixtures, against the write-up's hand settings, its refusals, and its invariants."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from zenops import catalog
+from zenops.catalog import GIB
+from zenops.errors import ExitCode
+from zenops.planner import (
+    PlanOptions,
+    PlanRefusedError,
+    Topology,
+    cpulist,
+    plan,
+)
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
+
+
+def fixture(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+def topo(name: str) -> Topology:
+    return Topology.from_facts(fixture(name))
+
+
+def synthetic_facts(
+    nodes: int,
+    cores: int,
+    threads: int,
+    mem_gib: float,
+    vendor: str = "AuthenticAMD",
+    flags: tuple[str, ...] = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni"),
+    allowed: set[int] | None = None,
+) -> dict[str, Any]:
+    """Facts numbered the way Linux numbers them: first threads of every core (node by node), then the siblings."""
+    total_cores = nodes * cores
+    cpus = []
+    for t in range(threads):
+        for n in range(nodes):
+            for c in range(cores):
+                core = n * cores + c
+                cpu = t * total_cores + core
+                cpus.append(
+                    {
+                        "cpu": cpu,
+                        "core_id": c,
+                        "package": n,
+                        "node": n,
+                        "siblings": [k * total_cores + core for k in range(threads)],
+                    }
+                )
+    cpus.sort(key=lambda x: x["cpu"])
+    online = [c["cpu"] for c in cpus]
+    kib = int(mem_gib * 1024 * 1024)
+    return {
+        "schema": 1,
+        "architecture": "x86_64",
+        "vendor": vendor,
+        "model_name": f"{vendor} test CPU",
+        "family": 25,
+        "model": 17,
+        "stepping": 1,
+        "flags": sorted(flags),
+        "sockets": nodes,
+        "numa_nodes": [
+            {
+                "id": n,
+                "cpus": [c["cpu"] for c in cpus if c["node"] == n],
+                "memory_total_kib": kib,
+                "memory_free_kib": kib,
+                "distances": [10 if m == n else 32 for m in range(nodes)],
+            }
+            for n in range(nodes)
+        ],
+        "cpus": cpus,
+        "online_cpus": online,
+        "allowed_cpus": sorted(allowed if allowed is not None else online),
+        "physical_cores": total_cores,
+        "threads_per_core": threads,
+        "smt_active": threads > 1,
+        "memory_total_kib": kib * nodes,
+        "memory_available_kib": kib * nodes,
+        "hypervisor": None,
+        "kernel": "6.1.0",
+    }
+
+
+QWEN3_4B = "Qwen/Qwen3-4B"
+
+
+# --- the write-up on gp.5.24.96 ----------------------------------------------------------------------------------
+
+
+def test_gp_5_24_96_qwen3_4b_against_the_write_up():
+    """The write-up's hand settings next to zenops's, and why they differ.
+
+    write-up: CORES=0-(nproc-1)=0-23, VLLM_CPU_NUM_OF_RESERVED_CPU=1, KVCACHE = 75% of RAM in GB, shm = total MB - 1024
+    zenops:   OpenMP on 1-23 (core 0 left for the API server: the write-up's reserved-CPU setting only applies to
+              automatic binding, so its OpenMP threads shared CPU 0 with the frontend); KV = what 5 sequences of the
+              model's 40960-token context need (29 GiB), not 75% of RAM (~70 GiB that is never used and that the
+              write-up itself warns can kill the server); shm 4g (a tmpfs holds only what the message queues use).
+    """
+    facts = fixture("gp-5-24-96")
+    t = Topology.from_facts(facts)
+    model = catalog.get_model(QWEN3_4B)
+    p = plan(t, model, PlanOptions(vllm_version="0.11.0"))
+
+    write_up_cores = f"0-{len(facts['online_cpus']) - 1}"
+    write_up_kv_gib = int(0.75 * facts["memory_total_kib"] / 1024 / 1024)
+    write_up_shm_mb = facts["memory_total_kib"] // 1024 - 1024
+    assert write_up_cores == "0-23"
+    assert 68 <= write_up_kv_gib <= 72
+    assert write_up_shm_mb > 90_000
+
+    assert p.platform == "zen"
+    assert len(p.instances) == 1
+    inst = p.instances[0]
+    assert inst.omp_threads_bind == "1-23"
+    assert inst.reserved_cpus == [0]
+    assert inst.cpuset == "0-23"
+    assert p.max_num_seqs == 5  # same as the write-up
+    assert p.max_model_len == model.max_context == 40960
+    need = 5 * 40960 * model.kv_bytes_per_token("bfloat16")
+    assert need == 5 * 40960 * 147456
+    assert inst.kv_cache_gib == math.ceil(need / GIB) == 29
+    assert inst.kv_cache_gib < write_up_kv_gib
+    assert inst.env == {"VLLM_CPU_OMP_THREADS_BIND": "1-23", "VLLM_CPU_KVCACHE_SPACE": "29", "VLLM_PLUGINS": "zentorch"}
+    assert inst.container["shm_size"] == "4g"
+    assert inst.container["cap_add"] == ["SYS_NICE"]
+    assert inst.container["privileged"] is False
+    assert inst.container["ipc_mode"] is None  # shm size, never both
+    assert "--dtype" in inst.args
+    assert inst.args[inst.args.index("--dtype") + 1] == "bfloat16"
+    topics = {r.topic for r in p.reasons}
+    assert {"platform", "cpus", "kv_cache", "kv_semantics", "container", "max_num_seqs", "max_model_len"} <= topics
+
+
+def test_newer_vllm_uses_kv_cache_memory_bytes_instead_of_the_env_var():
+    p = plan(topo("gp-5-24-96"), catalog.get_model(QWEN3_4B), PlanOptions(vllm_version="0.25.1"))
+    inst = p.instances[0]
+    assert "VLLM_CPU_KVCACHE_SPACE" not in inst.env
+    assert "VLLM_PLUGINS" not in inst.env  # in-tree ZenCpuPlatform from 0.18
+    # bytes (planned in MiB) from 0.20: exactly what 5 x 40960 tokens need, no whole-GiB rounding
+    assert inst.args[inst.args.index("--kv-cache-memory-bytes") + 1] == str(5 * 40960 * 147456)
+    assert "--gpu-memory-utilization" not in inst.args  # one instance owns the node
+
+
+def test_flavor_projection_matches_the_vm_facts():
+    projected = Topology.from_flavor(catalog.get_flavor("gp.5.24.96"))
+    real = topo("gp-5-24-96")
+    a = plan(projected, catalog.get_model(QWEN3_4B))
+    b = plan(real, catalog.get_model(QWEN3_4B))
+    assert a.instances[0].omp_threads_bind == b.instances[0].omp_threads_bind
+    assert a.instances[0].kv_cache_gib == b.instances[0].kv_cache_gib
+    assert abs(projected.memory_total_bytes - real.memory_total_bytes) < 3 * GIB
+
+
+def test_two_instances_on_one_node_split_cores_and_memory():
+    p = plan(topo("gp-5-24-96"), catalog.get_model(QWEN3_4B), PlanOptions(instances=2, vllm_version="0.25.1"))
+    a, b = p.instances
+    assert (a.omp_threads_bind, b.omp_threads_bind) == ("1-11", "13-23")
+    assert (a.reserved_cpus, b.reserved_cpus) == ([0], [12])
+    assert (a.port, b.port) == (8000, 8001)
+    # each must pass vLLM >= 0.20's startup check without claiming the whole node
+    util = float(a.args[a.args.index("--gpu-memory-utilization") + 1])
+    assert 0 < util <= 0.5
+
+
+# --- two-socket machines -----------------------------------------------------------------------------------------
+
+
+def test_epyc_9755_high_concurrency_one_instance_per_node():
+    p = plan(topo("epyc-9755-2s"), catalog.get_model(QWEN3_4B), PlanOptions(concurrency=16))
+    assert p.platform == "zen"
+    assert [i.numa_nodes for i in p.instances] == [[0], [1]]
+    assert [i.tensor_parallel_size for i in p.instances] == [1, 1]
+    assert [len(i.cpus) for i in p.instances] == [127, 127]
+    assert p.max_model_len == 40960
+
+
+def test_epyc_9755_low_concurrency_one_tensor_parallel_instance():
+    p = plan(topo("epyc-9755-2s"), catalog.get_model(QWEN3_4B), PlanOptions(concurrency=2))
+    (inst,) = p.instances
+    assert inst.tensor_parallel_size == 2
+    assert "|" in inst.omp_threads_bind
+    assert inst.args[inst.args.index("--tensor-parallel-size") + 1] == "2"
+    assert inst.container["cpuset_mems"] == "0,1"
+
+
+def test_llama_70b_fits_one_epyc_node_and_not_a_gp_5_24_96():
+    p = plan(topo("epyc-9755-2s"), catalog.get_model("meta-llama/Llama-3.3-70B-Instruct"), PlanOptions(concurrency=8))
+    assert len(p.instances) == 2
+    with pytest.raises(PlanRefusedError) as info:
+        plan(
+            topo("gp-5-24-96"),
+            catalog.get_model("meta-llama/Llama-3.3-70B-Instruct"),
+            flavors=list(catalog.flavors().values()),
+        )
+    err = info.value
+    assert err.code == "model_too_big"
+    assert err.exit_code == ExitCode.PLAN_REFUSED
+    assert "needs about" in err.message
+    assert err.hint  # names flavors that fit or how to define one
+
+
+def test_xeon_broadwell_gets_the_stock_cpu_platform_and_skips_siblings():
+    facts = fixture("xeon-e5-2680v4-2s")
+    p = plan(Topology.from_facts(facts), catalog.get_model(QWEN3_4B), PlanOptions(concurrency=8))
+    assert p.platform == "cpu"
+    assert "zentorch" in p.platform_reason
+    assert any("avx512_bf16" in w for w in p.warnings)
+    siblings = {c["cpu"] for c in facts["cpus"] if c["cpu"] != min(c["siblings"])}
+    for inst in p.instances:
+        assert not siblings & set(inst.cpus)
+        assert len(inst.cpus) == 13  # 14 cores per socket, one reserved
+        assert "VLLM_PLUGINS" not in inst.env
+
+
+# --- refusals ----------------------------------------------------------------------------------------------------
+
+
+def test_zen_asked_for_on_intel_is_refused_offering_cpu():
+    with pytest.raises(PlanRefusedError) as info:
+        plan(topo("xeon-e5-2680v4-2s"), catalog.get_model(QWEN3_4B), PlanOptions(platform="zen"))
+    assert info.value.code == "zen_unsupported"
+    assert "--platform cpu" in (info.value.hint or "")
+
+
+def test_zen_on_amd_without_avx512_is_refused_with_the_reason():
+    facts = synthetic_facts(1, 16, 2, 64, flags=("avx2",))
+    with pytest.raises(PlanRefusedError, match="no AVX-512"):
+        plan(Topology.from_facts(facts), catalog.get_model(QWEN3_4B), PlanOptions(platform="zen"))
+    p = plan(Topology.from_facts(facts), catalog.get_model(QWEN3_4B))
+    assert p.platform == "cpu"
+
+
+def test_no_avx2_is_refused():
+    with pytest.raises(PlanRefusedError) as info:
+        plan(Topology.from_facts(synthetic_facts(1, 8, 1, 32, flags=("avx",))), catalog.get_model(QWEN3_4B))
+    assert info.value.code == "no_avx2"
+
+
+@pytest.mark.parametrize(
+    ("opts", "fragment"),
+    [
+        (PlanOptions(max_model_len=10**6), "longer than"),
+        (PlanOptions(instances=5), "cannot be split evenly"),
+        (PlanOptions(instances=20), "too few"),
+        (PlanOptions(dtype="int3"), "--dtype"),
+    ],
+)
+def test_contradictory_options_are_refused(opts, fragment):
+    t = Topology.from_facts(synthetic_facts(2, 16, 1, 64))
+    with pytest.raises(PlanRefusedError, match=fragment) as info:
+        plan(t, catalog.get_model(QWEN3_4B), opts)
+    assert info.value.hint
+
+
+def test_explicit_max_model_len_that_does_not_fit_names_one_that_does():
+    t = Topology.from_facts(synthetic_facts(1, 8, 1, 24))
+    with pytest.raises(PlanRefusedError) as info:
+        plan(t, catalog.get_model("Qwen/Qwen3-8B"), PlanOptions(max_model_len=40960, max_num_seqs=1))
+    assert "--max-model-len" in (info.value.hint or "")
+
+
+def test_auto_max_model_len_is_lowered_to_what_fits():
+    t = Topology.from_facts(synthetic_facts(1, 8, 1, 24))
+    model = catalog.get_model("Qwen/Qwen3-8B")
+    p = plan(t, model)
+    assert 2048 <= p.max_model_len < model.max_context
+    assert p.max_model_len % 1024 == 0
+    inst = p.instances[0]
+    assert inst.kv_tokens >= p.max_model_len
+
+
+def test_more_seqs_than_the_cache_holds_is_a_warning_not_a_refusal():
+    t = Topology.from_facts(synthetic_facts(1, 8, 1, 32))
+    p = plan(t, catalog.get_model(QWEN3_4B), PlanOptions(max_model_len=40960, max_num_seqs=16))
+    assert any("full-length sequence" in w for w in p.warnings)
+
+
+def test_malformed_facts_are_a_usage_error():
+    with pytest.raises(Exception, match="not zenops hardware facts"):
+        Topology.from_facts({"schema": 1, "cpus": []})
+
+
+# --- invariants --------------------------------------------------------------------------------------------------
+
+MODELS = sorted(catalog.models())
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodes=st.integers(1, 4),
+    cores=st.integers(1, 48),
+    threads=st.sampled_from([1, 2]),
+    mem_gib=st.sampled_from([4, 16, 32, 64, 96, 256, 1536]),
+    model=st.sampled_from(MODELS),
+    concurrency=st.integers(1, 16),
+    instances=st.one_of(st.none(), st.integers(1, 8)),
+    version=st.sampled_from(["0.11.0", "0.17.1", "0.25.1", "0.33.0"]),
+    drop=st.sets(st.integers(0, 400), max_size=20),
+)
+def test_plan_invariants(nodes, cores, threads, mem_gib, model, concurrency, instances, version, drop):
+    facts = synthetic_facts(nodes, cores, threads, mem_gib)
+    facts["allowed_cpus"] = [c for c in facts["allowed_cpus"] if c not in drop] or facts["allowed_cpus"][:1]
+    t = Topology.from_facts(facts)
+    spec = catalog.get_model(model)
+    opts = PlanOptions(concurrency=concurrency, instances=instances, vllm_version=version)
+    try:
+        p = plan(t, spec, opts)
+    except PlanRefusedError as e:
+        refusal: PlanRefusedError | None = e
+    else:
+        refusal = None
+    if refusal is not None:
+        assert refusal.hint  # every refusal names a fix
+        return
+    assert plan(t, spec, opts) == p  # deterministic
+    node_of = {c["cpu"]: c["node"] for c in facts["cpus"]}
+    core_of = {c["cpu"]: (c["package"], c["core_id"]) for c in facts["cpus"]}
+    allowed = set(facts["allowed_cpus"])
+    seen: set[int] = set()
+    for inst in p.instances:
+        cpus = set(inst.cpus)
+        assert cpus, "an instance without CPUs"
+        assert not cpus & seen, "CPU lists overlap"
+        assert not cpus & set(inst.reserved_cpus), "a reserved CPU is bound"
+        assert cpus <= allowed
+        assert {node_of[c] for c in cpus} <= set(inst.numa_nodes), "an instance leaves its NUMA node(s)"
+        seen |= cpus | set(inst.reserved_cpus)
+        # KV cache plus weights (plus overhead) stay inside the instance's share of memory
+        node_share = inst.memory_share_gib * GIB / inst.tensor_parallel_size
+        per_rank = inst.kv_cache_bytes + spec.weight_bytes(p.dtype) / inst.tensor_parallel_size
+        headroom = inst.headroom_gib * GIB / inst.tensor_parallel_size
+        overhead = inst.overhead_gib * GIB / inst.tensor_parallel_size
+        assert per_rank + overhead + headroom <= node_share + 0.02 * GIB  # the figures are rounded to 0.01 GiB
+        assert inst.kv_tokens >= p.max_model_len
+    used_cores = [core_of[c] for inst in p.instances for c in inst.cpus + inst.reserved_cpus]
+    assert len(used_cores) == len(set(used_cores)), "two SMT threads of one physical core are bound or reserved"
+
+
+def test_cpulist():
+    assert cpulist([0, 1, 2, 3, 8, 10, 11]) == "0-3,8,10-11"
+    assert cpulist([5]) == "5"
+    assert cpulist([]) == ""
