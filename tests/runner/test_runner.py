@@ -212,3 +212,11 @@ def test_missing_inventory_is_a_usage_error(tmp_path, settings):
     with pytest.raises(ZenopsError, match=r"inventory .* not found") as info:
         run_playbook(RunSpec(playbook=write(tmp_path, OK_PLAYBOOK), inventory=tmp_path / "nope.yml"), settings)
     assert info.value.exit_code == ExitCode.USAGE
+
+
+def test_limit_matching_no_host_is_a_usage_error(tmp_path, settings, local_inventory):
+    with pytest.raises(ZenopsError, match="no hosts matching --limit nowhere") as info:
+        run_playbook(
+            RunSpec(playbook=write(tmp_path, OK_PLAYBOOK), inventory=local_inventory, limit="nowhere"), settings
+        )
+    assert info.value.exit_code == ExitCode.USAGE
