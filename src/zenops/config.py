@@ -99,6 +99,12 @@ class Config:
     command_default_sources: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # flavor name -> {field: value}, validated; zenops.catalog.flavors() turns it into FlavorSpecs
     flavors: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # clouds.yaml entry name -> {field: value} (CLOUD_SCHEMA)
+    clouds: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def cloud_profile(self, cloud: str) -> CloudProfile:
+        return CloudProfile(**dict(self.clouds.get(cloud, {})))
+
     sources: tuple[Path, ...] = ()
 
 
@@ -155,6 +161,7 @@ SCHEMA: dict[str, Checker | dict[str, Checker]] = {
     },
     "defaults": _mapping,  # per-command sections, checked against the commands themselves
     "flavors": _mapping,  # flavor name -> FLAVOR_SCHEMA fields, checked by check_flavor
+    "clouds": _mapping,  # clouds.yaml entry name -> CLOUD_SCHEMA fields
 }
 
 
@@ -201,20 +208,60 @@ FLAVOR_SCHEMA: dict[str, tuple[Checker, str]] = {
 }
 
 
+def _check_entry(path: str, where: str, section: Any, schema: dict[str, tuple[Checker, str]], example: str) -> None:
+    """Check one named entry (``flavors.<name>``, ``clouds.<name>``) against its schema; errors name the field."""
+    if not isinstance(section, dict):
+        raise ConfigError(path, where, "must be a mapping of field: value", hint=f"e.g. {example}")
+    for key, value in section.items():
+        if key not in schema:
+            raise _unknown(path, str(key), list(schema), f"{where}.{key}")
+        check, field_example = schema[key]
+        problem = check(value)
+        if problem:
+            raise ConfigError(path, f"{where}.{key}", problem, hint=f"e.g. {field_example}")
+
+
 def check_flavor(path: str, name: Any, section: Any) -> None:
     """Check one ``flavors.<name>`` entry against FLAVOR_SCHEMA. Raises ConfigError naming flavors.<name>.<field>."""
     where = f"flavors.{name}"
-    if not isinstance(section, dict):
-        raise ConfigError(path, where, "must be a mapping of field: value", hint="e.g. {vcpus: 16, ram_gb: 64}")
-    for key, value in section.items():
-        if key not in FLAVOR_SCHEMA:
-            raise _unknown(path, str(key), list(FLAVOR_SCHEMA), f"{where}.{key}")
-        check, example = FLAVOR_SCHEMA[key]
-        problem = check(value)
-        if problem:
-            raise ConfigError(path, f"{where}.{key}", problem, hint=f"e.g. {example}")
+    _check_entry(path, where, section, FLAVOR_SCHEMA, "{vcpus: 16, ram_gb: 64}")
     if "ram_mib" in section and "ram_gb" in section:
         raise ConfigError(path, f"{where}.ram_gb", "give ram_mib or ram_gb, not both", hint="remove one of them")
+
+
+# clouds.<name>.<field>: how zenops uses a clouds.yaml entry (the entry itself stays in clouds.yaml)
+CLOUD_SCHEMA: dict[str, tuple[Checker, str]] = {
+    "network_mode": (_choice("provider", "floating"), "network_mode: provider  (or floating)"),
+    "provider_network": (_is_str, "provider_network: provider"),
+    "external_network": (_is_str, "external_network: public"),
+    "tenant_network": (_is_str, "tenant_network: my-net  (reuse it instead of creating one)"),
+    "tenant_cidr": (_is_str, "tenant_cidr: 10.98.1.0/24"),
+    "image": (_is_str, "image: debian-12"),
+    "image_user": (_is_str, "image_user: debian"),
+    "operator_cidr": (_is_str, "operator_cidr: 203.0.113.7/32"),
+    "keypair": (_is_str, "keypair: my-key  (an existing keypair; zenops creates one otherwise)"),
+    "private_key_file": (_is_str, "private_key_file: ~/.ssh/id_ed25519"),
+    "active_timeout": (_is_pos_int, "active_timeout: 900"),
+    "error_retries": (_is_count, "error_retries: 2"),
+}
+
+
+@dataclass(frozen=True)
+class CloudProfile:
+    """How zenops provisions in one cloud; the defaults fit the local sandbox cloud."""
+
+    network_mode: str = "provider"
+    provider_network: str = "provider"
+    external_network: str = "public"
+    tenant_network: str = ""
+    tenant_cidr: str = "10.98.1.0/24"
+    image: str = "debian-12"
+    image_user: str = "debian"
+    operator_cidr: str = ""  # empty: this machine's address towards the cloud, /32
+    keypair: str = ""  # empty: zenops creates zenops-<deployment>
+    private_key_file: str = ""
+    active_timeout: int = 900
+    error_retries: int = 2
 
 
 def _unknown(path: str, key: str, known: list[str], where: str) -> ConfigError:
@@ -252,6 +299,15 @@ def validate(data: Any, path: str) -> dict[str, Any]:
             raise ConfigError(path, f"defaults.{command}", "must be a mapping of option: value")
     for name, section in (data.get("flavors") or {}).items():
         check_flavor(path, name, section)
+    for name, section in (data.get("clouds") or {}).items():
+        _check_entry(path, f"clouds.{name}", section, CLOUD_SCHEMA, "{network_mode: floating}")
+        if section.get("keypair") and not section.get("private_key_file"):
+            raise ConfigError(
+                path,
+                f"clouds.{name}.private_key_file",
+                "an existing keypair needs its private key",
+                hint="add private_key_file: ~/.ssh/<key> next to keypair",
+            )
     return data
 
 
@@ -315,5 +371,6 @@ def load(explicit: Path | None = None) -> Config:
         command_defaults=command_defaults,
         command_default_sources=command_sources,
         flavors=merged.get("flavors", {}),
+        clouds=merged.get("clouds", {}),
         sources=tuple(files),
     )

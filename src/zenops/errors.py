@@ -13,6 +13,9 @@ class ExitCode:
     NOT_IMPLEMENTED = 4  # a documented flag whose feature has not landed yet
     RUN_FAILED = 5  # an Ansible run failed on a host
     UNREACHABLE = 6  # a host could not be reached
+    CLOUD = 8  # the cloud API failed or refused (auth, unreachable, not found)
+    QUOTA = 9  # the project's quota or absolute limits are too small
+    LEAKS = 10  # zenops-marked resources without a live deployment
     PLAN_REFUSED = 7  # no sensible serving plan: the model does not fit, the CPU cannot run it, contradictory options
     CANCELED = 130  # Ctrl-C (128 + SIGINT)
 

@@ -39,6 +39,9 @@ def summarize(run: RunResult) -> list[HostSummary]:
     out = []
     for host in sorted(run.stats):
         facts = run.host_facts.get(host, {}).get("zenops_host_summary") or {}
+        st = run.stats[host]
+        if not facts and not (st.failed or st.unreachable):
+            continue  # e.g. the controller's own provisioning play: not a target
         out.append(
             HostSummary(
                 host=host,

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from zenops import __version__
-from zenops.cli import config_cmd, devhost, facts, paths_cmd, plan, up
+from zenops.cli import config_cmd, devhost, down, facts, leaks, paths_cmd, plan, status, up
 from zenops.cli.context import App, make_console
 from zenops.cli.options import to_default_map
 from zenops.config import load
@@ -58,6 +58,9 @@ cli.add_command(devhost.devhost)
 cli.add_command(paths_cmd.paths)
 cli.add_command(facts.facts)
 cli.add_command(plan.plan_cmd)
+cli.add_command(down.down)
+cli.add_command(leaks.leaks)
+cli.add_command(status.status)
 
 
 def _wants_json(argv: list[str]) -> bool:

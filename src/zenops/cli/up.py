@@ -5,19 +5,31 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from zenops import __version__
 from zenops.cli.context import App, get_app
 from zenops.cli.options import check_option, inventory_option, json_option, limit_option
+from zenops.cloud.ledger import Deployment
+from zenops.deploy import CloudRequest, up_cloud
 from zenops.errors import NotImplementedYetError, UsageError
 from zenops.up import UpResult, up_inventory
 
 
 @click.command()
 @inventory_option
-@click.option("--cloud", metavar="NAME", help="[not implemented yet] clouds.yaml entry to provision servers in.")
-@click.option("--flavor", metavar="FLAVOR", help="[not implemented yet] server flavor, e.g. gp.5.24.96.")
+@click.option("--cloud", metavar="NAME", help="clouds.yaml entry to provision servers in (e.g. flex, sandbox).")
+@click.option("--flavor", metavar="FLAVOR", help="Server flavor, e.g. gp.5.24.96 (with --cloud).")
+@click.option("--count", type=click.IntRange(1, 100), default=1, show_default=True, help="Servers (with --cloud).")
+@click.option("--name", metavar="NAME", help="Deployment name (default: from the flavor). Re-using a name adopts.")
+@click.option("--image", metavar="IMAGE", help="Image (default: the cloud profile's, debian-12).")
+@click.option("--campaign", metavar="ID", help="Campaign the deployment belongs to (marks its resources).")
+@click.option(
+    "--network-mode",
+    type=click.Choice(["provider", "floating"]),
+    help="provider network, or tenant network + router + floating IPs (default: the cloud profile's).",
+)
 @click.option("--model", metavar="MODEL", help="[not implemented yet] model to serve, e.g. Qwen/Qwen3-4B.")
 @limit_option
 @check_option
@@ -28,42 +40,72 @@ def up(
     inventory: Path | None,
     cloud: str | None,
     flavor: str | None,
+    count: int,
+    name: str | None,
+    image: str | None,
+    campaign: str | None,
+    network_mode: str | None,
     model: str | None,
     limit: str | None,
     check: bool,
 ) -> None:
-    """Prepare hosts for serving: wait until they answer over SSH and are ready, then install the Docker engine.
+    """Bring hosts to a serving state: provision them (or take yours), wait for SSH, install the Docker engine.
 
     \b
-    Works today:
-      zenops up --inventory hosts.yml            your own hosts (bare metal, any SSH host)
-      zenops up -i hosts.yml --limit gpu-less-1  only some of them
-      zenops up -i hosts.yml --check             show what would change, change nothing
+    Your own hosts (bare metal, any SSH host):
+      zenops up --inventory hosts.yml
+      zenops up -i hosts.yml --limit web-1 --check     show what would change, change nothing
 
     \b
-    Not implemented yet (they stop with an error before anything runs):
-      --cloud C --flavor F   provision OpenStack servers first (e.g. --cloud flex --flavor gp.5.24.96)
+    OpenStack servers (clouds.yaml entry; see `zenops config example` for cloud profiles):
+      zenops up --cloud flex --flavor gp.5.24.96                    one server, deployment gp-5-24-96
+      zenops up --cloud sandbox --flavor gp.5.2.8 --count 3 --name demo
+    Preflight runs first (cloud reachable, flavor, image, networks, quota room, cost per hour): nothing is created
+    unless it passes. Every resource is marked as zenops's; re-running with the same --name adopts what exists;
+    a failed or interrupted run is resumed by re-running, or removed by `zenops down --name NAME`.
+
+    \b
+    Not implemented yet (stops with an error before anything runs):
       --model M              start a vLLM + ZenTorch server for M and prove it healthy
 
     Docker settings (source distro|upstream, users, log rotation) come from the `docker:` section of the config.
-    Re-running is safe: hosts already prepared report no changes.
     """
     app = get_app(ctx)
-    missing = [flag for flag, value in (("--cloud", cloud), ("--flavor", flavor)) if value]
-    if missing:
-        raise NotImplementedYetError(
-            f"{' and '.join(missing)}: provisioning OpenStack servers is not implemented yet in zenops "
-            f"{__version__}; nothing was created",
-            hint="prepare hosts you already have with `zenops up --inventory FILE` (try `zenops devhost up`)",
-        )
     if model:
         raise NotImplementedYetError(
             f"--model {model}: starting a vLLM server is not implemented yet in zenops {__version__}; nothing was run",
-            hint="`zenops up --inventory FILE` without --model prepares the hosts (SSH, Docker) today",
+            hint="`zenops up` without --model prepares the hosts (SSH, Docker) today",
         )
+    if cloud or flavor:
+        if inventory is not None:
+            raise UsageError("--inventory and --cloud: choose your own hosts or new cloud servers, not both")
+        if not (cloud and flavor):
+            raise UsageError("--cloud and --flavor go together", hint="e.g. --cloud flex --flavor gp.5.24.96")
+        request = CloudRequest(
+            cloud=cloud,
+            flavor=flavor,
+            count=count,
+            name=name,
+            image=image,
+            campaign=campaign,
+            network_mode=network_mode,
+        )
+
+        def note(text: str) -> None:
+            if app.json:
+                app.emit_json({"type": "note", "message": text})
+            else:
+                app.err.print(f"[cyan]{escape(text)}[/]")
+
+        with app.progress() as sink:
+            result, dep = up_cloud(
+                app.config, request, check=check, verbosity=max(app.verbose - 1, 0), sink=sink, note=note
+            )
+        _report(app, result, check, dep)
+        return
     if inventory is None:
         raise UsageError(
-            "zenops up needs hosts: --inventory FILE",
+            "zenops up needs hosts: --inventory FILE, or --cloud C --flavor F",
             hint="pass --inventory hosts.yml, or set defaults.up.inventory in zenops.yaml; "
             "`zenops devhost up` makes a local one to try",
         )
@@ -74,9 +116,10 @@ def up(
     _report(app, result, check)
 
 
-def _report(app: App, result: UpResult, check: bool) -> None:
+def _report(app: App, result: UpResult, check: bool, dep: Deployment | None = None) -> None:
     if app.json:
-        app.emit_json({"type": "result", "command": "up", "ok": True, "check": check, **result.to_dict()})
+        extra = {"deployment": dep.to_dict()} if dep else {}
+        app.emit_json({"type": "result", "command": "up", "ok": True, "check": check, **result.to_dict(), **extra})
         return
     table = Table(title="zenops up" + (" (check mode: nothing changed)" if check else ""), title_justify="left")
     for col in ("host", "address", "OS", "CPUs", "memory", "docker", "ok", "changed", "failed"):

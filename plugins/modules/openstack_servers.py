@@ -1,0 +1,246 @@
+#!/usr/bin/python
+"""Create or adopt a deployment's servers, wait for ACTIVE, replace servers that go to ERROR (bounded)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: openstack_servers
+short_description: Ensure the servers of a zenops deployment exist and are ACTIVE
+description:
+  - Servers are named C(<name_prefix>-1) .. C(<name_prefix>-<count>) and carry the given metadata (zenops's ownership
+    marks). Servers that already exist with the deployment's marks are adopted, never duplicated.
+  - Waits for ACTIVE up to I(timeout) seconds; a slow BUILD is only a failure once the timeout is over.
+  - A server that goes to ERROR is reported with its fault, deleted (waiting until it is gone) and created again, at
+    most I(retries) times.
+  - With I(floating_network), each server gets a floating IP carrying I(tags), allocated and associated explicitly
+    (and deleted by C(zenops down), unlike the openstack.cloud.server default which can leak them).
+options:
+  cloud: {description: Name of the clouds.yaml entry., type: str, required: true}
+  api_retries: {description: Attempts for transient API errors., type: int, default: 4}
+  deployment: {description: Deployment name (value of the zenops:deployment mark)., type: str, required: true}
+  name_prefix: {description: Server name prefix., type: str, required: true}
+  count: {description: Number of servers., type: int, required: true}
+  flavor: {description: Flavor name or ID., type: str, required: true}
+  image: {description: Image name or ID., type: str, required: true}
+  network: {description: Network name or ID for the servers' port., type: str, required: true}
+  key_name: {description: Keypair name., type: str, required: true}
+  security_groups: {description: Security group names., type: list, elements: str, default: []}
+  metadata: {description: Server metadata (ownership marks)., type: dict, required: true}
+  tags: {description: Tags for the floating IPs., type: list, elements: str, default: []}
+  floating_network: {description: External network for floating IPs; none means no floating IP., type: str}
+  timeout: {description: Seconds to wait for ACTIVE., type: int, default: 900}
+  retries: {description: How many times a server in ERROR is replaced., type: int, default: 2}
+author: zenops developers
+"""
+
+EXAMPLES = r"""
+- name: Two servers for deployment demo
+  zenops.inference.openstack_servers:
+    cloud: sandbox
+    deployment: demo
+    name_prefix: zenops-demo
+    count: 2
+    flavor: gp.5.24.96
+    image: debian-12
+    network: provider
+    key_name: zenops-demo
+    metadata: {zenops: "1", "zenops:deployment": demo}
+"""
+
+RETURN = r"""
+servers:
+  description: One entry per server.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name: {description: Server name., type: str}
+    id: {description: Server ID., type: str}
+    status: {description: Nova status., type: str}
+    fixed_ip: {description: First fixed IPv4 address., type: str}
+    floating_ip: {description: Floating IP, if any., type: str}
+    address: {description: The address to reach it by (floating if any, else fixed)., type: str}
+    replaced: {description: How many times it went to ERROR and was replaced., type: int}
+    faults: {description: Faults of the replaced attempts., type: list, elements: str}
+created:
+  description: Names of servers created by this run.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import time  # noqa: E402
+
+from ansible_collections.zenops.inference.plugins.module_utils.zenops_openstack import (  # noqa: E402
+    ZenopsOpenStackModule,
+)
+
+
+def _fixed_ip(server):
+    for addrs in (server.addresses or {}).values():
+        for a in addrs:
+            if a.get("OS-EXT-IPS:type", "fixed") == "fixed" and a.get("version", 4) == 4:
+                return a.get("addr")
+    return None
+
+
+class OpenStackServersModule(ZenopsOpenStackModule):
+    argument_spec = {
+        "deployment": {"type": "str", "required": True},
+        "name_prefix": {"type": "str", "required": True},
+        "count": {"type": "int", "required": True},
+        "flavor": {"type": "str", "required": True},
+        "image": {"type": "str", "required": True},
+        "network": {"type": "str", "required": True},
+        "key_name": {"type": "str", "required": True, "no_log": False},
+        "security_groups": {"type": "list", "elements": "str", "default": []},
+        "metadata": {"type": "dict", "required": True},
+        "tags": {"type": "list", "elements": "str", "default": []},
+        "floating_network": {"type": "str"},
+        "timeout": {"type": "int", "default": 900},
+        "retries": {"type": "int", "default": 2},
+    }
+    module_kwargs = {"supports_check_mode": True}
+
+    def mine(self):
+        out = {}
+        for s in self.call(lambda: list(self.conn.compute.servers(details=True))):
+            meta = s.metadata or {}
+            if meta.get("zenops") == "1" and meta.get("zenops:deployment") == self.params["deployment"]:
+                out[s.name] = s
+        return out
+
+    def create(self, name):
+        p = self.params
+        kwargs = {
+            "name": name,
+            "flavor_id": self.flavor.id,
+            "image_id": self.image.id,
+            "networks": [{"uuid": self.network.id}],
+            "key_name": p["key_name"],
+            "metadata": p["metadata"],
+        }
+        if p["security_groups"]:
+            kwargs["security_groups"] = [{"name": g} for g in p["security_groups"]]
+        return self.call(self.conn.compute.create_server, **kwargs)
+
+    def fault_of(self, server):
+        for _ in range(5):  # the fault can lag the ERROR status
+            s = self.call(self.conn.compute.get_server, server.id)
+            fault = s.fault or {}
+            if fault.get("message"):
+                return "{} (code {})".format(fault.get("message"), fault.get("code"))
+            time.sleep(1)
+        return "no fault recorded"
+
+    def delete_and_wait(self, server):
+        self.call(self.conn.compute.delete_server, server, ignore_missing=True)
+        self.conn.compute.wait_for_delete(server, wait=min(self.params["timeout"], 300))
+
+    def floating_ip(self, server):
+        net = self.conn.network
+        ports = self.call(lambda: list(net.ports(device_id=server.id)))
+        if not ports:
+            self.fail(f"server {server.name} has no port for a floating IP")
+        port = ports[0]
+        existing = self.call(lambda: list(net.ips(port_id=port.id)))
+        if existing:
+            return existing[0].floating_ip_address, False
+        ext = self.call(net.find_network, self.params["floating_network"], ignore_missing=False)
+        ip = self.call(net.create_ip, floating_network_id=ext.id)
+        if self.params["tags"]:
+            self.call(net.set_tags, ip, list(self.params["tags"]))
+        self.call(net.update_ip, ip, port_id=port.id)
+        return ip.floating_ip_address, True
+
+    def run(self):
+        p = self.params
+        compute = self.conn.compute
+        self.flavor = self.call(compute.find_flavor, p["flavor"], ignore_missing=False)
+        self.image = self.call(self.conn.image.find_image, p["image"], ignore_missing=False)
+        self.network = self.call(self.conn.network.find_network, p["network"], ignore_missing=False)
+        names = [f"{p['name_prefix']}-{i}" for i in range(1, p["count"] + 1)]
+        existing = self.mine()
+        missing = [n for n in names if n not in existing]
+        if self.ansible.check_mode:
+            self.ansible.exit_json(
+                changed=bool(missing),
+                created=missing,
+                servers=[
+                    {
+                        "name": n,
+                        "id": existing[n].id if n in existing else None,
+                        "status": existing[n].status if n in existing else "would be created",
+                    }
+                    for n in names
+                ],
+            )
+
+        created, replaced, faults = [], dict.fromkeys(names, 0), {n: [] for n in names}
+        pending = {}
+        for n in names:
+            pending[n] = existing[n] if n in existing else self.create(n)
+            if n not in existing:
+                created.append(n)
+        deadline = time.time() + p["timeout"]
+        active = {}
+        while pending:
+            if time.time() > deadline:
+                slow = ", ".join(f"{n} ({s.status})" for n, s in sorted(pending.items()))
+                self.fail(
+                    "not ACTIVE after {}s: {}; the servers are kept (a slow BUILD is not an error): re-run to "
+                    "wait longer or raise the timeout, or remove them with zenops down".format(p["timeout"], slow),
+                    kind="timeout",
+                    created=created,
+                )
+            time.sleep(2)
+            for n, old in list(pending.items()):
+                s = self.call(compute.get_server, old.id)
+                if s.status == "ACTIVE":
+                    active[n] = s
+                    del pending[n]
+                elif s.status == "ERROR":
+                    fault = self.fault_of(s)
+                    faults[n].append(fault)
+                    self.delete_and_wait(s)
+                    if replaced[n] >= p["retries"]:
+                        self.fail(
+                            f"server {n} went to ERROR {replaced[n] + 1} time(s); last fault: {fault}. It was "
+                            "deleted; nothing of it is left",
+                            kind="server_error",
+                            created=created,
+                            faults=faults,
+                        )
+                    replaced[n] += 1
+                    pending[n] = self.create(n)
+                else:
+                    pending[n] = s
+        out, changed = [], bool(created)
+        for n in names:
+            s = active[n]
+            fip = None
+            if p["floating_network"]:
+                fip, new = self.floating_ip(s)
+                changed = changed or new
+            fixed = _fixed_ip(s)
+            out.append(
+                {
+                    "name": n,
+                    "id": s.id,
+                    "status": s.status,
+                    "fixed_ip": fixed,
+                    "floating_ip": fip,
+                    "address": fip or fixed,
+                    "replaced": replaced[n],
+                    "faults": faults[n],
+                }
+            )
+        self.ansible.exit_json(changed=changed, created=created, servers=out)
+
+
+def main():
+    OpenStackServersModule()()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""`zenops down`: remove what zenops created, in dependency order, and prove it is gone."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from zenops.cli.context import get_app
+from zenops.cli.options import json_option
+from zenops.deploy import down as down_lib
+from zenops.errors import UsageError
+
+
+@click.command()
+@click.option("--name", metavar="NAME", help="The deployment to remove.")
+@click.option("--campaign", metavar="ID", help="Every deployment of this campaign.")
+@click.option("--all-mine", is_flag=True, help="Every resource carrying zenops's marks in the cloud.")
+@click.option("--cloud", metavar="NAME", help="clouds.yaml entry (default: where the ledger says the deployment is).")
+@click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+@click.pass_context
+def down(
+    ctx: click.Context,
+    name: str | None,
+    campaign: str | None,
+    all_mine: bool,
+    cloud: str | None,
+    dry_run: bool,
+    yes: bool,
+) -> None:
+    """Remove a deployment's servers, floating IPs, routers, networks, security groups and keypair.
+
+    Only resources carrying zenops's ownership marks are touched. Each deletion waits until the cloud answers 404;
+    afterwards zenops lists the cloud again and fails if anything of the selection is left.
+
+    \b
+      zenops down --name demo --dry-run
+      zenops down --name demo --yes
+      zenops down --campaign sweep-nov --cloud flex --yes
+    """
+    app = get_app(ctx)
+    interactive = sys.stdin.isatty() and not app.json
+
+    def confirm(plan: list[dict[str, Any]]) -> bool:
+        if yes:
+            return True
+        if not interactive:
+            raise UsageError(f"{len(plan)} resource(s) would be removed", hint="pass --yes (or --dry-run to list them)")
+        for r in plan:
+            app.err.print(f"  {r['kind']:<15} {escape(str(r['name']))}  (deployment {r['deployment']})")
+        return click.confirm(f"remove these {len(plan)} resource(s)?", default=False, err=True)
+
+    def note(text: str) -> None:
+        if app.json:
+            app.emit_json({"type": "event", "kind": "progress", "message": text})
+        else:
+            app.err.print(f"  {escape(text)}")
+
+    result = down_lib(
+        app.config,
+        cloud=cloud,
+        name=name,
+        campaign=campaign,
+        all_mine=all_mine,
+        dry_run=dry_run,
+        confirm=confirm,
+        note=note,
+    )
+    if app.json:
+        app.emit_json({"type": "result", "command": "down", **result.to_dict()})
+        return
+    verb = "would remove" if dry_run else "removed"
+    for r in result.removed:
+        app.out.print(f"{verb} {r['kind']:<15} {escape(str(r['name']))}")
+    if not result.removed:
+        app.out.print(f"nothing of {', '.join(result.deployments) or 'zenops'} is left on {result.cloud}")
+    elif not dry_run:
+        app.out.print(
+            f"{len(result.removed)} resource(s) removed from {result.cloud}; checked: nothing of "
+            f"{', '.join(result.deployments)} is left"
+        )

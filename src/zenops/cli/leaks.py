@@ -1,0 +1,35 @@
+"""`zenops leaks`: zenops-marked resources that no live deployment accounts for."""
+
+from __future__ import annotations
+
+import click
+from rich.markup import escape
+
+from zenops.cli.context import get_app
+from zenops.cli.options import json_option
+from zenops.deploy import LeaksFoundError
+from zenops.deploy import leaks as leaks_lib
+
+
+@click.command()
+@click.option("--cloud", required=True, metavar="NAME", help="clouds.yaml entry to inspect.")
+@json_option
+@click.pass_context
+def leaks(ctx: click.Context, cloud: str) -> None:
+    """List every resource carrying zenops's marks whose deployment is not in this machine's ledger.
+
+    Exits 0 when there are none, 10 when there are (remove them with `zenops down --all-mine` or --name).
+    """
+    app = get_app(ctx)
+    found = leaks_lib(app.config, cloud)
+    if app.json:
+        app.emit_json({"type": "result", "command": "leaks", "cloud": cloud, "leaks": found})
+    else:
+        for r in found:
+            app.out.print(f"{r['kind']:<15} {escape(str(r['name']))}  deployment={r['deployment']} id={r['id']}")
+        app.out.print(f"{len(found)} leaked resource(s) on {cloud}")
+    if found:
+        raise LeaksFoundError(
+            f"{len(found)} zenops resource(s) on {cloud} belong to no live deployment",
+            hint=f"remove them: zenops down --cloud {cloud} --name <deployment> (or --all-mine)",
+        )

@@ -1,0 +1,318 @@
+"""openstacksdk calls: connect, preflight, list what zenops owns, tear it down and prove it gone."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import openstack
+from openstack import exceptions as sdk
+from openstack.connection import Connection
+
+from zenops.cloud import marks as m
+from zenops.cloud.errors import (
+    CloudError,
+    CloudNotFoundError,
+    QuotaExceededError,
+    classify,
+    close_matches,
+    retrying,
+)
+from zenops.cloud.preflight import Limits, Shortfall, cost_per_hour, shortfalls
+
+Progress = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def connect(cloud: str) -> Connection:
+    """Connect and authenticate now, so a bad clouds.yaml entry fails before anything else happens."""
+    try:
+        conn = openstack.connect(cloud=cloud)
+        retrying(conn.authorize)
+        return conn
+    except Exception as e:
+        raise classify(e, cloud) from e
+
+
+@dataclass(frozen=True)
+class Preflight:
+    cloud: str
+    flavor: dict[str, Any]
+    image: dict[str, Any]
+    network_mode: str
+    network: str
+    external_network: str | None
+    count: int
+    limits: Limits
+    shortfalls: list[Shortfall]
+    cost_per_hour: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cloud": self.cloud,
+            "flavor": self.flavor,
+            "image": self.image,
+            "network_mode": self.network_mode,
+            "network": self.network,
+            "external_network": self.external_network,
+            "count": self.count,
+            "limits": self.limits.__dict__,
+            "shortfalls": [str(s) for s in self.shortfalls],
+            "cost_per_hour": self.cost_per_hour,
+        }
+
+
+def _limits(conn: Connection) -> Limits:
+    a = retrying(conn.compute.get_limits).absolute
+    fip_max, fip_used = -1, 0
+    try:
+        project = str(conn.current_project_id)
+        q = retrying(lambda: conn.network.get_quota(project, details=True))
+        detail = q.floating_ips if isinstance(q.floating_ips, dict) else {}
+        fip_max = int(detail.get("limit", -1))
+        fip_used = int(detail.get("used", 0))
+    except sdk.SDKException:
+        pass  # some clouds hide Neutron quota details; the API will still refuse
+    return Limits(
+        max_cores=int(a.total_cores),
+        cores_used=int(a.total_cores_used or 0),
+        max_ram_mib=int(a.total_ram),
+        ram_used_mib=int(a.total_ram_used or 0),
+        max_instances=int(a.instances),
+        instances_used=int(a.instances_used or 0),
+        max_floating_ips=fip_max,
+        floating_ips_used=fip_used,
+    )
+
+
+def preflight(
+    conn: Connection,
+    cloud: str,
+    *,
+    flavor: str,
+    image: str,
+    count: int,
+    network_mode: str,
+    network: str,
+    external_network: str | None,
+    price_per_hour: float | None,
+    adopted: int = 0,
+) -> Preflight:
+    """Check everything `up` needs before creating anything; raise the first blocking problem with its fix.
+
+    ``adopted`` servers already exist for this deployment and need no new room.
+    """
+    try:
+        fl = retrying(lambda: conn.compute.find_flavor(flavor, ignore_missing=True))
+        if fl is None:
+            names = [f.name for f in retrying(lambda: list(conn.compute.flavors()))]
+            raise CloudNotFoundError(
+                f"cloud '{cloud}' has no flavor '{flavor}'",
+                hint=f"close matches: {close_matches(flavor, names)} (all: {', '.join(sorted(names))})",
+            )
+        im = retrying(lambda: conn.image.find_image(image, ignore_missing=True))
+        if im is None:
+            names = [i.name for i in retrying(lambda: list(conn.image.images()))]
+            raise CloudNotFoundError(
+                f"cloud '{cloud}' has no image '{image}'",
+                hint=f"close matches: {close_matches(image, names)}; pass --image NAME",
+            )
+        nets = {n.name: n for n in retrying(lambda: list(conn.network.networks()))}
+        wanted = [network] if network_mode == "provider" else [external_network or ""]
+        for name in wanted:
+            if name not in nets:
+                raise CloudNotFoundError(
+                    f"cloud '{cloud}' has no network '{name}' ({network_mode} mode)",
+                    hint=f"close matches: {close_matches(name, nets)}; set the cloud profile's network names",
+                )
+        limits = _limits(conn)
+    except CloudError as e:
+        raise e
+    except Exception as e:
+        raise classify(e, cloud) from e
+    new = max(count - adopted, 0)
+    short = shortfalls(limits, int(fl.vcpus), int(fl.ram), new, new if network_mode == "floating" else 0)
+    result = Preflight(
+        cloud=cloud,
+        flavor={
+            "name": fl.name,
+            "id": fl.id,
+            "vcpus": fl.vcpus,
+            "ram_mib": fl.ram,
+            "disk_gb": fl.disk,
+            "ephemeral_gb": getattr(fl, "ephemeral", 0) or 0,
+        },
+        image={"name": im.name, "id": im.id},
+        network_mode=network_mode,
+        network=network,
+        external_network=external_network,
+        count=count,
+        limits=limits,
+        shortfalls=short,
+        cost_per_hour=cost_per_hour(price_per_hour, count),
+    )
+    if short:
+        raise QuotaExceededError(
+            f"cloud '{cloud}': {new} more server(s) of {flavor} do not fit the project's limits: "
+            + "; ".join(str(s) for s in short),
+            hint="lower --count, pick a smaller --flavor, free resources (zenops status, zenops down), or raise "
+            "the project's quota",
+        )
+    return result
+
+
+# --- what zenops owns --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Owned:
+    servers: list[Any] = field(default_factory=list)
+    floating_ips: list[Any] = field(default_factory=list)
+    routers: list[Any] = field(default_factory=list)
+    ports: list[Any] = field(default_factory=list)
+    networks: list[Any] = field(default_factory=list)
+    security_groups: list[Any] = field(default_factory=list)
+    keypairs: list[Any] = field(default_factory=list)
+
+    def items(self) -> list[tuple[str, Any]]:
+        out: list[tuple[str, Any]] = []
+        for kind in ("servers", "floating_ips", "routers", "ports", "networks", "security_groups", "keypairs"):
+            out += [(kind, r) for r in getattr(self, kind)]
+        return out
+
+    def __len__(self) -> int:
+        return len(self.items())
+
+
+def describe(kind: str, r: Any) -> dict[str, Any]:
+    name = getattr(r, "name", None) or getattr(r, "floating_ip_address", None) or getattr(r, "id", "")
+    marks = marks_of(kind, r)
+    return {
+        "kind": kind.rstrip("s"),
+        "id": getattr(r, "id", None) or name,
+        "name": name,
+        "deployment": marks.deployment if marks else None,
+        "campaign": marks.campaign if marks else None,
+    }
+
+
+def marks_of(kind: str, r: Any) -> m.Marks | None:
+    if kind == "servers":
+        return m.from_server(getattr(r, "metadata", None), getattr(r, "tags", None))
+    if kind == "keypairs":
+        name = str(getattr(r, "name", ""))
+        return m.Marks(name.removeprefix("zenops-")) if name.startswith("zenops-") else None
+    return m.from_tags(getattr(r, "tags", None))
+
+
+def list_owned(
+    conn: Connection,
+    cloud: str,
+    *,
+    deployment: str | None = None,
+    campaign: str | None = None,
+    keypairs: set[str] | None = None,
+) -> Owned:
+    """Every resource carrying zenops's marks (optionally of one deployment or campaign).
+
+    Keypairs cannot carry marks: only the names in ``keypairs`` (those the ledger says zenops created) are listed.
+    """
+
+    def want(kind: str, r: Any) -> bool:
+        mk = marks_of(kind, r)
+        if mk is None:
+            return False
+        return (deployment is None or mk.deployment == deployment) and (campaign is None or mk.campaign == campaign)
+
+    try:
+        owned = Owned(
+            servers=[s for s in retrying(lambda: list(conn.compute.servers(details=True))) if want("servers", s)],
+            floating_ips=[
+                r for r in retrying(lambda: list(conn.network.ips(tags=m.OWNER_TAG))) if want("floating_ips", r)
+            ],
+            routers=[r for r in retrying(lambda: list(conn.network.routers(tags=m.OWNER_TAG))) if want("routers", r)],
+            ports=[r for r in retrying(lambda: list(conn.network.ports(tags=m.OWNER_TAG))) if want("ports", r)],
+            networks=[
+                r for r in retrying(lambda: list(conn.network.networks(tags=m.OWNER_TAG))) if want("networks", r)
+            ],
+            security_groups=[
+                r
+                for r in retrying(lambda: list(conn.network.security_groups(tags=m.OWNER_TAG)))
+                if want("security_groups", r)
+            ],
+            keypairs=[
+                k
+                for k in retrying(lambda: list(conn.compute.keypairs()))
+                if keypairs is not None and k.name in keypairs and want("keypairs", k)
+            ],
+        )
+    except CloudError:
+        raise
+    except Exception as e:
+        raise classify(e, cloud) from e
+    return owned
+
+
+def _delete(conn: Connection, kind: str, r: Any, timeout: int) -> None:
+    """Delete one resource and wait until the API answers 404 for it."""
+    net = conn.network
+    if kind == "servers":
+        conn.compute.delete_server(r, ignore_missing=True)
+        conn.compute.wait_for_delete(r, wait=timeout)
+    elif kind == "floating_ips":
+        net.delete_ip(r, ignore_missing=True)
+        net.wait_for_delete(r, wait=timeout)
+    elif kind == "routers":
+        for port in net.ports(device_id=r.id):
+            if port.device_owner == "network:router_interface":
+                net.remove_interface_from_router(r, port=port.id)  # type: ignore[no-untyped-call]
+        if r.external_gateway_info:
+            net.update_router(r, external_gateway_info={})
+        net.delete_router(r, ignore_missing=True)
+        net.wait_for_delete(r, wait=timeout)
+    elif kind == "ports":
+        net.delete_port(r, ignore_missing=True)
+        net.wait_for_delete(r, wait=timeout)
+    elif kind == "networks":
+        for port in net.ports(network_id=r.id):  # leftovers of deleted servers on agentless clouds
+            if not port.device_owner or str(port.device_owner).startswith("compute:"):
+                net.delete_port(port, ignore_missing=True)
+        net.delete_network(r, ignore_missing=True)  # its subnets go with it
+        net.wait_for_delete(r, wait=timeout)
+    elif kind == "security_groups":
+        net.delete_security_group(r, ignore_missing=True)
+    elif kind == "keypairs":
+        conn.compute.delete_keypair(r, ignore_missing=True)
+    else:
+        raise ValueError(kind)
+
+
+def teardown(
+    conn: Connection,
+    cloud: str,
+    owned: Owned,
+    *,
+    dry_run: bool = False,
+    timeout: int = 300,
+    progress: Progress = _quiet,
+) -> list[dict[str, Any]]:
+    """Delete in dependency order (servers, floating IPs, routers, ports, networks, security groups, keypairs) and
+    wait until each is really gone (404). Returns what was (or, with dry_run, would be) removed."""
+    if dry_run:
+        return [describe(kind, r) for kind, r in owned.items()]
+    removed: list[dict[str, Any]] = []
+    for kind, r in owned.items():
+        what = describe(kind, r)
+        progress(f"deleting {what['kind']} {what['name']}")
+        try:
+            retrying(lambda kind=kind, r=r: _delete(conn, kind, r, timeout))  # type: ignore[misc]
+        except sdk.NotFoundException:
+            pass
+        except Exception as e:
+            raise classify(e, cloud) from e
+        removed.append(what)
+    return removed

@@ -1,0 +1,371 @@
+"""`zenops up --cloud`, `down`, `leaks` and `status`: deployments on OpenStack, created, tracked and removed.
+
+Order of `up --cloud`: preflight (nothing is created before it passes) -> ledger entry (status provisioning) ->
+playbooks/up.yml (role provision, then the same host steps as --inventory) -> ledger entry (ready, servers).
+A failed or interrupted `up` leaves every created resource marked and the ledger entry in place, so a re-run adopts
+what exists and `down` removes it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import yaml
+
+from zenops import catalog
+from zenops.cloud import ledger, ops
+from zenops.cloud import marks as m
+from zenops.cloud.errors import CloudError
+from zenops.cloud.preflight import cost_so_far
+from zenops.config import Config
+from zenops.errors import CanceledError, ExitCode, RunFailedError, UsageError, ZenopsError
+from zenops.runner import ProgressSink, RunSpec, run_playbook, settings_from_config
+from zenops.up import UpResult, summarize
+
+Note = Callable[[str], None]
+
+
+def _ignore(_: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class CloudRequest:
+    cloud: str
+    flavor: str
+    count: int = 1
+    name: str | None = None
+    image: str | None = None
+    campaign: str | None = None
+    network_mode: str | None = None
+
+
+def default_name(flavor: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in flavor.lower()).strip("-")[:32] or "default"
+
+
+def operator_cidr(conn: Any) -> str:
+    """This machine's address towards the cloud's API, as /32: the security group opens SSH and the API to it only."""
+    url = conn.config.get_auth_args().get("auth_url", "")
+    host = urlparse(url).hostname or "127.0.0.1"
+    port = urlparse(url).port or 443
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((host, port))  # UDP: no packet is sent, the kernel only picks the route
+        return f"{s.getsockname()[0]}/32"
+
+
+def _ensure_key(state_dir: Path, cloud: str, name: str) -> tuple[Path, Path]:
+    key = ledger.keys_dir(state_dir, cloud) / m.keypair_name(name)
+    if not key.exists():
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"zenops {cloud}/{name}", "-f", str(key)], check=True
+        )
+    key.chmod(0o600)
+    return key, key.with_suffix(".pub")
+
+
+def _write_inventory(state_dir: Path, dep: ledger.Deployment, user: str) -> Path:
+    hosts = {
+        s["name"]: {
+            "ansible_host": s["address"],
+            "ansible_user": user,
+            "ansible_ssh_private_key_file": dep.private_key_file,
+            "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+            "zenops_server_id": s["id"],
+        }
+        for s in dep.servers
+    }
+    path = ledger.path(state_dir, dep.cloud, dep.name).with_suffix(".inventory.yml")
+    path.write_text(
+        f"# written by zenops up --cloud {dep.cloud} --name {dep.name}\n"
+        + yaml.safe_dump({"all": {"hosts": hosts}}, sort_keys=True)
+    )
+    path.chmod(0o600)
+    return path
+
+
+def up_cloud(
+    config: Config,
+    req: CloudRequest,
+    *,
+    check: bool = False,
+    verbosity: int = 0,
+    sink: ProgressSink | None = None,
+    cancel: threading.Event | None = None,
+    note: Note = _ignore,
+) -> tuple[UpResult, ledger.Deployment]:
+    name = m.check_name(req.name or default_name(req.flavor))
+    campaign = m.check_name(req.campaign, "campaign") if req.campaign else None
+    if req.count < 1:
+        raise UsageError("--count must be at least 1")
+    profile = config.cloud_profile(req.cloud)
+    mode = req.network_mode or profile.network_mode
+    image = req.image or profile.image
+    flavor_spec = catalog.flavors(config.flavors).get(req.flavor)
+    price = flavor_spec.price_per_hour if flavor_spec else None
+
+    conn = ops.connect(req.cloud)
+    existing = ledger.load(config.state_dir, req.cloud, name)
+    owned = ops.list_owned(conn, req.cloud, deployment=name)
+    if existing and (existing.flavor != req.flavor or existing.image != image):
+        raise UsageError(
+            f"deployment '{name}' exists with flavor {existing.flavor} and image {existing.image}",
+            hint=f"pick another --name, or remove it first: zenops down --name {name}",
+        )
+    pre = ops.preflight(
+        conn,
+        req.cloud,
+        flavor=req.flavor,
+        image=image,
+        count=req.count,
+        network_mode=mode,
+        network=profile.provider_network,
+        external_network=profile.external_network,
+        price_per_hour=price,
+        adopted=len(owned.servers),
+    )
+    note(
+        f"preflight ok: {req.count} x {req.flavor} ({pre.flavor['vcpus']} vCPU, {pre.flavor['ram_mib'] // 1024} GiB) "
+        f"on {req.cloud}, image {image}, {mode} network; "
+        + (f"{len(owned.servers)} server(s) adopted; " if owned.servers else "")
+        + (
+            f"projected cost ${pre.cost_per_hour}/h"
+            if pre.cost_per_hour is not None
+            else "price unknown (add price_per_hour to the flavor in zenops.yaml)"
+        )
+    )
+
+    if profile.keypair:
+        keypair, keypair_created = profile.keypair, False
+        private_key = Path(profile.private_key_file).expanduser()
+        public_key = Path("")
+    else:
+        keypair, keypair_created = m.keypair_name(name), True
+        private_key, public_key = _ensure_key(config.state_dir, req.cloud, name)
+    mk = m.Marks(name, campaign)
+    dep = existing or ledger.Deployment(
+        name=name,
+        cloud=req.cloud,
+        flavor=req.flavor,
+        image=image,
+        count=req.count,
+        network_mode=mode,
+        campaign=campaign,
+        price_per_hour=price,
+    )
+    dep.count, dep.keypair, dep.keypair_created, dep.private_key_file = (
+        req.count,
+        keypair,
+        keypair_created,
+        str(private_key),
+    )
+    if not check:
+        ledger.save(config.state_dir, dep)
+
+    extravars: dict[str, Any] = {
+        "provision_cloud": req.cloud,
+        "provision_deployment": name,
+        "provision_server_metadata": mk.server_metadata(),
+        "provision_tags": mk.tags(),
+        "provision_count": req.count,
+        "provision_flavor": req.flavor,
+        "provision_image": image,
+        "provision_image_user": profile.image_user,
+        "provision_network_mode": mode,
+        "provision_provider_network": profile.provider_network,
+        "provision_tenant_network": profile.tenant_network,
+        "provision_external_network": profile.external_network,
+        "provision_tenant_cidr": profile.tenant_cidr,
+        "provision_operator_cidr": profile.operator_cidr or operator_cidr(conn),
+        "provision_keypair_name": keypair,
+        "provision_keypair_create": keypair_created,
+        "provision_public_key_file": str(public_key) if keypair_created else "",
+        "provision_private_key_file": str(private_key),
+        "provision_active_timeout": profile.active_timeout,
+        "provision_error_retries": profile.error_retries,
+        "zenops_hosts": "zenops_targets",
+        **config.docker.role_vars(),
+    }
+    env = {k: os.environ[k] for k in ("OS_CLIENT_CONFIG_FILE",) if k in os.environ}
+    spec = RunSpec(playbook="up", inventory=None, extravars=extravars, check=check, verbosity=verbosity, envvars=env)
+    try:
+        run = run_playbook(spec, settings_from_config(config), sink, cancel)
+    except (RunFailedError, CanceledError) as e:
+        if not check:
+            dep.status = "failed"
+            ledger.save(config.state_dir, dep)
+        e.hint = ((e.hint + "; ") if e.hint else "") + (
+            f"what was created is marked as deployment '{name}': re-run the same `zenops up` to resume, or "
+            f"`zenops down --name {name} --cloud {req.cloud}` to remove it"
+        )
+        raise
+    servers = run.host_facts.get("localhost", {}).get("zenops_servers", [])
+    dep.servers = [
+        {k: s.get(k) for k in ("name", "id", "address", "fixed_ip", "floating_ip", "replaced", "faults")}
+        for s in servers
+    ]
+    dep.status = "ready"
+    if not check:
+        dep.inventory = str(_write_inventory(config.state_dir, dep, profile.image_user))
+        ledger.save(config.state_dir, dep)
+    run.stats.pop("localhost", None)
+    return UpResult(run=run, hosts=summarize(run)), dep
+
+
+# --- down, leaks, status -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DownResult:
+    cloud: str
+    removed: list[dict[str, Any]]
+    dry_run: bool
+    deployments: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cloud": self.cloud, "removed": self.removed, "dry_run": self.dry_run, "deployments": self.deployments}
+
+
+def _cloud_for(config: Config, cloud: str | None, name: str | None) -> str:
+    if cloud:
+        return cloud
+    clouds = sorted({d.cloud for d in ledger.all_deployments(config.state_dir) if name is None or d.name == name})
+    if len(clouds) == 1:
+        return clouds[0]
+    if not clouds:
+        raise UsageError(
+            "no deployment of zenops is recorded here" + (f" named '{name}'" if name else ""),
+            hint="pass --cloud NAME to look in a cloud directly",
+        )
+    raise UsageError(f"deployments in several clouds ({', '.join(clouds)})", hint="pass --cloud NAME")
+
+
+def down(
+    config: Config,
+    *,
+    cloud: str | None,
+    name: str | None = None,
+    campaign: str | None = None,
+    all_mine: bool = False,
+    dry_run: bool = False,
+    confirm: Callable[[list[dict[str, Any]]], bool] | None = None,
+    note: Note = _ignore,
+) -> DownResult:
+    if sum(bool(x) for x in (name, campaign, all_mine)) != 1:
+        raise UsageError(
+            "say what to remove: exactly one of --name D, --campaign C, --all-mine",
+            hint="see `zenops status` for the deployments",
+        )
+    cloud = _cloud_for(config, cloud, name)
+    deps = ledger.all_deployments(config.state_dir, cloud)
+    selected = [d for d in deps if all_mine or d.name == name or (campaign and d.campaign == campaign)]
+    keypairs = {d.keypair for d in deps if d.keypair_created}
+    conn = ops.connect(cloud)
+    owned = ops.list_owned(
+        conn,
+        cloud,
+        deployment=name,
+        campaign=campaign,
+        keypairs=keypairs if all_mine else {d.keypair for d in selected if d.keypair_created},
+    )
+    plan = ops.teardown(conn, cloud, owned, dry_run=True)
+    names = sorted({d.name for d in selected} | {r["deployment"] for r in plan if r["deployment"]})
+    if dry_run or not plan:
+        if not dry_run:
+            for d in selected:
+                ledger.remove(config.state_dir, cloud, d.name)
+        return DownResult(cloud, plan, dry_run, names)
+    if confirm is not None and not confirm(plan):
+        raise CanceledError("nothing was removed", hint="pass --yes to remove without asking")
+    removed = ops.teardown(conn, cloud, owned, progress=note)
+    left = ops.list_owned(
+        conn, cloud, deployment=name, campaign=campaign, keypairs={d.keypair for d in selected if d.keypair_created}
+    )
+    if len(left):
+        raise CloudError(
+            f"{len(left)} resource(s) are still there after teardown: "
+            + ", ".join(f"{k} {ops.describe(k, r)['name']}" for k, r in left.items()),
+            hint="re-run zenops down; if it persists, the cloud refuses the deletion (see its logs)",
+        )
+    for d in selected:
+        ledger.remove(config.state_dir, cloud, d.name)
+        key = ledger.keys_dir(config.state_dir, cloud) / m.keypair_name(d.name)
+        if d.keypair_created:
+            key.unlink(missing_ok=True)
+            key.with_suffix(".pub").unlink(missing_ok=True)
+        ledger.path(config.state_dir, cloud, d.name).with_suffix(".inventory.yml").unlink(missing_ok=True)
+    return DownResult(cloud, removed, False, names)
+
+
+class LeaksFoundError(ZenopsError):
+    exit_code = ExitCode.LEAKS
+
+
+def leaks(config: Config, cloud: str) -> list[dict[str, Any]]:
+    """zenops-marked resources whose deployment is not alive in the ledger (exit non-zero through LeaksFoundError)."""
+    deps = ledger.all_deployments(config.state_dir, cloud)
+    alive = {d.name for d in deps}
+    conn = ops.connect(cloud)
+    keypairs = {k.name for k in conn.compute.keypairs() if k.name.startswith("zenops-")}
+    owned = ops.list_owned(conn, cloud, keypairs=keypairs)
+    return [ops.describe(k, r) for k, r in owned.items() if ops.describe(k, r)["deployment"] not in alive]
+
+
+def _age_hours(created_at: str) -> float:
+    started = datetime.fromisoformat(created_at)
+    return max((datetime.now(UTC) - started).total_seconds() / 3600, 0.0)
+
+
+def _ssh_answers(address: str | None, timeout: float = 2.0) -> bool:
+    if not address:
+        return False
+    try:
+        with socket.create_connection((address, 22), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def status(config: Config, cloud: str | None = None) -> list[dict[str, Any]]:
+    out = []
+    by_cloud: dict[str, list[ledger.Deployment]] = {}
+    for d in ledger.all_deployments(config.state_dir, cloud):
+        by_cloud.setdefault(d.cloud, []).append(d)
+    for c, deps in sorted(by_cloud.items()):
+        try:
+            conn = ops.connect(c)
+            live = {s.id: s for s in conn.compute.servers(details=True)}
+            reachable = True
+        except ZenopsError:
+            live, reachable = {}, False
+        for d in deps:
+            hours = _age_hours(d.created_at)
+            servers = []
+            for s in d.servers:
+                srv = live.get(s["id"])
+                servers.append(
+                    {
+                        **s,
+                        "status": srv.status if srv else ("unknown" if not reachable else "gone"),
+                        "ssh": _ssh_answers(s.get("address")),
+                    }
+                )
+            out.append(
+                {
+                    **d.to_dict(),
+                    "age_hours": round(hours, 2),
+                    "servers": servers,
+                    "cost_so_far": cost_so_far(d.price_per_hour, d.count, hours),
+                    "cloud_reachable": reachable,
+                }
+            )
+    return out

@@ -1,0 +1,186 @@
+"""Pure parts of the OpenStack support: ownership marks, preflight arithmetic, error classification, the ledger."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from keystoneauth1 import exceptions as ksa
+from openstack import exceptions as sdk
+
+from zenops.cloud import ledger, ops
+from zenops.cloud import marks as m
+from zenops.cloud.errors import (
+    CloudAuthError,
+    CloudNotFoundError,
+    CloudTransientError,
+    QuotaExceededError,
+    classify,
+    retrying,
+)
+from zenops.cloud.preflight import Limits, cost_per_hour, cost_so_far, shortfalls
+from zenops.errors import ExitCode, UsageError
+
+
+def test_marks_round_trip_through_tags_and_metadata():
+    mk = m.Marks("demo", "sweep-1")
+    assert mk.tags() == ["zenops", "zenops:deployment=demo", "zenops:campaign=sweep-1"]
+    assert m.from_tags(mk.tags()) == mk
+    meta = mk.server_metadata("ops@box")
+    assert meta == {
+        "zenops": "1",
+        "zenops:deployment": "demo",
+        "zenops:creator": "ops@box",
+        "zenops:campaign": "sweep-1",
+    }
+    assert m.from_server(meta, None) == mk
+    assert all(len(t) <= 60 for t in m.Marks("a" * 32, "b" * 32).tags())  # Nova's tag length limit
+
+
+@pytest.mark.parametrize(
+    "tags",
+    [None, [], ["zenops:deployment=demo"], ["zenops"], ["other", "zenops:deployment=demo"]],
+)
+def test_resources_without_the_owner_mark_are_not_ours(tags):
+    assert m.from_tags(tags) is None
+
+
+def test_server_without_marks_is_not_ours():
+    assert m.from_server({"zenops:deployment": "demo"}, []) is None
+    assert m.from_server({}, None) is None
+
+
+@pytest.mark.parametrize("name", ["demo", "gp-5-24-96", "a", "x1"])
+def test_good_names(name):
+    assert m.check_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["", "Demo", "-a", "a-", "a_b", "a" * 33, "a.b"])
+def test_bad_names_are_refused_with_the_rule(name):
+    with pytest.raises(UsageError) as info:
+        m.check_name(name)
+    assert "lowercase" in (info.value.hint or "")
+
+
+def test_ownership_filter_on_listed_resources():
+    ours = SimpleNamespace(id="1", name="zenops-demo", tags=m.Marks("demo").tags())
+    other = SimpleNamespace(id="2", name="zenops-demo-lookalike", tags=["team-a"])
+    server = SimpleNamespace(id="3", name="zenops-demo-1", metadata=m.Marks("demo").server_metadata("x"), tags=[])
+    assert ops.marks_of("networks", ours) == m.Marks("demo")
+    assert ops.marks_of("networks", other) is None
+    assert ops.marks_of("servers", server) == m.Marks("demo")
+    assert ops.describe("servers", server)["deployment"] == "demo"
+    assert ops.marks_of("keypairs", SimpleNamespace(name="team-key")) is None
+
+
+UNLIMITED = Limits(-1, 0, -1, 0, -1, 0)
+
+
+def test_unlimited_project_has_room():
+    assert shortfalls(UNLIMITED, vcpus=24, ram_mib=98304, count=100) == []
+
+
+def test_shortfalls_say_which_limit_and_how_far_over():
+    limits = Limits(
+        max_cores=40,
+        cores_used=10,
+        max_ram_mib=200_000,
+        ram_used_mib=0,
+        max_instances=10,
+        instances_used=9,
+        max_floating_ips=1,
+        floating_ips_used=1,
+    )
+    short = shortfalls(limits, vcpus=24, ram_mib=98304, count=3, floating_ips=3)
+    by = {s.limit: s for s in short}
+    assert set(by) == {"cores", "ram", "instances", "floating_ips"}
+    assert str(by["cores"]) == "cores: 72 vCPUs needed, 30 available (42 vCPUs over)"
+    assert by["ram"].needed == 3 * 98304
+    assert by["instances"].available == 1
+    assert by["floating_ips"].available == 0
+
+
+def test_costs():
+    assert cost_per_hour(0.79, 3) == 2.37
+    assert cost_per_hour(None, 3) is None
+    assert cost_so_far(0.79, 2, 1.5) == 2.37
+
+
+def http(code: int, message: str = "boom") -> sdk.HttpException:
+    return sdk.HttpException(message=message, http_status=code)
+
+
+@pytest.mark.parametrize(
+    ("exc", "cls", "code"),
+    [
+        (http(401, "The request you have made requires authentication."), CloudAuthError, ExitCode.CLOUD),
+        (
+            http(403, "Quota exceeded for cores: Requested 24, but already used 0 of 8 cores"),
+            QuotaExceededError,
+            ExitCode.QUOTA,
+        ),
+        (http(413, "Maximum number of ports exceeded"), QuotaExceededError, ExitCode.QUOTA),
+        (http(404, "Flavor gp.9 could not be found."), CloudNotFoundError, ExitCode.USAGE),
+        (http(503, "Service Unavailable"), CloudTransientError, ExitCode.CLOUD),
+        (ksa.ConnectFailure("connection refused"), CloudTransientError, ExitCode.CLOUD),
+        (sdk.ConfigException("Cloud flex was not found."), CloudAuthError, ExitCode.CLOUD),
+    ],
+)
+def test_error_classification(exc, cls, code):
+    err = classify(exc, "flex")
+    assert isinstance(err, cls)
+    assert err.exit_code == code
+    assert "flex" in err.message
+
+
+def test_retrying_retries_transient_errors_with_back_off_then_gives_up():
+    calls, sleeps = [], []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise http(503)
+        return "ok"
+
+    assert retrying(flaky, sleep=sleeps.append) == "ok"
+    assert len(calls) == 3
+    assert len(sleeps) == 2
+    assert sleeps[1] > sleeps[0] * 0.3  # grows (with jitter)
+
+    def always() -> str:
+        raise http(502)
+
+    with pytest.raises(sdk.HttpException):
+        retrying(always, attempts=3, sleep=sleeps.append)
+
+
+def test_retrying_does_not_retry_client_errors():
+    calls = []
+
+    def bad() -> None:
+        calls.append(1)
+        raise http(400, "bad request")
+
+    with pytest.raises(sdk.HttpException):
+        retrying(bad, sleep=lambda _: None)
+    assert calls == [1]
+
+
+def test_ledger_round_trip_and_private_files(tmp_path):
+    dep = ledger.Deployment(
+        name="demo",
+        cloud="sandbox",
+        flavor="gp.5.2.8",
+        image="debian-12",
+        count=2,
+        network_mode="provider",
+        price_per_hour=0.1,
+    )
+    path = ledger.save(tmp_path, dep)
+    assert oct(path.parent.stat().st_mode & 0o777) == "0o700"
+    loaded = ledger.load(tmp_path, "sandbox", "demo")
+    assert loaded == dep
+    assert [d.name for d in ledger.all_deployments(tmp_path)] == ["demo"]
+    assert ledger.all_deployments(tmp_path, "other") == []
+    ledger.remove(tmp_path, "sandbox", "demo")
+    assert ledger.load(tmp_path, "sandbox", "demo") is None
