@@ -243,6 +243,7 @@ CLOUD_SCHEMA: dict[str, tuple[Checker, str]] = {
     "private_key_file": (_is_str, "private_key_file: ~/.ssh/id_ed25519"),
     "active_timeout": (_is_pos_int, "active_timeout: 900"),
     "error_retries": (_is_count, "error_retries: 2"),
+    "server_metadata": (_mapping, "server_metadata: {cost-center: ml-42}  (added to every server's metadata)"),
 }
 
 
@@ -262,6 +263,7 @@ class CloudProfile:
     private_key_file: str = ""
     active_timeout: int = 900
     error_retries: int = 2
+    server_metadata: Mapping[str, str] = field(default_factory=dict)
 
 
 def _unknown(path: str, key: str, known: list[str], where: str) -> ConfigError:

@@ -1,0 +1,155 @@
+"""zenops up/down/leaks/status against the sandbox cloud, including its faults. After every case: no leaks."""
+
+from __future__ import annotations
+
+import time
+
+import openstack
+import pytest
+
+from tests.integration.conftest import SMALL, ours
+from zenops.errors import ExitCode
+
+pytestmark = pytest.mark.integration
+
+
+def result(lines: list[dict]) -> dict:
+    assert lines, "no JSON output"
+    return lines[-1]
+
+
+def no_leaks(zenops, admin, deployment: str) -> None:
+    code, lines, err = zenops("leaks", "--cloud", "sandbox")
+    assert code == 0, err
+    assert result(lines)["leaks"] == []
+    assert ours(admin, deployment) == []
+
+
+def test_up_one_server_rerun_changes_nothing_then_down(zenops, admin):
+    t0 = time.monotonic()
+    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "it1")
+    up_s = time.monotonic() - t0
+    assert code == 0, err[-3000:]
+    res = result(lines)
+    (host,) = res["hosts"]
+    assert host["host"] == "zenops-it1-1"
+    assert host["docker"][0].isdigit()  # the docker role ran over SSH on the new server
+    dep = res["deployment"]
+    assert dep["status"] == "ready"
+    assert dep["servers"][0]["address"]
+    server = admin.compute.get_server(dep["servers"][0]["id"])
+    assert server.status == "ACTIVE"
+    assert server.metadata["zenops:deployment"] == "it1"
+
+    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "it1")
+    assert code == 0, err[-3000:]
+    again = result(lines)
+    assert again["deployment"]["servers"][0]["id"] == dep["servers"][0]["id"]  # adopted, not a twin
+    assert again["run"]["stats"]["zenops-it1-1"]["changed"] == 0
+
+    code, lines, err = zenops("status")
+    assert code == 0, err
+    (st,) = result(lines)["deployments"]
+    assert st["servers"][0]["status"] == "ACTIVE"
+    assert st["servers"][0]["ssh"] is True
+
+    t0 = time.monotonic()
+    code, lines, err = zenops("down", "--name", "it1", "--yes")
+    down_s = time.monotonic() - t0
+    assert code == 0, err
+    kinds = sorted(r["kind"] for r in result(lines)["removed"])
+    assert kinds == ["keypair", "security_group", "server"]
+    no_leaks(zenops, admin, "it1")
+    print(f"\nup 1 server: {up_s:.0f}s, down: {down_s:.0f}s")
+
+
+def test_up_three_servers_then_down(zenops, admin):
+    t0 = time.monotonic()
+    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--count", "3", "--name", "it3")
+    up_s = time.monotonic() - t0
+    assert code == 0, err[-3000:]
+    hosts = result(lines)["hosts"]
+    assert sorted(h["host"] for h in hosts) == ["zenops-it3-1", "zenops-it3-2", "zenops-it3-3"]
+    assert all(h["docker"][0].isdigit() for h in hosts)
+    t0 = time.monotonic()
+    code, lines, err = zenops("down", "--name", "it3", "--yes")
+    down_s = time.monotonic() - t0
+    assert code == 0, err
+    assert sum(r["kind"] == "server" for r in result(lines)["removed"]) == 3
+    no_leaks(zenops, admin, "it3")
+    print(f"\nup 3 servers: {up_s:.0f}s, down: {down_s:.0f}s")
+
+
+def test_server_forced_to_error_is_reported_replaced_then_given_up(zenops, admin):
+    zenops.config("clouds:\n  sandbox:\n    error_retries: 1\n    server_metadata: {'zenops_test:fail': spawn}\n")
+    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "iterr")
+    assert code == ExitCode.RUN_FAILED, err[-3000:]
+    assert "went to ERROR 2 time(s)" in err
+    assert "zenops_test" in err  # the fault names the injection
+    assert "zenops down --name iterr" in err
+    code, _, err = zenops("down", "--name", "iterr", "--yes")
+    assert code == 0, err
+    no_leaks(zenops, admin, "iterr")
+
+
+def test_quota_too_small_creates_nothing(zenops, admin):
+    project = admin.identity.find_project("zenops")
+    admin.set_compute_quotas(project.id, cores=4)
+    try:
+        code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", "gp.5.24.96", "--name", "itquota")
+    finally:
+        admin.set_compute_quotas(project.id, cores=-1)
+    assert code == ExitCode.QUOTA, err
+    assert "cores: 24 vCPUs needed, 4 available (20 vCPUs over)" in err
+    no_leaks(zenops, admin, "itquota")
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "fragment"),
+    [("--flavor", "gp.5.2.9", "gp.5.2.8"), ("--image", "debian-13", "debian-12")],
+)
+def test_unknown_flavor_or_image_names_close_matches_and_creates_nothing(zenops, admin, flag, value, fragment):
+    args = {"--flavor": SMALL, "--image": "debian-12", flag: value}
+    code, _, err = zenops("up", "--cloud", "sandbox", "--name", "itnf", *[x for kv in args.items() for x in kv])
+    assert code == ExitCode.USAGE, err
+    assert fragment in err
+    no_leaks(zenops, admin, "itnf")
+
+
+def test_interrupted_up_is_removed_by_down(zenops, admin):
+    proc = zenops.popen("up", "--cloud", "sandbox", "--flavor", SMALL, "--count", "2", "--name", "itint")
+    code, err = zenops.interrupt_when(proc, "Wait until SSH answers on every server")
+    assert code == ExitCode.CANCELED, err
+    assert "zenops down --name itint" in err
+    assert ours(admin, "itint")  # something was created ...
+    code, _, err = zenops("down", "--name", "itint", "--yes")
+    assert code == 0, err
+    no_leaks(zenops, admin, "itint")  # ... and down found all of it
+
+
+def test_floating_ip_mode(zenops, admin):
+    code, lines, err = zenops(
+        "up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "itfip", "--network-mode", "floating"
+    )
+    assert code == 0, err[-3000:]
+    server = result(lines)["deployment"]["servers"][0]
+    assert server["floating_ip"]
+    assert server["address"] == server["floating_ip"]  # reached over the floating IP (DNAT)
+    assert result(lines)["hosts"][0]["docker"][0].isdigit()
+    code, lines, err = zenops("down", "--name", "itfip", "--yes")
+    assert code == 0, err
+    kinds = {r["kind"] for r in result(lines)["removed"]}
+    assert {"server", "floating_ip", "router", "network", "security_group", "keypair"} <= kinds
+    no_leaks(zenops, admin, "itfip")
+
+
+def test_leaks_reports_marked_resources_without_a_deployment(zenops, admin):
+    conn = openstack.connect(cloud="sandbox")  # as the tenant zenops works as
+    net = conn.network.create_network(name="zenops-orphan")
+    conn.network.set_tags(net, ["zenops", "zenops:deployment=orphan"])
+    try:
+        code, lines, _ = zenops("leaks", "--cloud", "sandbox")
+        assert code == ExitCode.LEAKS
+        assert any(r["name"] == "zenops-orphan" for r in lines[0]["leaks"])
+    finally:
+        conn.network.delete_network(net, ignore_missing=True)
