@@ -49,6 +49,18 @@ flavors:                            # your cloud's flavors; built-in ones (gp.5.
     smt_exposed: false
     price_per_hour: 0.50            # your price, per server and hour
     currency: USD
+clouds:                             # how zenops provisions in a clouds.yaml entry (defaults fit the sandbox)
+  flex:
+    network_mode: floating          # provider (servers on a shared provider network) | floating (tenant net + FIPs)
+    provider_network: provider
+    external_network: public
+    tenant_cidr: 10.98.1.0/24
+    image: debian-12
+    image_user: debian
+    operator_cidr: 203.0.113.7/32   # who may reach SSH and the API; default: this machine's address, /32
+    active_timeout: 900             # seconds until ACTIVE (slow builds are not failures before this)
+    error_retries: 2                # servers in ERROR are replaced this many times
+    server_metadata: {cost-center: ml-42}
 """
 
 
