@@ -1,0 +1,394 @@
+"""A Nova compute driver whose servers are systemd containers on this machine.
+
+Each server is `docker create --name <instance uuid>` on a Docker bridge network that mirrors the Neutron subnet of its
+port (same CIDR, this machine holds the gateway address), with the fixed IP Neutron allocated, the systemd options of a
+"VM-like" container, an anonymous volume for /var/lib/docker, and the server's keypair in root's and the image's
+default user's authorized_keys. Nova's bookkeeping (resources, node identity) comes from the fake driver.
+
+Fault injection for tests, from server metadata (any user may set it), flavor extra specs or image properties:
+  zenops_test:fail = spawn       spawn fails: server ERROR with a fault naming the injection (no reschedule)
+  zenops_test:fail = reschedule  spawn asks for a reschedule: one host, so ERROR "Exceeded maximum number of retries"
+  zenops_test:slow = <seconds>   sleep before creating the container (a slow BUILD; a delete meanwhile aborts it)
+"""
+
+from __future__ import annotations
+
+import io
+import ipaddress
+import json
+import re
+import subprocess
+import tarfile
+import threading
+import time
+
+from oslo_config import cfg
+from oslo_log import log as logging
+
+from nova import exception
+from nova.compute import power_state
+from nova.compute import task_states
+from nova.virt import fake
+from nova.virt import hardware
+
+from zenops_sandbox import GUARD_ROUTE_METRIC, LABEL
+from zenops_sandbox.netutil import check_overlap, default_mtu
+
+LOG = logging.getLogger(__name__)
+
+opts = [
+    cfg.StrOpt("default_image", default="zenops/debian12-guest:latest",
+               help="Container image when the Glance image has no zenops_container_image property"),
+    cfg.StrOpt("default_user", default="debian",
+               help="Login user when the Glance image has no os_admin_user property"),
+    cfg.StrOpt("docker", default="docker", help="Docker CLI"),
+    cfg.IntOpt("docker_timeout", default=120, help="Seconds for one Docker CLI call"),
+]
+CONF = cfg.CONF
+CONF.register_opts(opts, group="zenops_sandbox")
+
+FAIL_KEY = "zenops_test:fail"
+SLOW_KEY = "zenops_test:slow"
+IMAGE_PROP = "zenops_container_image"
+USER_PROP = "os_admin_user"
+
+# What a systemd container needs here (no --privileged: see shared/reference/test-hosts.md).
+SYSTEMD_OPTS = [
+    "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN",
+    "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+    "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "--tmpfs", "/run", "--tmpfs", "/run/lock",
+    "--stop-signal", "SIGRTMIN+3",
+    # A reboot inside the guest exits 133 (see sandbox/guest): Docker starts it again; a poweroff (exit 0) stays off.
+    "--restart", "on-failure",
+]
+
+_net_lock = threading.Lock()  # network create/remove vs. container create/remove within this nova-compute
+
+
+class DockerError(Exception):
+    pass
+
+
+def docker(*args: str, stdin: bytes | None = None, check: bool = True, timeout: int | None = None) -> str:
+    cmd = [CONF.zenops_sandbox.docker, *args]
+    try:
+        res = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout or CONF.zenops_sandbox.docker_timeout)
+    except subprocess.TimeoutExpired as e:
+        raise DockerError(f"{' '.join(cmd[:3])}: timed out") from e
+    if check and res.returncode != 0:
+        raise DockerError(f"docker {args[0]} failed: {res.stderr.decode(errors='replace').strip()}")
+    return res.stdout.decode(errors="replace")
+
+
+def docker_bytes(*args: str) -> bytes:
+    res = subprocess.run([CONF.zenops_sandbox.docker, *args], capture_output=True,
+                         timeout=CONF.zenops_sandbox.docker_timeout)
+    if res.returncode != 0:
+        raise DockerError(f"docker {args[0]} failed: {res.stderr.decode(errors='replace').strip()}")
+    return res.stdout
+
+
+def network_name(net_id: str) -> str:
+    return f"zenops-sandbox-{net_id}"
+
+
+def bridge_name(net_id: str) -> str:
+    return "zsb-" + net_id.replace("-", "")[:11]
+
+
+def ensure_network(net_id: str, cidr: str, gateway: str | None, mtu: int | None) -> str:
+    """Docker bridge network mirroring the IPv4 subnet of Neutron network net_id; call with _net_lock held."""
+    name = network_name(net_id)
+    out = docker("network", "inspect", name, check=False)
+    if out.strip() not in ("", "[]"):
+        return name
+    check_overlap(cidr)
+    net = ipaddress.ip_network(cidr, strict=False)
+    if not gateway:
+        gateway = str(net.network_address + net.num_addresses - 2)
+        LOG.warning("subnet %s has no gateway: this machine takes %s on its mirror", cidr, gateway)
+    mtu = min(mtu or 1500, default_mtu())
+    docker("network", "create", "--driver", "bridge", "--subnet", str(net), "--gateway", gateway,
+           "--label", f"{LABEL}=1", "--label", f"{LABEL}.network={net_id}",
+           "-o", f"com.docker.network.bridge.name={bridge_name(net_id)}",
+           "-o", f"com.docker.network.driver.mtu={mtu}", name)
+    # Once the mirror is gone again, traffic to this subnet must not leave through the default route.
+    subprocess.run(["ip", "route", "replace", "blackhole", str(net), "metric", str(GUARD_ROUTE_METRIC)],
+                   capture_output=True)
+    LOG.info("created Docker network %s for subnet %s (gateway %s)", name, cidr, gateway)
+    return name
+
+
+def prune_networks() -> None:
+    """Remove the sandbox's per-network mirrors that no longer have containers; call with _net_lock held."""
+    names = docker("network", "ls", "--filter", f"label={LABEL}.network", "--format", "{{.Name}}").split()
+    for name in names:
+        info = json.loads(docker("network", "inspect", name, check=False) or "[]")
+        if info and not info[0].get("Containers"):
+            docker("network", "rm", name, check=False)
+            LOG.info("removed Docker network %s (no containers left)", name)
+
+
+def _parse_passwd(data: bytes, user: str) -> tuple[int, int, str] | None:
+    for line in data.decode(errors="replace").splitlines():
+        f = line.split(":")
+        if len(f) >= 7 and f[0] == user:
+            return int(f[2]), int(f[3]), f[5]
+    return None
+
+
+def authorized_keys_tar(key_data: str, users: list[tuple[int, int, str]]) -> bytes:
+    """A tar stream (for `docker cp -a - C:/`) with <home>/.ssh/authorized_keys for each (uid, gid, home)."""
+    content = key_data.strip().encode() + b"\n"
+    buf = io.BytesIO()
+    now = time.time()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for uid, gid, home in users:
+            base = home.strip("/") + "/.ssh"
+            d = tarfile.TarInfo(base)
+            d.type, d.mode, d.uid, d.gid, d.mtime = tarfile.DIRTYPE, 0o700, uid, gid, now
+            tar.addfile(d)
+            f = tarfile.TarInfo(base + "/authorized_keys")
+            f.mode, f.uid, f.gid, f.mtime, f.size = 0o600, uid, gid, now, len(content)
+            tar.addfile(f, io.BytesIO(content))
+    return buf.getvalue()
+
+
+def _meta(instance, key: str) -> str | None:
+    """A test key from server metadata, then flavor extra specs, then image properties."""
+    for source in (
+        lambda: instance.metadata,
+        lambda: instance.flavor.extra_specs,
+        lambda: {k[len("image_"):]: v for k, v in (instance.system_metadata or {}).items() if k.startswith("image_")},
+    ):
+        try:
+            value = (source() or {}).get(key)
+        except Exception:  # noqa: BLE001 - a lazy-load failure must not break a boot
+            value = None
+        if value not in (None, ""):
+            return str(value)
+    return None
+
+
+def _hostname(instance) -> str:
+    name = getattr(instance, "hostname", None) or instance.display_name or instance.uuid
+    name = re.sub(r"[^a-zA-Z0-9-]+", "-", name).strip("-")[:63]
+    return name or instance.uuid
+
+
+class ContainerDriver(fake.FakeDriverWithoutFakeNodes):
+    """FakeDriverWithoutFakeNodes for the bookkeeping, Docker for the servers."""
+
+    # Large fake resources: placement, not this machine, decides how many gp.5.24.96 fit (tests lower quotas instead).
+    vcpus = 10000
+    memory_mb = 16 * 1024 * 1024  # 16 TiB
+    local_gb = 100000  # 100 TB
+
+    # --- lifecycle -------------------------------------------------------------------------------------------------
+
+    def spawn(self, context, instance, image_meta, injected_files, admin_password, allocations,
+              network_info=None, block_device_info=None, power_on=True, accel_info=None):
+        uuid = instance.uuid
+        fail = _meta(instance, FAIL_KEY)
+        if fail == "spawn":
+            raise exception.BuildAbortException(
+                instance_uuid=uuid, reason=f"fault injected by {FAIL_KEY}=spawn (zenops sandbox)")
+        if fail == "reschedule":
+            raise exception.RescheduledException(
+                instance_uuid=uuid, reason=f"fault injected by {FAIL_KEY}=reschedule (zenops sandbox)")
+        if fail:
+            LOG.warning("unknown %s value %r ignored (use spawn or reschedule)", FAIL_KEY, fail, instance=instance)
+        slow = _meta(instance, SLOW_KEY)
+        if slow:
+            self._slow(instance, slow)
+        started = time.monotonic()
+        try:
+            self._create(instance, network_info or [], power_on)
+        except (exception.InstanceNotFound, exception.UnexpectedDeletingTaskStateError):
+            self._remove(uuid)
+            raise
+        except Exception as e:  # noqa: BLE001 - one host: report, never reschedule
+            LOG.exception("container spawn failed", instance=instance)
+            self._remove(uuid)
+            raise exception.BuildAbortException(instance_uuid=uuid, reason=f"zenops sandbox container: {e}") from e
+        LOG.info("container %s started in %.2fs", uuid, time.monotonic() - started, instance=instance)
+
+    def _slow(self, instance, value: str) -> None:
+        try:
+            seconds = float(value)
+        except ValueError:
+            raise exception.BuildAbortException(
+                instance_uuid=instance.uuid, reason=f"{SLOW_KEY}={value!r} is not a number of seconds") from None
+        LOG.info("%s: sleeping %.1fs before creating the container", SLOW_KEY, seconds, instance=instance)
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            time.sleep(min(1.0, left))
+            instance.refresh()  # raises InstanceNotFound once deleted
+            if instance.task_state == task_states.DELETING:
+                raise exception.UnexpectedDeletingTaskStateError(
+                    instance_uuid=instance.uuid, expected=task_states.SPAWNING, actual=task_states.DELETING)
+
+    def _image_and_user(self, instance) -> tuple[str, str]:
+        sysmeta = instance.system_metadata or {}
+        image = sysmeta.get("image_" + IMAGE_PROP) or CONF.zenops_sandbox.default_image
+        user = sysmeta.get("image_" + USER_PROP) or CONF.zenops_sandbox.default_user
+        return image, user
+
+    @staticmethod
+    def _ports(network_info) -> list[dict]:
+        ports = []
+        for vif in network_info:
+            for subnet in vif["network"]["subnets"]:
+                cidr = subnet["cidr"]
+                if not cidr or ipaddress.ip_network(cidr, strict=False).version != 4 or not subnet["ips"]:
+                    continue
+                gw = subnet["gateway"]["address"] if subnet.get("gateway") else None
+                # Nova's network model carries no subnet id: one mirror per Neutron network (its first IPv4 subnet).
+                ports.append({"net_id": vif["network"]["id"], "cidr": cidr, "gateway": gw,
+                              "ip": subnet["ips"][0]["address"], "mtu": vif["network"].get_meta("mtu")})
+                break
+        return ports
+
+    def _create(self, instance, network_info, power_on: bool) -> None:
+        uuid = instance.uuid
+        image, user = self._image_and_user(instance)
+        ports = self._ports(network_info)
+        if not ports:
+            raise DockerError("the server has no IPv4 port: boot it on a network with an IPv4 subnet")
+        base = ["create", "--name", uuid, "--hostname", _hostname(instance),
+                "--label", f"{LABEL}=1", "--label", f"{LABEL}.instance={uuid}",
+                "--label", f"{LABEL}.name={instance.display_name or ''}",
+                *SYSTEMD_OPTS,
+                "-v", "/var/lib/docker",  # anonymous volume: Docker inside the guest can use overlay2
+                ]
+        with _net_lock:
+            first = ports[0]
+            net = ensure_network(first["net_id"], first["cidr"], first["gateway"], first["mtu"])
+            docker(*base, "--network", net, "--ip", first["ip"], image, "/sbin/init")
+            for extra in ports[1:]:
+                net = ensure_network(extra["net_id"], extra["cidr"], extra["gateway"], extra["mtu"])
+                docker("network", "connect", "--ip", extra["ip"], net, uuid)
+        if instance.key_data:
+            users = [(0, 0, "/root")]
+            passwd = _passwd_from_container(uuid)
+            found = _parse_passwd(passwd, user) if passwd else None
+            if found and found[2] not in ("/root", "/"):
+                users.append(found)
+            elif not found:
+                LOG.warning("image %s has no user %r: key installed for root only", image, user, instance=instance)
+            docker("cp", "-a", "-", f"{uuid}:/", stdin=authorized_keys_tar(instance.key_data, users))
+        if power_on:
+            docker("start", uuid)
+
+    def _remove(self, uuid: str) -> None:
+        with _net_lock:
+            docker("rm", "-f", "-v", uuid, check=False)
+            prune_networks()
+
+    def destroy(self, context, instance, network_info, block_device_info=None, destroy_disks=True,
+                destroy_secrets=True):
+        self._remove(instance.uuid)
+        self.instances.pop(instance.uuid, None)
+
+    def cleanup(self, context, instance, network_info, block_device_info=None, destroy_disks=True,
+                migrate_data=None, destroy_vifs=True, destroy_secrets=True):
+        pass
+
+    # --- state -----------------------------------------------------------------------------------------------------
+
+    def _inspect(self, uuid: str) -> dict | None:
+        out = docker("inspect", "--type", "container", uuid, check=False)
+        data = json.loads(out or "[]")
+        return data[0] if data else None
+
+    def get_info(self, instance, use_cache=True):
+        info = self._inspect(instance.uuid)
+        if info is None:
+            raise exception.InstanceNotFound(instance_id=instance.uuid)
+        state = info.get("State", {})
+        if state.get("Paused"):
+            ps = power_state.PAUSED
+        elif state.get("Running") or state.get("Restarting"):
+            ps = power_state.RUNNING
+        elif state.get("Dead"):
+            ps = power_state.CRASHED
+        else:
+            ps = power_state.SHUTDOWN
+        return hardware.InstanceInfo(state=ps)
+
+    def instance_exists(self, instance):
+        return self._inspect(instance.uuid) is not None
+
+    def _uuids(self) -> list[str]:
+        out = docker("ps", "-a", "--filter", f"label={LABEL}.instance", "--format", "{{.Names}}", check=False)
+        return out.split()
+
+    def list_instances(self):
+        return self._uuids()
+
+    def list_instance_uuids(self):
+        return self._uuids()
+
+    def get_num_instances(self):
+        return len(self._uuids())
+
+    # --- power -----------------------------------------------------------------------------------------------------
+
+    def _need(self, instance) -> None:
+        if self._inspect(instance.uuid) is None:
+            raise exception.InstanceNotFound(instance_id=instance.uuid)
+
+    def power_off(self, instance, timeout=0, retry_interval=0):
+        self._need(instance)
+        docker("stop", "-t", str(int(timeout) if timeout else 10), instance.uuid)
+
+    def power_on(self, context, instance, network_info, block_device_info=None, accel_info=None, share_info=None):
+        self._need(instance)
+        docker("start", instance.uuid)
+
+    def reboot(self, context, instance, network_info, reboot_type, block_device_info=None,
+               bad_volumes_callback=None, accel_info=None, share_info=None):
+        self._need(instance)
+        docker("restart", "-t", "10" if str(reboot_type).upper() == "SOFT" else "0", instance.uuid)
+
+    def resume_state_on_host_boot(self, context, instance, network_info, share_info, block_device_info=None):
+        self.power_on(context, instance, network_info)
+
+    def pause(self, instance):
+        docker("pause", instance.uuid)
+
+    def unpause(self, instance):
+        docker("unpause", instance.uuid)
+
+    def suspend(self, context, instance):
+        docker("pause", instance.uuid)
+
+    def resume(self, context, instance, network_info, block_device_info=None, share_info=None):
+        docker("unpause", instance.uuid)
+
+    def get_console_output(self, context, instance):
+        self._need(instance)
+        res = subprocess.run([CONF.zenops_sandbox.docker, "logs", "--tail", "500", instance.uuid],
+                             capture_output=True, timeout=CONF.zenops_sandbox.docker_timeout)
+        return (res.stdout + res.stderr).decode(errors="replace")
+
+    def get_host_ip_addr(self):
+        return CONF.my_ip
+
+
+def _passwd_from_container(uuid: str) -> bytes | None:
+    """/etc/passwd of a created (not yet started) container, read through `docker cp` (a tar stream)."""
+    try:
+        raw = docker_bytes("cp", f"{uuid}:/etc/passwd", "-")
+        with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+            for member in tar.getmembers():
+                if member.isfile():
+                    f = tar.extractfile(member)
+                    return f.read() if f else None
+                if member.issym() or member.islnk():
+                    return None
+    except (DockerError, tarfile.TarError, OSError):
+        LOG.warning("could not read /etc/passwd of %s", uuid, exc_info=True)
+    return None
+
