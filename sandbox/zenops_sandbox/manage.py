@@ -264,6 +264,19 @@ def parallel(*fns) -> None:
         raise errors[0]
 
 
+def retrying(what: str, fn, attempts: int = 3, pause: float = 3) -> None:
+    """Run an API sequence again after a transient error (503, a refused connection) while services settle."""
+    for attempt in range(1, attempts + 1):
+        try:
+            fn()
+            return
+        except Exception as e:  # noqa: BLE001
+            if attempt == attempts:
+                raise
+            say(f"{what}: {type(e).__name__}: {str(e)[:160]} - retrying")
+            time.sleep(pause)
+
+
 def marker(name: str) -> Path:
     return STATE / f"{name}.done"
 
@@ -655,10 +668,9 @@ def ensure_identity(sec: dict) -> None:
         return idp.find_role(name) or idp.create_role(name=name)
 
     def user(name: str, pw: str, proj):
-        u = idp.find_user(name, domain_id="default")
-        if u:
-            return idp.update_user(u, password=pw)
-        return idp.create_user(name=name, password=pw, domain_id="default", default_project_id=proj.id)
+        # An existing user keeps its password (it came from the same secrets.json; a password update would also
+        # revoke the services' tokens).
+        return idp.find_user(name, domain_id="default") or idp.create_user(name=name, password=pw, domain_id="default", default_project_id=proj.id)
 
     service_p = project("service", "OpenStack service users")
     tenant_p = project(TENANT_PROJECT, "zenops tenant (sandbox)")
@@ -883,7 +895,9 @@ def cmd_up(args) -> int:
     wait_for("rabbitmq", amqp_ready, 90, interval=0.5, log="rabbitmq", proc="rabbitmq")
     start_apis()
     wait_for("keystone API", lambda: http_ok(PORTS["keystone"], "/v3"), 90, log="keystone-api", proc="keystone-api")
-    once("identity", lambda: ensure_identity(sec))
+    # Every time, serially and before any other API sees traffic: it also warms Keystone up (a burst of concurrent
+    # first requests right after a start sometimes got a spurious 403 on identity:validate_token).
+    retrying("identity", lambda: ensure_identity(sec))
     start_nova_daemons()
     start_compute()
     for api in APIS[1:]:
@@ -892,7 +906,7 @@ def cmd_up(args) -> int:
     image_thread.join()
     if image_thread_err:
         raise image_thread_err[0]
-    ensure_content()
+    retrying("cloud content", ensure_content)
     wait_compute_ready()
     say(f"up: ready in {time.monotonic() - T0:.1f}s; export OS_CLIENT_CONFIG_FILE={CLOUDS} "
         "(clouds: sandbox, sandbox-admin)")
@@ -932,7 +946,28 @@ def cleanup_host() -> list[str]:
     return done
 
 
+def delete_servers() -> int:
+    """Delete every server through Nova while it runs: its container is the server, and `down` removes those."""
+    if not (CLOUDS.exists() and all(read_pid(n) for n in ("nova-api", "nova-compute", "neutron-api", "keystone-api"))):
+        return 0
+    try:
+        conn = connect("sandbox-admin")
+        servers = list(conn.compute.servers(all_projects=True))
+        for s in servers:
+            conn.compute.delete_server(s, ignore_missing=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and list(conn.compute.servers(all_projects=True)):
+            time.sleep(0.5)
+        return len(servers)
+    except Exception as e:  # noqa: BLE001 - the host cleanup below still removes the containers
+        say(f"could not delete the servers through Nova ({e}); removing their containers directly")
+        return 0
+
+
 def cmd_down(args) -> int:
+    n = delete_servers()
+    if n:
+        say(f"deleted {n} server(s) through Nova")
     stopped: list[str] = []
     timings: dict[str, float] = {}
 
@@ -943,8 +978,8 @@ def cmd_down(args) -> int:
             timings[name] = time.monotonic() - t
 
     # OpenStack services first (all at once; they keep no state worth a long wait), then RabbitMQ, then MariaDB.
-    parallel(*[(lambda n=n: stop_timed(n, 8)) for n in ALL_SERVICES[3:]])
-    stop_timed("rabbitmq", 20)
+    parallel(*[(lambda n=n: stop_timed(n, 4)) for n in ALL_SERVICES[3:]])
+    stop_timed("rabbitmq", 10)
     stop_timed("epmd", 5)
     stop_timed("mariadb", 30)
     slow = {n: round(t, 1) for n, t in timings.items() if t > 3}

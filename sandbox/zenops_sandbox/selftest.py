@@ -125,8 +125,17 @@ def main() -> int:
         m.wait_ssh(key, m.GUEST_USER, ip)
         boot_id2 = ssh(key, m.GUEST_USER, ip, "cat /proc/sys/kernel/random/boot_id")
         assert boot_id2 != boot_id, "boot id unchanged after reboot"
+        conn.compute.stop_server(s)
+        wait_status(conn, s, "SHUTOFF")
+        state = subprocess.run(["docker", "inspect", "-f", "{{.State.Status}}", s.id], capture_output=True,
+                               text=True).stdout.strip()
+        assert state == "exited", f"container {state} while SHUTOFF"
+        conn.compute.start_server(s)
+        wait_status(conn, s, "ACTIVE")
+        m.wait_ssh(key, m.GUEST_USER, ip)
         console = conn.compute.get_server_console_output(s, length=20)["output"]
-        return (f"ACTIVE {t_active:.1f}s, ssh ready {t_ssh:.1f}s at {ip}, reboot -> new boot id, "
+        assert "Reached target" in console or "Started" in console, f"console: {console[-300:]!r}"
+        return (f"ACTIVE {t_active:.1f}s, ssh ready {t_ssh:.1f}s at {ip}; reboot -> new boot id; stop/start; "
                 f"console {len(console.splitlines())} lines")
 
     @check("big")

@@ -59,6 +59,8 @@ SYSTEMD_OPTS = [
     "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
     "--tmpfs", "/run", "--tmpfs", "/run/lock",
     "--stop-signal", "SIGRTMIN+3",
+    # A tty makes systemd print its boot to the console, which `docker logs` (Nova's console log) shows.
+    "--tty", "--env", "SYSTEMD_COLORS=0",
     # A reboot inside the guest exits 133 (see sandbox/guest): Docker starts it again; a poweroff (exit 0) stays off.
     "--restart", "on-failure",
 ]
@@ -371,7 +373,9 @@ class ContainerDriver(fake.FakeDriverWithoutFakeNodes):
         self._need(instance)
         res = subprocess.run([CONF.zenops_sandbox.docker, "logs", "--tail", "500", instance.uuid],
                              capture_output=True, timeout=CONF.zenops_sandbox.docker_timeout)
-        return (res.stdout + res.stderr).decode(errors="replace")
+        # Nova wants latin-1 (it encodes str that way and returns ASCII): hand it ASCII bytes.
+        text = (res.stdout + res.stderr).decode(errors="replace").replace("\u2026", "...")
+        return text.encode("ascii", "replace")
 
     def get_host_ip_addr(self):
         return CONF.my_ip
