@@ -449,7 +449,10 @@ def write_clouds(sec: dict) -> None:
         return (f"    auth:\n      auth_url: {ks}\n      username: {user}\n      password: {pw}\n"
                 f"      project_name: {project}\n      user_domain_name: Default\n"
                 f"      project_domain_name: Default\n    region_name: {REGION}\n    interface: public\n"
-                f"    identity_api_version: 3\n")
+                f"    identity_api_version: 3\n"
+                # Tenants cannot see provider attributes, so tell the SDK that `provider` is routable as it is: a
+                # server there has a reachable IP and needs no floating IP (openstack.cloud.server's auto_ip).
+                f"    networks:\n      - name: {PROVIDER['name']}\n        routes_externally: true\n")
 
     write_private(CLOUDS, "# written by scripts/sandbox up (zenops OpenStack sandbox)\nclouds:\n"
                   f"  sandbox:\n{cloud(TENANT_USER, sec['tenant'], TENANT_PROJECT)}"

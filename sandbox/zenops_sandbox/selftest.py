@@ -4,7 +4,7 @@ Run: scripts/sandbox selftest   (after scripts/sandbox up). Prints one line per 
   boot      gp.5.2.8 on provider: ACTIVE, SSH as debian (key from the keypair), hostname, sudo, reboot -> new boot id
   big       gp.5.24.96 boots (fake resources are large enough)
   fip       tenant vxlan network + router (gateway on public) + server + floating IP: ACTIVE, DNAT rule, SSH via
-            the floating IP; disassociate removes the rule
+            the floating IP; disassociate and server delete remove the rule
   fail      zenops_test:fail=spawn -> ERROR with a fault naming the injection
   resched   zenops_test:fail=reschedule -> ERROR "Exceeded maximum number of retries"
   slow      zenops_test:slow=6 -> BUILD for ~6 s, then ACTIVE; slow=60 deleted while building goes away quickly
@@ -184,8 +184,17 @@ def main() -> int:
             time.sleep(0.3)
             assert str(fip.floating_ip_address) not in nat_rules(), "DNAT rule left after disassociate"
             assert conn.network.get_ip(fip).status == "DOWN"
+            conn.network.update_ip(fip, port_id=port.id)  # associated again, then the server goes away
+            assert rule in nat_rules(), "no DNAT rule after re-associating"
+            delete_all(conn, [s])
+            for _ in range(20):
+                if rule not in nat_rules():
+                    break
+                time.sleep(0.25)
+            assert rule not in nat_rules(), "DNAT rule left after the server (its port) was deleted"
             return (f"fixed {fixed} floating {fip.floating_ip_address}: FIP ACTIVE in {t_fip:.1f}s, ssh via FIP "
-                    f"{t_ssh:.1f}s after boot; Nova lists it: {'yes' if seen else 'not yet'}; disassociate ok")
+                    f"{t_ssh:.1f}s after boot; Nova lists it: {'yes' if seen else 'not yet'}; rule gone on disassociate "
+                    "and on server delete")
         finally:
             delete_all(conn, [c for c in created if c.name == PREFIX + "fip"])
             if fip:
