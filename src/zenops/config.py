@@ -54,7 +54,7 @@ clouds:                             # how zenops provisions in a clouds.yaml ent
     network_mode: floating          # provider (servers on a shared provider network) | floating (tenant net + FIPs)
     provider_network: provider
     external_network: public
-    tenant_cidr: 10.98.1.0/24
+    tenant_cidr: 10.98.1.0/24       # default: 10.98.<n>.0/24, n from the deployment name
     image: debian-12
     image_user: debian
     operator_cidr: 203.0.113.7/32   # who may reach SSH and the API; default: this machine's address, /32
@@ -247,7 +247,7 @@ CLOUD_SCHEMA: dict[str, tuple[Checker, str]] = {
     "provider_network": (_is_str, "provider_network: provider"),
     "external_network": (_is_str, "external_network: public"),
     "tenant_network": (_is_str, "tenant_network: my-net  (reuse it instead of creating one)"),
-    "tenant_cidr": (_is_str, "tenant_cidr: 10.98.1.0/24"),
+    "tenant_cidr": (_is_str, "tenant_cidr: 10.98.1.0/24  (default: 10.98.<n>.0/24 per deployment)"),
     "image": (_is_str, "image: debian-12"),
     "image_user": (_is_str, "image_user: debian"),
     "operator_cidr": (_is_str, "operator_cidr: 203.0.113.7/32"),
@@ -267,7 +267,7 @@ class CloudProfile:
     provider_network: str = "provider"
     external_network: str = "public"
     tenant_network: str = ""
-    tenant_cidr: str = "10.98.1.0/24"
+    tenant_cidr: str = ""  # empty: 10.98.<n>.0/24, n derived from the deployment name
     image: str = "debian-12"
     image_user: str = "debian"
     operator_cidr: str = ""  # empty: this machine's address towards the cloud, /32

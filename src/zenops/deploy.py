@@ -12,6 +12,7 @@ import os
 import socket
 import subprocess
 import threading
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -51,6 +52,11 @@ class CloudRequest:
 
 def default_name(flavor: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in flavor.lower()).strip("-")[:32] or "default"
+
+
+def tenant_cidr(deployment: str) -> str:
+    """A /24 per deployment, stable across runs, so that deployments side by side rarely share a CIDR."""
+    return f"10.98.{zlib.crc32(deployment.encode()) % 250 + 1}.0/24"
 
 
 def operator_cidr(conn: Any) -> str:
@@ -186,7 +192,7 @@ def up_cloud(
         "provision_provider_network": profile.provider_network,
         "provision_tenant_network": profile.tenant_network,
         "provision_external_network": profile.external_network,
-        "provision_tenant_cidr": profile.tenant_cidr,
+        "provision_tenant_cidr": profile.tenant_cidr or tenant_cidr(name),
         "provision_operator_cidr": profile.operator_cidr or operator_cidr(conn),
         "provision_keypair_name": keypair,
         "provision_keypair_create": keypair_created,
