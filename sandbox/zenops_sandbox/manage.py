@@ -25,8 +25,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from zenops_sandbox import FIP_CHAIN, GUARD_ROUTE_METRIC, LABEL
-from zenops_sandbox import netutil
+from zenops_sandbox import FIP_CHAIN, GUARD_ROUTE_METRIC, LABEL, netutil
 
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "sandbox"
@@ -40,15 +39,28 @@ SMOKE_KEY = S / "keys" / "id_ed25519"
 
 HOST = "zenops-sandbox"  # Nova's compute host and node name
 REGION = "RegionOne"
-PORTS = {"mysql": 13306, "amqp": 5673, "dist": 25673, "epmd": 4370,
-         "keystone": 5000, "placement": 8778, "glance": 9292, "neutron": 9696, "nova": 8774}
+PORTS = {
+    "mysql": 13306,
+    "amqp": 5673,
+    "dist": 25673,
+    "epmd": 4370,
+    "keystone": 5000,
+    "placement": 8778,
+    "glance": 9292,
+    "neutron": 9696,
+    "nova": 8774,
+}
 DATABASES = ["keystone", "placement", "glance", "neutron", "nova_api", "nova", "nova_cell0"]
 PROVIDER = {"name": "provider", "cidr": "10.99.0.0/24", "gateway": "10.99.0.1", "pool": ("10.99.0.10", "10.99.0.250")}
 PUBLIC = {"name": "public", "cidr": "172.30.0.0/24", "gateway": "172.30.0.1", "pool": ("172.30.0.10", "172.30.0.250")}
 PUBLIC_DOCKER_NET, PUBLIC_BRIDGE = "zenops-sandbox-public", "zsb-public"
 # name, vCPUs, RAM MiB, disk GB, ephemeral GB
-FLAVORS = [("gp.5.2.8", 2, 8192, 20, 0), ("gp.5.4.16", 4, 16384, 40, 0), ("gp.5.8.32", 8, 32768, 80, 10),
-           ("gp.5.24.96", 24, 98304, 240, 128)]
+FLAVORS = [
+    ("gp.5.2.8", 2, 8192, 20, 0),
+    ("gp.5.4.16", 4, 16384, 40, 0),
+    ("gp.5.8.32", 8, 32768, 80, 10),
+    ("gp.5.24.96", 24, 98304, 240, 128),
+]
 IMAGE_NAME = "debian-12"
 GUEST_IMAGE, GUEST_USER = "zenops/debian12-guest:latest", "debian"
 BASE_IMAGE = "zenops/debian12-systemd:latest"
@@ -75,6 +87,7 @@ def tail(path: Path, n: int = 25) -> str:
 
 
 # --- processes -----------------------------------------------------------------------------------------------------
+
 
 def _starttime(pid: int) -> str | None:
     try:
@@ -118,8 +131,15 @@ def start(name: str, argv: list[str], env: dict | None = None) -> bool:
     log = open(LOG / f"{name}.log", "ab")
     log.write(f"\n==== {time.strftime('%F %T')} start: {' '.join(argv)}\n".encode())
     log.flush()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=S,
-                            env=env or service_env(), start_new_session=True)
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=S,
+        env=env or service_env(),
+        start_new_session=True,
+    )
     log.close()
     for _ in range(50):
         st = _starttime(proc.pid)
@@ -198,13 +218,21 @@ def stray_pids() -> list[int]:
 
 # --- small helpers -------------------------------------------------------------------------------------------------
 
-def run(argv: list, log: str = "setup", env: dict | None = None, check: bool = True, timeout: float = 600,
-        quiet_log: bool = False) -> subprocess.CompletedProcess:
+
+def run(
+    argv: list,
+    log: str = "setup",
+    env: dict | None = None,
+    check: bool = True,
+    timeout: float = 600,
+    quiet_log: bool = False,
+) -> subprocess.CompletedProcess:
     path = LOG / f"{log}.log"
     with open(path, "ab") as f:
         f.write(f"\n$ {' '.join(map(str, argv))}\n".encode())
-        res = subprocess.run([str(a) for a in argv], capture_output=True, env=env or service_env(), cwd=S,
-                             timeout=timeout)
+        res = subprocess.run(
+            [str(a) for a in argv], capture_output=True, env=env or service_env(), cwd=S, timeout=timeout
+        )
         if not quiet_log or res.returncode:
             f.write(res.stdout + res.stderr)
     if check and res.returncode != 0:
@@ -212,8 +240,7 @@ def run(argv: list, log: str = "setup", env: dict | None = None, check: bool = T
     return res
 
 
-def wait_for(what: str, probe, timeout: float, interval: float = 0.3, log: str | None = None,
-             proc: str | None = None):
+def wait_for(what: str, probe, timeout: float, interval: float = 0.3, log: str | None = None, proc: str | None = None):
     """Poll probe() until it is truthy; fail at the timeout, or at once when service `proc` has died."""
     deadline = time.monotonic() + timeout
     while True:
@@ -221,7 +248,7 @@ def wait_for(what: str, probe, timeout: float, interval: float = 0.3, log: str |
             raise SandboxError(f"{what}: {proc} exited" + tail(LOG / f"{proc}.log", 40))
         try:
             result = probe()
-        except Exception:  # noqa: BLE001 - not ready yet
+        except Exception:
             result = None
         if result:
             return result
@@ -252,7 +279,7 @@ def parallel(*fns) -> None:
     def wrap(fn):
         try:
             fn()
-        except BaseException as e:  # noqa: BLE001 - re-raised below
+        except BaseException as e:
             errors.append(e)
 
     threads = [threading.Thread(target=wrap, args=(fn,)) for fn in fns]
@@ -270,7 +297,7 @@ def retrying(what: str, fn, attempts: int = 3, pause: float = 3) -> None:
         try:
             fn()
             return
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             if attempt == attempts:
                 raise
             say(f"{what}: {type(e).__name__}: {str(e)[:160]} - retrying")
@@ -308,6 +335,7 @@ def docker(*args: str, check: bool = True) -> str:
 
 # --- secrets and configuration -------------------------------------------------------------------------------------
 
+
 def load_secrets() -> dict:
     if SECRETS.exists():
         return json.loads(SECRETS.read_text())
@@ -344,100 +372,168 @@ def amqp_url() -> str:
 
 def write_configs(sec: dict) -> None:
     ks = f"http://127.0.0.1:{PORTS['keystone']}"
-    auth = {"auth_url": ks, "auth_type": "password", "project_domain_name": "Default",
-            "user_domain_name": "Default", "project_name": "service", "username": SERVICE_USER,
-            "password": sec["service"], "region_name": REGION}
+    auth = {
+        "auth_url": ks,
+        "auth_type": "password",
+        "project_domain_name": "Default",
+        "user_domain_name": "Default",
+        "project_name": "service",
+        "username": SERVICE_USER,
+        "password": sec["service"],
+        "region_name": REGION,
+    }
     authtoken = {"www_authenticate_uri": ks, **auth, "service_token_roles_required": "true"}
     db_pool = {"max_pool_size": "5", "max_overflow": "20", "connection_recycle_time": "3600"}
     lock = {"lock_path": str(S / "lock")}
     noop = {"driver": "noop"}
     pydist = VENV / "etc"
 
-    write_private(ETC / "keystone" / "keystone.conf", ini({
-        "DEFAULT": {"use_stderr": "true"},
-        "database": {"connection": db_url(sec, "keystone"), **db_pool},
-        "token": {"provider": "fernet"},
-        "fernet_tokens": {"key_repository": str(S / "keystone" / "fernet-keys")},
-        "fernet_receipts": {"key_repository": str(S / "keystone" / "fernet-keys")},
-        "credential": {"key_repository": str(S / "keystone" / "credential-keys")},
-        "cache": {"enabled": "true", "backend": "dogpile.cache.memory"},
-        "identity": {"password_hash_rounds": "4"},
-        "oslo_messaging_notifications": noop,
-    }))
-    write_private(ETC / "placement" / "placement.conf", ini({
-        "DEFAULT": {"use_stderr": "true"},
-        "placement_database": {"connection": db_url(sec, "placement"), **db_pool},
-        "api": {"auth_strategy": "keystone"},
-        "keystone_authtoken": authtoken,
-    }))
+    write_private(
+        ETC / "keystone" / "keystone.conf",
+        ini(
+            {
+                "DEFAULT": {"use_stderr": "true"},
+                "database": {"connection": db_url(sec, "keystone"), **db_pool},
+                "token": {"provider": "fernet"},
+                "fernet_tokens": {"key_repository": str(S / "keystone" / "fernet-keys")},
+                "fernet_receipts": {"key_repository": str(S / "keystone" / "fernet-keys")},
+                "credential": {"key_repository": str(S / "keystone" / "credential-keys")},
+                "cache": {"enabled": "true", "backend": "dogpile.cache.memory"},
+                "identity": {"password_hash_rounds": "4"},
+                "oslo_messaging_notifications": noop,
+            }
+        ),
+    )
+    write_private(
+        ETC / "placement" / "placement.conf",
+        ini(
+            {
+                "DEFAULT": {"use_stderr": "true"},
+                "placement_database": {"connection": db_url(sec, "placement"), **db_pool},
+                "api": {"auth_strategy": "keystone"},
+                "keystone_authtoken": authtoken,
+            }
+        ),
+    )
     glance_paste = ETC / "glance" / "glance-api-paste.ini"
-    write_private(ETC / "glance" / "glance-api.conf", ini({
-        "DEFAULT": {"use_stderr": "true", "enabled_backends": "fs:file", "show_image_direct_url": "false"},
-        "database": {"connection": db_url(sec, "glance"), **db_pool},
-        "keystone_authtoken": authtoken,
-        "paste_deploy": {"flavor": "keystone", "config_file": str(glance_paste)},
-        "glance_store": {"default_backend": "fs"},
-        "fs": {"filesystem_store_datadir": str(S / "glance" / "images")},
-        "os_glance_staging_store": {"filesystem_store_datadir": str(S / "glance" / "staging")},
-        "os_glance_tasks_store": {"filesystem_store_datadir": str(S / "glance" / "tasks")},
-        "oslo_concurrency": lock,
-        "oslo_messaging_notifications": noop,
-    }))
+    write_private(
+        ETC / "glance" / "glance-api.conf",
+        ini(
+            {
+                "DEFAULT": {"use_stderr": "true", "enabled_backends": "fs:file", "show_image_direct_url": "false"},
+                "database": {"connection": db_url(sec, "glance"), **db_pool},
+                "keystone_authtoken": authtoken,
+                "paste_deploy": {"flavor": "keystone", "config_file": str(glance_paste)},
+                "glance_store": {"default_backend": "fs"},
+                "fs": {"filesystem_store_datadir": str(S / "glance" / "images")},
+                "os_glance_staging_store": {"filesystem_store_datadir": str(S / "glance" / "staging")},
+                "os_glance_tasks_store": {"filesystem_store_datadir": str(S / "glance" / "tasks")},
+                "oslo_concurrency": lock,
+                "oslo_messaging_notifications": noop,
+            }
+        ),
+    )
     shutil.copy(pydist / "glance" / "glance-api-paste.ini", glance_paste)
-    neutron_quotas = {k: "-1" for k in ("default_quota", "quota_network", "quota_subnet", "quota_port",
-                                         "quota_router", "quota_floatingip", "quota_security_group",
-                                         "quota_security_group_rule")}
-    write_private(ETC / "neutron" / "neutron.conf", ini({
-        "DEFAULT": {"use_stderr": "true", "core_plugin": "ml2", "service_plugins": "zenops_sandbox_router",
-                    "auth_strategy": "keystone", "transport_url": amqp_url(), "allow_overlapping_ips": "true",
-                    "dhcp_agent_notification": "false", "notify_nova_on_port_status_changes": "true",
-                    "notify_nova_on_port_data_changes": "true", "state_path": str(S / "neutron"),
-                    "api_paste_config": str(ETC / "neutron" / "api-paste.ini"), "router_distributed": "false",
-                    "l3_ha": "false"},
-        "database": {"connection": db_url(sec, "neutron"), **db_pool},
-        "keystone_authtoken": authtoken,
-        "nova": auth,
-        "placement": auth,
-        "quotas": neutron_quotas,
-        "oslo_concurrency": lock,
-        "oslo_messaging_notifications": noop,
-    }))
+    neutron_quotas = dict.fromkeys(
+        (
+            "default_quota",
+            "quota_network",
+            "quota_subnet",
+            "quota_port",
+            "quota_router",
+            "quota_floatingip",
+            "quota_security_group",
+            "quota_security_group_rule",
+        ),
+        "-1",
+    )
+    write_private(
+        ETC / "neutron" / "neutron.conf",
+        ini(
+            {
+                "DEFAULT": {
+                    "use_stderr": "true",
+                    "core_plugin": "ml2",
+                    "service_plugins": "zenops_sandbox_router",
+                    "auth_strategy": "keystone",
+                    "transport_url": amqp_url(),
+                    "allow_overlapping_ips": "true",
+                    "dhcp_agent_notification": "false",
+                    "notify_nova_on_port_status_changes": "true",
+                    "notify_nova_on_port_data_changes": "true",
+                    "state_path": str(S / "neutron"),
+                    "api_paste_config": str(ETC / "neutron" / "api-paste.ini"),
+                    "router_distributed": "false",
+                    "l3_ha": "false",
+                },
+                "database": {"connection": db_url(sec, "neutron"), **db_pool},
+                "keystone_authtoken": authtoken,
+                "nova": auth,
+                "placement": auth,
+                "quotas": neutron_quotas,
+                "oslo_concurrency": lock,
+                "oslo_messaging_notifications": noop,
+            }
+        ),
+    )
     shutil.copy(pydist / "neutron" / "api-paste.ini", ETC / "neutron" / "api-paste.ini")
-    write_private(ETC / "neutron" / "plugins" / "ml2" / "ml2_conf.ini", ini({
-        "ml2": {"type_drivers": "flat,vxlan", "project_network_types": "vxlan",
-                "mechanism_drivers": "zenops_sandbox", "extension_drivers": "port_security"},
-        "ml2_type_flat": {"flat_networks": f"{PROVIDER['name']},{PUBLIC['name']}"},
-        "ml2_type_vxlan": {"vni_ranges": "1:10000"},
-    }))
-    write_private(ETC / "nova" / "nova.conf", ini({
-        "DEFAULT": {"use_stderr": "true", "host": HOST, "my_ip": "127.0.0.1", "state_path": str(S / "nova"),
+    write_private(
+        ETC / "neutron" / "plugins" / "ml2" / "ml2_conf.ini",
+        ini(
+            {
+                "ml2": {
+                    "type_drivers": "flat,vxlan",
+                    "project_network_types": "vxlan",
+                    "mechanism_drivers": "zenops_sandbox",
+                    "extension_drivers": "port_security",
+                },
+                "ml2_type_flat": {"flat_networks": f"{PROVIDER['name']},{PUBLIC['name']}"},
+                "ml2_type_vxlan": {"vni_ranges": "1:10000"},
+            }
+        ),
+    )
+    write_private(
+        ETC / "nova" / "nova.conf",
+        ini(
+            {
+                "DEFAULT": {
+                    "use_stderr": "true",
+                    "host": HOST,
+                    "my_ip": "127.0.0.1",
+                    "state_path": str(S / "nova"),
                     "instances_path": str(S / "nova" / "instances"),
-                    "compute_driver": "zenops_container.ContainerDriver", "transport_url": amqp_url(),
-                    "concurrency_backend": "threading", "allow_resize_to_same_host": "true",
-                    "heal_instance_info_cache_interval": "30"},
-        "api": {"auth_strategy": "keystone"},
-        "wsgi": {"api_paste_config": str(ETC / "nova" / "api-paste.ini")},
-        "api_database": {"connection": db_url(sec, "nova_api"), **db_pool},
-        "database": {"connection": db_url(sec, "nova"), **db_pool},
-        "keystone_authtoken": authtoken,
-        "placement": auth,
-        "neutron": {**auth, "service_metadata_proxy": "false"},
-        "service_user": {"send_service_user_token": "true", **auth},
-        "glance": {"region_name": REGION},
-        "scheduler": {"discover_hosts_in_cells_interval": "10", "workers": "1"},
-        "conductor": {"workers": "1"},
-        "quota": {"cores": "-1", "ram": "-1", "instances": "-1"},
-        "vnc": {"enabled": "false"},
-        "oslo_concurrency": lock,
-        "oslo_messaging_notifications": noop,
-        "zenops_sandbox": {"default_image": GUEST_IMAGE, "default_user": GUEST_USER},
-    }))
+                    "compute_driver": "zenops_container.ContainerDriver",
+                    "transport_url": amqp_url(),
+                    "concurrency_backend": "threading",
+                    "allow_resize_to_same_host": "true",
+                    "heal_instance_info_cache_interval": "30",
+                },
+                "api": {"auth_strategy": "keystone"},
+                "wsgi": {"api_paste_config": str(ETC / "nova" / "api-paste.ini")},
+                "api_database": {"connection": db_url(sec, "nova_api"), **db_pool},
+                "database": {"connection": db_url(sec, "nova"), **db_pool},
+                "keystone_authtoken": authtoken,
+                "placement": auth,
+                "neutron": {**auth, "service_metadata_proxy": "false"},
+                "service_user": {"send_service_user_token": "true", **auth},
+                "glance": {"region_name": REGION},
+                "scheduler": {"discover_hosts_in_cells_interval": "10", "workers": "1"},
+                "conductor": {"workers": "1"},
+                "quota": {"cores": "-1", "ram": "-1", "instances": "-1"},
+                "vnc": {"enabled": "false"},
+                "oslo_concurrency": lock,
+                "oslo_messaging_notifications": noop,
+                "zenops_sandbox": {"default_image": GUEST_IMAGE, "default_user": GUEST_USER},
+            }
+        ),
+    )
     shutil.copy(pydist / "nova" / "api-paste.ini", ETC / "nova" / "api-paste.ini")
     (ETC / "rabbitmq").mkdir(parents=True, exist_ok=True)
     (ETC / "rabbitmq" / "rabbitmq.conf").write_text(
         f"listeners.tcp.default = 127.0.0.1:{PORTS['amqp']}\nloopback_users.guest = true\n"
         "disk_free_limit.absolute = 50MB\nvm_memory_high_watermark.absolute = 1GiB\n"
-        "log.file.level = warning\n")
+        "log.file.level = warning\n"
+    )
     (ETC / "rabbitmq" / "enabled_plugins").write_text("[].\n")
     (ETC / "rabbitmq" / "rabbitmq-env.conf").write_text("")
 
@@ -446,20 +542,26 @@ def write_clouds(sec: dict) -> None:
     ks = f"http://127.0.0.1:{PORTS['keystone']}/v3"
 
     def cloud(user: str, pw: str, project: str) -> str:
-        return (f"    auth:\n      auth_url: {ks}\n      username: {user}\n      password: {pw}\n"
-                f"      project_name: {project}\n      user_domain_name: Default\n"
-                f"      project_domain_name: Default\n    region_name: {REGION}\n    interface: public\n"
-                f"    identity_api_version: 3\n"
-                # Tenants cannot see provider attributes, so tell the SDK that `provider` is routable as it is: a
-                # server there has a reachable IP and needs no floating IP (openstack.cloud.server's auto_ip).
-                f"    networks:\n      - name: {PROVIDER['name']}\n        routes_externally: true\n")
+        return (
+            f"    auth:\n      auth_url: {ks}\n      username: {user}\n      password: {pw}\n"
+            f"      project_name: {project}\n      user_domain_name: Default\n"
+            f"      project_domain_name: Default\n    region_name: {REGION}\n    interface: public\n"
+            f"    identity_api_version: 3\n"
+            # Tenants cannot see provider attributes, so tell the SDK that `provider` is routable as it is: a
+            # server there has a reachable IP and needs no floating IP (openstack.cloud.server's auto_ip).
+            f"    networks:\n      - name: {PROVIDER['name']}\n        routes_externally: true\n"
+        )
 
-    write_private(CLOUDS, "# written by scripts/sandbox up (zenops OpenStack sandbox)\nclouds:\n"
-                  f"  sandbox:\n{cloud(TENANT_USER, sec['tenant'], TENANT_PROJECT)}"
-                  f"  sandbox-admin:\n{cloud('admin', sec['admin'], 'admin')}")
+    write_private(
+        CLOUDS,
+        "# written by scripts/sandbox up (zenops OpenStack sandbox)\nclouds:\n"
+        f"  sandbox:\n{cloud(TENANT_USER, sec['tenant'], TENANT_PROJECT)}"
+        f"  sandbox-admin:\n{cloud('admin', sec['admin'], 'admin')}",
+    )
 
 
 # --- infrastructure: MariaDB, RabbitMQ -----------------------------------------------------------------------------
+
 
 def mysql_sock() -> Path:
     return RUN / "mysqld.sock"
@@ -470,50 +572,84 @@ def start_mariadb() -> None:
     if not (data / "mysql").is_dir():
         data.mkdir(parents=True, exist_ok=True)
         say("mariadb: initialising the data directory")
-        run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
-             "--auth-root-authentication-method=socket", "--skip-test-db"], log="mariadb")
-    if start("mariadb", ["mariadbd", "--no-defaults", f"--datadir={data}", f"--socket={mysql_sock()}",
-                         f"--port={PORTS['mysql']}", "--bind-address=127.0.0.1", "--user=root",
-                         f"--pid-file={RUN / 'mariadbd.pid'}", f"--log-error={LOG / 'mariadb-error.log'}",
-                         "--skip-name-resolve", "--max-connections=1000", "--innodb-buffer-pool-size=128M",
-                         "--innodb-log-file-size=64M", "--performance-schema=OFF",
-                         "--innodb-flush-log-at-trx-commit=0", "--innodb-doublewrite=0", "--skip-log-bin",
-                         "--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci"]):
+        run(
+            [
+                "mariadb-install-db",
+                "--no-defaults",
+                f"--datadir={data}",
+                "--user=root",
+                "--auth-root-authentication-method=socket",
+                "--skip-test-db",
+            ],
+            log="mariadb",
+        )
+    if start(
+        "mariadb",
+        [
+            "mariadbd",
+            "--no-defaults",
+            f"--datadir={data}",
+            f"--socket={mysql_sock()}",
+            f"--port={PORTS['mysql']}",
+            "--bind-address=127.0.0.1",
+            "--user=root",
+            f"--pid-file={RUN / 'mariadbd.pid'}",
+            f"--log-error={LOG / 'mariadb-error.log'}",
+            "--skip-name-resolve",
+            "--max-connections=1000",
+            "--innodb-buffer-pool-size=128M",
+            "--innodb-log-file-size=64M",
+            "--performance-schema=OFF",
+            "--innodb-flush-log-at-trx-commit=0",
+            "--innodb-doublewrite=0",
+            "--skip-log-bin",
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_general_ci",
+        ],
+    ):
         say("mariadb: started")
 
 
 def mysql(sql: str, check: bool = True) -> str:
-    res = run(["mariadb", "--no-defaults", f"--socket={mysql_sock()}", "-uroot", "-N", "-B", "-e", sql],
-              log="mariadb", check=check, quiet_log=True)
+    res = run(
+        ["mariadb", "--no-defaults", f"--socket={mysql_sock()}", "-uroot", "-N", "-B", "-e", sql],
+        log="mariadb",
+        check=check,
+        quiet_log=True,
+    )
     return res.stdout.decode()
 
 
 def setup_databases(sec: dict) -> None:
     stmts = [f"CREATE DATABASE IF NOT EXISTS {db} CHARACTER SET utf8mb4" for db in DATABASES]
     for host in ("127.0.0.1", "localhost"):
-        stmts += [f"CREATE USER IF NOT EXISTS 'openstack'@'{host}' IDENTIFIED BY '{sec['db']}'",
-                  f"ALTER USER 'openstack'@'{host}' IDENTIFIED BY '{sec['db']}'",
-                  f"GRANT ALL PRIVILEGES ON *.* TO 'openstack'@'{host}'"]
+        stmts += [
+            f"CREATE USER IF NOT EXISTS 'openstack'@'{host}' IDENTIFIED BY '{sec['db']}'",
+            f"ALTER USER 'openstack'@'{host}' IDENTIFIED BY '{sec['db']}'",
+            f"GRANT ALL PRIVILEGES ON *.* TO 'openstack'@'{host}'",
+        ]
     mysql("; ".join(stmts))
 
 
 def rabbit_env() -> dict:
     base = S / "rabbitmq"
-    return service_env({
-        "HOME": str(base),
-        "RABBITMQ_NODENAME": "zenops-sandbox@localhost",
-        "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
-        "RABBITMQ_NODE_PORT": str(PORTS["amqp"]),
-        "RABBITMQ_DIST_PORT": str(PORTS["dist"]),
-        "RABBITMQ_MNESIA_BASE": str(base / "mnesia"),
-        "RABBITMQ_LOG_BASE": str(LOG / "rabbitmq"),
-        "RABBITMQ_CONFIG_FILE": str(ETC / "rabbitmq" / "rabbitmq.conf"),
-        "RABBITMQ_ENABLED_PLUGINS_FILE": str(ETC / "rabbitmq" / "enabled_plugins"),
-        "RABBITMQ_CONF_ENV_FILE": str(ETC / "rabbitmq" / "rabbitmq-env.conf"),
-        "RABBITMQ_PID_FILE": str(RUN / "rabbitmq-beam.pid"),
-        "ERL_EPMD_PORT": str(PORTS["epmd"]),
-        "ERL_EPMD_ADDRESS": "127.0.0.1",
-    })
+    return service_env(
+        {
+            "HOME": str(base),
+            "RABBITMQ_NODENAME": "zenops-sandbox@localhost",
+            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "RABBITMQ_NODE_PORT": str(PORTS["amqp"]),
+            "RABBITMQ_DIST_PORT": str(PORTS["dist"]),
+            "RABBITMQ_MNESIA_BASE": str(base / "mnesia"),
+            "RABBITMQ_LOG_BASE": str(LOG / "rabbitmq"),
+            "RABBITMQ_CONFIG_FILE": str(ETC / "rabbitmq" / "rabbitmq.conf"),
+            "RABBITMQ_ENABLED_PLUGINS_FILE": str(ETC / "rabbitmq" / "enabled_plugins"),
+            "RABBITMQ_CONF_ENV_FILE": str(ETC / "rabbitmq" / "rabbitmq-env.conf"),
+            "RABBITMQ_PID_FILE": str(RUN / "rabbitmq-beam.pid"),
+            "ERL_EPMD_PORT": str(PORTS["epmd"]),
+            "ERL_EPMD_ADDRESS": "127.0.0.1",
+        }
+    )
 
 
 def start_rabbit() -> None:
@@ -528,6 +664,7 @@ def start_rabbit() -> None:
 
 def amqp_ready() -> bool:
     import kombu
+
     with kombu.Connection(f"amqp://guest:guest@127.0.0.1:{PORTS['amqp']}//", connect_timeout=2) as c:
         c.connect()
         return True
@@ -535,21 +672,27 @@ def amqp_ready() -> bool:
 
 def queue_consumers(queue: str) -> int:
     import kombu
+
     with kombu.Connection(f"amqp://guest:guest@127.0.0.1:{PORTS['amqp']}//", connect_timeout=2) as c:
         ch = c.channel()
         try:
             _, _, consumers = ch.queue_declare(queue=queue, passive=True)
-        except Exception:  # noqa: BLE001 - queue not declared yet
+        except Exception:
             return 0
         return consumers
 
 
 # --- OpenStack services --------------------------------------------------------------------------------------------
 
+
 def conf(project: str) -> list[str]:
-    files = {"keystone": ["keystone/keystone.conf"], "placement": ["placement/placement.conf"],
-             "glance": ["glance/glance-api.conf"],
-             "neutron": ["neutron/neutron.conf", "neutron/plugins/ml2/ml2_conf.ini"], "nova": ["nova/nova.conf"]}
+    files = {
+        "keystone": ["keystone/keystone.conf"],
+        "placement": ["placement/placement.conf"],
+        "glance": ["glance/glance-api.conf"],
+        "neutron": ["neutron/neutron.conf", "neutron/plugins/ml2/ml2_conf.ini"],
+        "nova": ["nova/nova.conf"],
+    }
     out = []
     for f in files[project]:
         out += ["--config-file", str(ETC / f)]
@@ -565,9 +708,23 @@ def sync_keystone(sec: dict) -> None:
     run([*km, "fernet_setup", "--keystone-user", "root", "--keystone-group", "root"], log="keystone-setup")
     run([*km, "credential_setup", "--keystone-user", "root", "--keystone-group", "root"], log="keystone-setup")
     url = f"http://127.0.0.1:{PORTS['keystone']}/v3/"
-    run([*km, "bootstrap", "--bootstrap-password", sec["admin"], "--bootstrap-admin-url", url,
-         "--bootstrap-internal-url", url, "--bootstrap-public-url", url, "--bootstrap-region-id", REGION],
-        log="keystone-setup")
+    run(
+        [
+            *km,
+            "bootstrap",
+            "--bootstrap-password",
+            sec["admin"],
+            "--bootstrap-admin-url",
+            url,
+            "--bootstrap-internal-url",
+            url,
+            "--bootstrap-public-url",
+            url,
+            "--bootstrap-region-id",
+            REGION,
+        ],
+        log="keystone-setup",
+    )
 
 
 def sync_nova() -> None:
@@ -586,8 +743,7 @@ def sync_databases(sec: dict) -> None:
         "keystone": lambda: sync_keystone(sec),
         "placement": lambda: run([BIN / "placement-manage", *conf("placement"), "db", "sync"], log="placement-setup"),
         "glance": lambda: run([BIN / "glance-manage", *conf("glance"), "db_sync"], log="glance-setup"),
-        "neutron": lambda: run([BIN / "neutron-db-manage", *conf("neutron"), "upgrade", "heads"],
-                               log="neutron-setup"),
+        "neutron": lambda: run([BIN / "neutron-db-manage", *conf("neutron"), "upgrade", "heads"], log="neutron-setup"),
         "nova": sync_nova,
     }
     todo = [name for name in fns if not marker(f"db-{name}").exists()]
@@ -600,10 +756,27 @@ def sync_databases(sec: dict) -> None:
 
 
 def gunicorn(name: str, port: int) -> list[str]:
-    return [str(BIN / "gunicorn"), "--bind", f"127.0.0.1:{port}", "--workers", "1", "--threads", "4",
-            "--worker-class", "gthread", "--timeout", "300", "--graceful-timeout", "5",
-            "--name", f"zenops-sandbox-{name}", "--no-control-socket", "--pid", str(RUN / f"{name}-gunicorn.pid"),
-            f"zenops_sandbox.wsgi:{name}"]
+    return [
+        str(BIN / "gunicorn"),
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        "1",
+        "--threads",
+        "4",
+        "--worker-class",
+        "gthread",
+        "--timeout",
+        "300",
+        "--graceful-timeout",
+        "5",
+        "--name",
+        f"zenops-sandbox-{name}",
+        "--no-control-socket",
+        "--pid",
+        str(RUN / f"{name}-gunicorn.pid"),
+        f"zenops_sandbox.wsgi:{name}",
+    ]
 
 
 APIS = ["keystone", "placement", "glance", "neutron", "nova"]
@@ -628,15 +801,27 @@ def start_compute() -> None:
     if read_pid("nova-compute"):
         return
     for daemon, queue in (("nova-conductor", "conductor"), ("nova-scheduler", "scheduler")):
-        wait_for(f"{daemon} consuming its queue", lambda q=queue: queue_consumers(q), 120, interval=0.5,
-                 log=daemon, proc=daemon)
+        wait_for(
+            f"{daemon} consuming its queue",
+            lambda q=queue: queue_consumers(q),
+            120,
+            interval=0.5,
+            log=daemon,
+            proc=daemon,
+        )
     start("nova-compute", [str(BIN / "nova-compute"), *conf("nova")])
     say("started: nova-compute")
 
 
 def wait_compute_ready() -> None:
-    wait_for("nova-compute consuming its queue", lambda: queue_consumers(f"compute.{HOST}"), 180, interval=0.5,
-             log="nova-compute", proc="nova-compute")
+    wait_for(
+        "nova-compute consuming its queue",
+        lambda: queue_consumers(f"compute.{HOST}"),
+        180,
+        interval=0.5,
+        log="nova-compute",
+        proc="nova-compute",
+    )
 
     def mapped() -> bool:
         node = mysql(f"SELECT COUNT(*) FROM nova.compute_nodes WHERE host='{HOST}' AND deleted=0").strip()
@@ -653,9 +838,11 @@ def wait_compute_ready() -> None:
 
 # --- cloud content -------------------------------------------------------------------------------------------------
 
+
 def connect(cloud: str):
     os.environ["OS_CLIENT_CONFIG_FILE"] = str(CLOUDS)
     import openstack
+
     return openstack.connect(cloud=cloud)
 
 
@@ -665,7 +852,8 @@ def ensure_identity(sec: dict) -> None:
 
     def project(name: str, desc: str):
         return idp.find_project(name, domain_id="default") or idp.create_project(
-            name=name, domain_id="default", description=desc)
+            name=name, domain_id="default", description=desc
+        )
 
     def role(name: str):
         return idp.find_role(name) or idp.create_role(name=name)
@@ -673,7 +861,9 @@ def ensure_identity(sec: dict) -> None:
     def user(name: str, pw: str, proj):
         # An existing user keeps its password (it came from the same secrets.json; a password update would also
         # revoke the services' tokens).
-        return idp.find_user(name, domain_id="default") or idp.create_user(name=name, password=pw, domain_id="default", default_project_id=proj.id)
+        return idp.find_user(name, domain_id="default") or idp.create_user(
+            name=name, password=pw, domain_id="default", default_project_id=proj.id
+        )
 
     service_p = project("service", "OpenStack service users")
     tenant_p = project(TENANT_PROJECT, "zenops tenant (sandbox)")
@@ -684,10 +874,12 @@ def ensure_identity(sec: dict) -> None:
     ten_user = user(TENANT_USER, sec["tenant"], tenant_p)
     for r in ("member", "reader"):
         idp.assign_project_role_to_user(tenant_p, ten_user, roles[r])
-    catalog = [("placement", "placement", f"http://127.0.0.1:{PORTS['placement']}"),
-               ("glance", "image", f"http://127.0.0.1:{PORTS['glance']}"),
-               ("neutron", "network", f"http://127.0.0.1:{PORTS['neutron']}"),
-               ("nova", "compute", f"http://127.0.0.1:{PORTS['nova']}/v2.1")]
+    catalog = [
+        ("placement", "placement", f"http://127.0.0.1:{PORTS['placement']}"),
+        ("glance", "image", f"http://127.0.0.1:{PORTS['glance']}"),
+        ("neutron", "network", f"http://127.0.0.1:{PORTS['neutron']}"),
+        ("nova", "compute", f"http://127.0.0.1:{PORTS['nova']}/v2.1"),
+    ]
     for name, stype, url in catalog:
         svc = idp.find_service(name) or idp.create_service(name=name, type=stype, is_enabled=True)
         have = {e.interface for e in idp.endpoints(service_id=svc.id)}
@@ -702,14 +894,25 @@ def ensure_networks(conn) -> None:
     for spec, external in ((PROVIDER, False), (PUBLIC, True)):
         n = net.find_network(spec["name"])
         if not n:
-            n = net.create_network(name=spec["name"], provider_network_type="flat",
-                                   provider_physical_network=spec["name"], is_shared=not external,
-                                   is_router_external=external, project_id=admin_project)
+            n = net.create_network(
+                name=spec["name"],
+                provider_network_type="flat",
+                provider_physical_network=spec["name"],
+                is_shared=not external,
+                is_router_external=external,
+                project_id=admin_project,
+            )
             say(f"network {spec['name']}: created ({spec['cidr']})")
         if not list(net.subnets(network_id=n.id)):
-            net.create_subnet(network_id=n.id, name=f"{spec['name']}-subnet", ip_version=4, cidr=spec["cidr"],
-                              gateway_ip=spec["gateway"], enable_dhcp=False,
-                              allocation_pools=[{"start": spec["pool"][0], "end": spec["pool"][1]}])
+            net.create_subnet(
+                network_id=n.id,
+                name=f"{spec['name']}-subnet",
+                ip_version=4,
+                cidr=spec["cidr"],
+                gateway_ip=spec["gateway"],
+                enable_dhcp=False,
+                allocation_pools=[{"start": spec["pool"][0], "end": spec["pool"][1]}],
+            )
 
 
 def ensure_flavors(conn) -> None:
@@ -721,15 +924,26 @@ def ensure_flavors(conn) -> None:
 
 
 def ensure_image(conn) -> None:
-    props = {"zenops_container_image": GUEST_IMAGE, "os_admin_user": GUEST_USER, "os_distro": "debian",
-             "os_version": "12"}
+    props = {
+        "zenops_container_image": GUEST_IMAGE,
+        "os_admin_user": GUEST_USER,
+        "os_distro": "debian",
+        "os_version": "12",
+    }
     img = conn.image.find_image(IMAGE_NAME)
     if img and img.status != "active":
         conn.image.delete_image(img)
         img = None
     if not img:
-        img = conn.image.create_image(name=IMAGE_NAME, data=b"\0" * (1 << 20), disk_format="raw",
-                                      container_format="bare", visibility="public", allow_duplicates=True, **props)
+        img = conn.image.create_image(
+            name=IMAGE_NAME,
+            data=b"\0" * (1 << 20),
+            disk_format="raw",
+            container_format="bare",
+            visibility="public",
+            allow_duplicates=True,
+            **props,
+        )
         say(f"image {IMAGE_NAME}: uploaded (1 MiB placeholder -> container {GUEST_IMAGE})")
     else:
         # The SDK maps some properties (os_distro, os_admin_user, ...) to attributes, others stay in .properties.
@@ -753,14 +967,30 @@ def ensure_host_networking() -> None:
                 continue
             raise SandboxError(str(e)) from None
     if docker("network", "inspect", PUBLIC_DOCKER_NET, check=False).strip() in ("", "[]"):
-        docker("network", "create", "--driver", "bridge", "--subnet", PUBLIC["cidr"], "--gateway",
-               PUBLIC["gateway"], "--label", f"{LABEL}=1", "-o", f"com.docker.network.bridge.name={PUBLIC_BRIDGE}",
-               "-o", "com.docker.network.bridge.enable_ip_masquerade=false", PUBLIC_DOCKER_NET)
+        docker(
+            "network",
+            "create",
+            "--driver",
+            "bridge",
+            "--subnet",
+            PUBLIC["cidr"],
+            "--gateway",
+            PUBLIC["gateway"],
+            "--label",
+            f"{LABEL}=1",
+            "-o",
+            f"com.docker.network.bridge.name={PUBLIC_BRIDGE}",
+            "-o",
+            "com.docker.network.bridge.enable_ip_masquerade=false",
+            PUBLIC_DOCKER_NET,
+        )
     for spec in (PROVIDER, PUBLIC):
         # A blackhole route with a high metric: while a mirror bridge exists its route wins; once it is gone,
         # traffic to the sandbox's ranges dies here instead of leaving through the default route.
-        subprocess.run(["ip", "route", "replace", "blackhole", spec["cidr"], "metric", str(GUARD_ROUTE_METRIC)],
-                       capture_output=True)
+        subprocess.run(
+            ["ip", "route", "replace", "blackhole", spec["cidr"], "metric", str(GUARD_ROUTE_METRIC)],
+            capture_output=True,
+        )
 
 
 def _provider_bridge_present() -> bool:
@@ -769,6 +999,7 @@ def _provider_bridge_present() -> bool:
 
 
 # --- guest image ---------------------------------------------------------------------------------------------------
+
 
 def ensure_guest_image() -> None:
     if subprocess.run(["docker", "image", "inspect", BASE_IMAGE], capture_output=True).returncode != 0:
@@ -779,35 +1010,58 @@ def ensure_guest_image() -> None:
     for f in sorted((SRC / "guest").iterdir()):
         h.update(f.name.encode() + f.read_bytes())
     digest = h.hexdigest()[:16]
-    have = docker("image", "inspect", "-f", "{{index .Config.Labels \"zenops.sandbox.guest\"}}", GUEST_IMAGE,
-                  check=False).strip()
+    have = docker(
+        "image", "inspect", "-f", '{{index .Config.Labels "zenops.sandbox.guest"}}', GUEST_IMAGE, check=False
+    ).strip()
     if have == digest:
         return
     t = time.monotonic()
-    run(["docker", "build", "-q", "--label", f"zenops.sandbox.guest={digest}", "-t", GUEST_IMAGE, SRC / "guest"],
-        log="images", env=dict(os.environ))
+    run(
+        ["docker", "build", "-q", "--label", f"zenops.sandbox.guest={digest}", "-t", GUEST_IMAGE, SRC / "guest"],
+        log="images",
+        env=dict(os.environ),
+    )
     say(f"guest image {GUEST_IMAGE}: built in {time.monotonic() - t:.1f}s")
 
 
 # --- smoke check ---------------------------------------------------------------------------------------------------
 
+
 def ensure_smoke_key() -> Path:
     if not SMOKE_KEY.exists():
         SMOKE_KEY.parent.mkdir(mode=0o700, exist_ok=True)
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "zenops-sandbox-smoke", "-f",
-                        str(SMOKE_KEY)], check=True)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "zenops-sandbox-smoke", "-f", str(SMOKE_KEY)],
+            check=True,
+        )
     return SMOKE_KEY
 
 
 def ssh_argv(key: Path, user: str, ip: str, *cmd: str) -> list[str]:
-    return ["ssh", "-i", str(key), "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-            "-o", "BatchMode=yes", "-o", "ConnectTimeout=3", "-o", "LogLevel=ERROR", f"{user}@{ip}", *cmd]
+    return [
+        "ssh",
+        "-i",
+        str(key),
+        "-o",
+        "StrictHostKeyChecking=no",
+        "-o",
+        "UserKnownHostsFile=/dev/null",
+        "-o",
+        "BatchMode=yes",
+        "-o",
+        "ConnectTimeout=3",
+        "-o",
+        "LogLevel=ERROR",
+        f"{user}@{ip}",
+        *cmd,
+    ]
 
 
 def wait_ssh(key: Path, user: str, ip: str, timeout: float = 60) -> str:
     def probe():
         res = subprocess.run(ssh_argv(key, user, ip, "sudo -n id -un"), capture_output=True, text=True, timeout=15)
         return res.stdout.strip() if res.returncode == 0 else None
+
     return wait_for(f"ssh {user}@{ip}", probe, timeout, interval=0.3)
 
 
@@ -825,9 +1079,13 @@ def smoke() -> None:
     flavor = conn.compute.find_flavor("gp.5.2.8", ignore_missing=False)
     net = conn.network.find_network(PROVIDER["name"], ignore_missing=False)
     t0 = time.monotonic()
-    server = conn.compute.create_server(name=f"sandbox-smoke-{int(time.time())}", image_id=image.id,
-                                        flavor_id=flavor.id, networks=[{"uuid": net.id}],
-                                        key_name="zenops-sandbox-smoke")
+    server = conn.compute.create_server(
+        name=f"sandbox-smoke-{int(time.time())}",
+        image_id=image.id,
+        flavor_id=flavor.id,
+        networks=[{"uuid": net.id}],
+        key_name="zenops-sandbox-smoke",
+    )
     try:
         server = conn.compute.wait_for_server(server, status="ACTIVE", failures=["ERROR"], interval=0.5, wait=180)
         t_active = time.monotonic() - t0
@@ -841,20 +1099,34 @@ def smoke() -> None:
         conn.compute.delete_server(server)
         conn.compute.wait_for_delete(server, interval=0.5, wait=120)
         t_del = time.monotonic() - t1
-    say(f"smoke: gp.5.2.8 on {PROVIDER['name']}: ACTIVE {t_active:.1f}s, ssh {GUEST_USER}@{ip} + sudo ok at "
-        f"{t_ssh:.1f}s, deleted in {t_del:.1f}s")
+    say(
+        f"smoke: gp.5.2.8 on {PROVIDER['name']}: ACTIVE {t_active:.1f}s, ssh {GUEST_USER}@{ip} + sudo ok at "
+        f"{t_ssh:.1f}s, deleted in {t_del:.1f}s"
+    )
 
 
 # --- commands ------------------------------------------------------------------------------------------------------
 
+
 def preflight() -> None:
     if os.geteuid() != 0:
         raise SandboxError("scripts/sandbox needs root (Docker, iptables, routes, MariaDB as root)")
-    for tool in ("docker", "iptables", "iptables-restore", "ip", "mariadbd", "mariadb-install-db", "epmd", "ssh",
-                 "ssh-keygen"):
+    for tool in (
+        "docker",
+        "iptables",
+        "iptables-restore",
+        "ip",
+        "mariadbd",
+        "mariadb-install-db",
+        "epmd",
+        "ssh",
+        "ssh-keygen",
+    ):
         if not shutil.which(tool):
-            raise SandboxError(f"{tool} not found (scripts/sandbox installs mariadb-server rabbitmq-server; "
-                               "scripts/setup installs docker.io, iptables, openssh-client)")
+            raise SandboxError(
+                f"{tool} not found (scripts/sandbox installs mariadb-server rabbitmq-server; "
+                "scripts/setup installs docker.io, iptables, openssh-client)"
+            )
     if not Path("/usr/lib/rabbitmq/bin/rabbitmq-server").exists():
         raise SandboxError("rabbitmq-server is not installed (apt-get install rabbitmq-server)")
     if subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
@@ -869,8 +1141,20 @@ def preflight() -> None:
 
 def cmd_up(args) -> int:
     preflight()
-    for d in (ETC, LOG, RUN, STATE, S / "home", S / "lock", S / "nova" / "instances", S / "neutron",
-              S / "glance" / "images", S / "glance" / "staging", S / "glance" / "tasks", LOG / "rabbitmq"):
+    for d in (
+        ETC,
+        LOG,
+        RUN,
+        STATE,
+        S / "home",
+        S / "lock",
+        S / "nova" / "instances",
+        S / "neutron",
+        S / "glance" / "images",
+        S / "glance" / "staging",
+        S / "glance" / "tasks",
+        LOG / "rabbitmq",
+    ):
         d.mkdir(parents=True, exist_ok=True)
     S.chmod(0o700)
     fresh = not marker("db-nova").exists()
@@ -884,15 +1168,14 @@ def cmd_up(args) -> int:
     def image_job():
         try:
             ensure_guest_image()
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             image_thread_err.append(e)
 
     image_thread = threading.Thread(target=image_job)
     image_thread.start()
     start_mariadb()
     start_rabbit()
-    wait_for("mariadb", lambda: mysql("SELECT 1", check=False).strip() == "1", 60, log="mariadb-error",
-             proc="mariadb")
+    wait_for("mariadb", lambda: mysql("SELECT 1", check=False).strip() == "1", 60, log="mariadb-error", proc="mariadb")
     setup_databases(sec)
     sync_databases(sec)
     wait_for("rabbitmq", amqp_ready, 90, interval=0.5, log="rabbitmq", proc="rabbitmq")
@@ -911,8 +1194,10 @@ def cmd_up(args) -> int:
         raise image_thread_err[0]
     retrying("cloud content", ensure_content)
     wait_compute_ready()
-    say(f"up: ready in {time.monotonic() - T0:.1f}s; export OS_CLIENT_CONFIG_FILE={CLOUDS} "
-        "(clouds: sandbox, sandbox-admin)")
+    say(
+        f"up: ready in {time.monotonic() - T0:.1f}s; export OS_CLIENT_CONFIG_FILE={CLOUDS} "
+        "(clouds: sandbox, sandbox-admin)"
+    )
     if not args.no_smoke:
         smoke()
     say(f"up: done in {time.monotonic() - T0:.1f}s")
@@ -941,8 +1226,9 @@ def cleanup_host() -> list[str]:
     n = 0
     for r in routes:
         if r.get("metric") == GUARD_ROUTE_METRIC:
-            subprocess.run(["ip", "route", "del", "blackhole", r["dst"], "metric", str(GUARD_ROUTE_METRIC)],
-                           capture_output=True)
+            subprocess.run(
+                ["ip", "route", "del", "blackhole", r["dst"], "metric", str(GUARD_ROUTE_METRIC)], capture_output=True
+            )
             n += 1
     if n:
         done.append(f"{n} guard route(s)")
@@ -962,7 +1248,7 @@ def delete_servers() -> int:
         while time.monotonic() < deadline and list(conn.compute.servers(all_projects=True)):
             time.sleep(0.5)
         return len(servers)
-    except Exception as e:  # noqa: BLE001 - the host cleanup below still removes the containers
+    except Exception as e:
         say(f"could not delete the servers through Nova ({e}); removing their containers directly")
         return 0
 
@@ -993,8 +1279,11 @@ def cmd_down(args) -> int:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     removed = cleanup_host()
-    say("stopped: " + (", ".join(stopped) or "nothing was running")
-        + (f"; killed {len(strays)} stray process(es)" if strays else ""))
+    say(
+        "stopped: "
+        + (", ".join(stopped) or "nothing was running")
+        + (f"; killed {len(strays)} stray process(es)" if strays else "")
+    )
     say("removed: " + (", ".join(removed) or "nothing left on the host"))
     if args.purge and S.exists():
         for entry in S.iterdir():
@@ -1013,7 +1302,7 @@ def health(name: str) -> str:
     queue = {"nova-conductor": "conductor", "nova-scheduler": "scheduler", "nova-compute": f"compute.{HOST}"}[name]
     try:
         n = queue_consumers(queue)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return "queue unknown (rabbitmq down?)"
     return f"{n} consumer(s) on {queue}" if n else f"NOT consuming {queue}"
 
@@ -1033,8 +1322,15 @@ def cmd_status(args) -> int:
         else:
             print(f"{name:16} {'-':>8} {'-':>8}  stopped")
     print(f"total RSS: {total_kib / 1024:.0f} MiB ({running}/{len(ALL_SERVICES)} running)")
-    containers = docker("ps", "-a", "--filter", f"label={LABEL}", "--format",
-                        "{{.Names}}\t{{.Status}}\t{{.Label \"zenops.sandbox.name\"}}", check=False).strip()
+    containers = docker(
+        "ps",
+        "-a",
+        "--filter",
+        f"label={LABEL}",
+        "--format",
+        '{{.Names}}\t{{.Status}}\t{{.Label "zenops.sandbox.name"}}',
+        check=False,
+    ).strip()
     if running == len(ALL_SERVICES):
         try:
             conn = connect("sandbox-admin")
@@ -1043,7 +1339,7 @@ def cmd_status(args) -> int:
             for s in servers:
                 addrs = ", ".join(a["addr"] for v in (s.addresses or {}).values() for a in v)
                 print(f"  {s.name:28} {s.status:8} {s.id}  {addrs}")
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             print(f"servers: cannot list ({e})")
     print("containers:" + ("\n  " + containers.replace("\n", "\n  ") if containers else " none"))
     print(f"clouds.yaml: {CLOUDS}" + ("" if CLOUDS.exists() else " (not written yet)"))
@@ -1079,13 +1375,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"scripts/sandbox {args.cmd}: interrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # noqa: BLE001 - one line for the user, the traceback in the log
+    except Exception as e:
         import traceback
+
         LOG.mkdir(parents=True, exist_ok=True)
         with open(LOG / "sandbox.log", "a") as f:
             f.write(f"\n==== {time.strftime('%F %T')} scripts/sandbox {args.cmd}\n{traceback.format_exc()}")
-        print(f"scripts/sandbox {args.cmd}: error: {type(e).__name__}: {e}\n(traceback in {LOG / 'sandbox.log'}; "
-              f"service logs in {LOG})", file=sys.stderr)
+        print(
+            f"scripts/sandbox {args.cmd}: error: {type(e).__name__}: {e}\n(traceback in {LOG / 'sandbox.log'}; "
+            f"service logs in {LOG})",
+            file=sys.stderr,
+        )
         return 1
 
 

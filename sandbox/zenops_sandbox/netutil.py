@@ -14,8 +14,9 @@ class OverlapError(Exception):
 
 
 def _ip_json(*args: str) -> list:
-    return json.loads(subprocess.run(["ip", "-j", "-4", *args], capture_output=True, text=True, check=True).stdout
-                      or "[]")
+    return json.loads(
+        subprocess.run(["ip", "-j", "-4", *args], capture_output=True, text=True, check=True).stdout or "[]"
+    )
 
 
 def host_networks(own_bridge: str | None = None) -> list[tuple[ipaddress.IPv4Network, str]]:
@@ -52,7 +53,8 @@ def check_overlap(cidr: str, own_bridge: str | None = None) -> None:
         if net.overlaps(used):
             raise OverlapError(
                 f"subnet {cidr} overlaps {used} ({what}) on the sandbox machine: use another CIDR "
-                f"(e.g. 10.100.0.0/24); the sandbox refuses to shadow this machine's own networks")
+                f"(e.g. 10.100.0.0/24); the sandbox refuses to shadow this machine's own networks"
+            )
 
 
 def default_mtu() -> int:
@@ -62,5 +64,3 @@ def default_mtu() -> int:
             return int(f.read())
     except (StopIteration, OSError, ValueError, KeyError):
         return 1500
-
-

@@ -16,13 +16,12 @@ import subprocess
 import threading
 import time
 
+from neutron.objects import router as l3_obj
+from neutron.services.l3_router import l3_router_plugin
 from neutron_lib import constants as n_const
 from neutron_lib import context as n_context
 from neutron_lib.api.definitions import portbindings
 from neutron_lib.plugins.ml2 import api
-
-from neutron.objects import router as l3_obj
-from neutron.services.l3_router import l3_router_plugin
 
 from zenops_sandbox import FIP_CHAIN
 
@@ -91,7 +90,7 @@ class SandboxL3RouterPlugin(l3_router_plugin.L3RouterPlugin):
             try:
                 self.sync_floatingips()
                 return
-            except Exception:  # noqa: BLE001 - keep retrying while the service settles
+            except Exception:
                 LOG.warning("zenops sandbox: floating IP sync failed (attempt %d)", attempt + 1, exc_info=True)
                 time.sleep(2)
 
@@ -122,13 +121,13 @@ class SandboxL3RouterPlugin(l3_router_plugin.L3RouterPlugin):
         fip["status"] = self._status_for(fip)
         return fip
 
-    def update_floatingip(self, context, id, floatingip):  # noqa: A002 - Neutron's signature
+    def update_floatingip(self, context, id, floatingip):
         fip = super().update_floatingip(context, id, floatingip)
         self.sync_floatingips()
         fip["status"] = self._status_for(fip)
         return fip
 
-    def delete_floatingip(self, context, id):  # noqa: A002
+    def delete_floatingip(self, context, id):
         super().delete_floatingip(context, id)
         self.sync_floatingips()
 
@@ -143,5 +142,5 @@ class SandboxL3RouterPlugin(l3_router_plugin.L3RouterPlugin):
         time.sleep(0.5)
         try:
             self.sync_floatingips()
-        except Exception:  # noqa: BLE001
+        except Exception:
             LOG.exception("zenops sandbox: floating IP sync after disassociate failed")

@@ -35,11 +35,13 @@ def check(name: str):
                 detail = fn(*a) or ""
                 RESULTS.append((name, True, detail))
                 print(f"PASS {name:8} {time.monotonic() - t:6.1f}s  {detail}", flush=True)
-            except Exception as e:  # noqa: BLE001 - report and go on
+            except Exception as e:
                 RESULTS.append((name, False, str(e)))
                 print(f"FAIL {name:8} {time.monotonic() - t:6.1f}s  {type(e).__name__}: {e}", flush=True)
                 traceback.print_exc()
+
         return run
+
     return deco
 
 
@@ -62,14 +64,20 @@ def boot(conn, name, flavor="gp.5.2.8", network=None, metadata=None, key=True):
     image = conn.image.find_image(m.IMAGE_NAME, ignore_missing=False)
     fl = conn.compute.find_flavor(flavor, ignore_missing=False)
     net = network or conn.network.find_network(m.PROVIDER["name"], ignore_missing=False)
-    return conn.compute.create_server(name=PREFIX + name, image_id=image.id, flavor_id=fl.id,
-                                      networks=[{"uuid": net.id}], metadata=metadata or {},
-                                      key_name="zenops-sandbox-smoke" if key else None)
+    return conn.compute.create_server(
+        name=PREFIX + name,
+        image_id=image.id,
+        flavor_id=fl.id,
+        networks=[{"uuid": net.id}],
+        metadata=metadata or {},
+        key_name="zenops-sandbox-smoke" if key else None,
+    )
 
 
 def wait_status(conn, server, status, timeout=120):
-    return conn.compute.wait_for_server(server, status=status, failures=[] if status == "ERROR" else ["ERROR"],
-                                        interval=0.5, wait=timeout)
+    return conn.compute.wait_for_server(
+        server, status=status, failures=[] if status == "ERROR" else ["ERROR"], interval=0.5, wait=timeout
+    )
 
 
 def fault_of(conn, server, timeout=20) -> str:
@@ -127,16 +135,19 @@ def main() -> int:
         assert boot_id2 != boot_id, "boot id unchanged after reboot"
         conn.compute.stop_server(s)
         wait_status(conn, s, "SHUTOFF")
-        state = subprocess.run(["docker", "inspect", "-f", "{{.State.Status}}", s.id], capture_output=True,
-                               text=True).stdout.strip()
+        state = subprocess.run(
+            ["docker", "inspect", "-f", "{{.State.Status}}", s.id], capture_output=True, text=True
+        ).stdout.strip()
         assert state == "exited", f"container {state} while SHUTOFF"
         conn.compute.start_server(s)
         wait_status(conn, s, "ACTIVE")
         m.wait_ssh(key, m.GUEST_USER, ip)
         console = conn.compute.get_server_console_output(s, length=20)["output"]
         assert "Reached target" in console or "Started" in console, f"console: {console[-300:]!r}"
-        return (f"ACTIVE {t_active:.1f}s, ssh ready {t_ssh:.1f}s at {ip}; reboot -> new boot id; stop/start; "
-                f"console {len(console.splitlines())} lines")
+        return (
+            f"ACTIVE {t_active:.1f}s, ssh ready {t_ssh:.1f}s at {ip}; reboot -> new boot id; stop/start; "
+            f"console {len(console.splitlines())} lines"
+        )
 
     @check("big")
     def t_big():
@@ -151,11 +162,11 @@ def main() -> int:
     @check("fip")
     def t_fip():
         net = conn.network.create_network(name=PREFIX + "net")
-        subnet = conn.network.create_subnet(network_id=net.id, name=PREFIX + "subnet", ip_version=4,
-                                            cidr="10.123.45.0/24", gateway_ip="10.123.45.1")
+        subnet = conn.network.create_subnet(
+            network_id=net.id, name=PREFIX + "subnet", ip_version=4, cidr="10.123.45.0/24", gateway_ip="10.123.45.1"
+        )
         public = conn.network.find_network(m.PUBLIC["name"], ignore_missing=False)
-        router = conn.network.create_router(name=PREFIX + "router",
-                                            external_gateway_info={"network_id": public.id})
+        router = conn.network.create_router(name=PREFIX + "router", external_gateway_info={"network_id": public.id})
         conn.network.add_interface_to_router(router, subnet_id=subnet.id)
         fip = None
         try:
@@ -192,9 +203,11 @@ def main() -> int:
                     break
                 time.sleep(0.25)
             assert rule not in nat_rules(), "DNAT rule left after the server (its port) was deleted"
-            return (f"fixed {fixed} floating {fip.floating_ip_address}: FIP ACTIVE in {t_fip:.1f}s, ssh via FIP "
-                    f"{t_ssh:.1f}s after boot; Nova lists it: {'yes' if seen else 'not yet'}; rule gone on disassociate "
-                    "and on server delete")
+            return (
+                f"fixed {fixed} floating {fip.floating_ip_address}: FIP ACTIVE in {t_fip:.1f}s, ssh via FIP "
+                f"{t_ssh:.1f}s after boot; Nova lists it: {'yes' if seen else 'not yet'}; rule gone on disassociate "
+                "and on server delete"
+            )
         finally:
             delete_all(conn, [c for c in created if c.name == PREFIX + "fip"])
             if fip:

@@ -22,25 +22,24 @@ import tarfile
 import threading
 import time
 
+from nova.compute import power_state, task_states
 from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova import exception
-from nova.compute import power_state
-from nova.compute import task_states
-from nova.virt import fake
-from nova.virt import hardware
-
+from nova.virt import fake, hardware
 from zenops_sandbox import GUARD_ROUTE_METRIC, LABEL
 from zenops_sandbox.netutil import check_overlap, default_mtu
 
 LOG = logging.getLogger(__name__)
 
 opts = [
-    cfg.StrOpt("default_image", default="zenops/debian12-guest:latest",
-               help="Container image when the Glance image has no zenops_container_image property"),
-    cfg.StrOpt("default_user", default="debian",
-               help="Login user when the Glance image has no os_admin_user property"),
+    cfg.StrOpt(
+        "default_image",
+        default="zenops/debian12-guest:latest",
+        help="Container image when the Glance image has no zenops_container_image property",
+    ),
+    cfg.StrOpt("default_user", default="debian", help="Login user when the Glance image has no os_admin_user property"),
     cfg.StrOpt("docker", default="docker", help="Docker CLI"),
     cfg.IntOpt("docker_timeout", default=120, help="Seconds for one Docker CLI call"),
 ]
@@ -54,15 +53,30 @@ USER_PROP = "os_admin_user"
 
 # What a systemd container needs here (no --privileged: see shared/reference/test-hosts.md).
 SYSTEMD_OPTS = [
-    "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN",
-    "--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
-    "--cgroupns=host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
-    "--tmpfs", "/run", "--tmpfs", "/run/lock",
-    "--stop-signal", "SIGRTMIN+3",
+    "--cap-add",
+    "SYS_ADMIN",
+    "--cap-add",
+    "NET_ADMIN",
+    "--security-opt",
+    "seccomp=unconfined",
+    "--security-opt",
+    "apparmor=unconfined",
+    "--cgroupns=host",
+    "-v",
+    "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+    "--tmpfs",
+    "/run",
+    "--tmpfs",
+    "/run/lock",
+    "--stop-signal",
+    "SIGRTMIN+3",
     # A tty makes systemd print its boot to the console, which `docker logs` (Nova's console log) shows.
-    "--tty", "--env", "SYSTEMD_COLORS=0",
+    "--tty",
+    "--env",
+    "SYSTEMD_COLORS=0",
     # A reboot inside the guest exits 133 (see sandbox/guest): Docker starts it again; a poweroff (exit 0) stays off.
-    "--restart", "on-failure",
+    "--restart",
+    "on-failure",
 ]
 
 _net_lock = threading.Lock()  # network create/remove vs. container create/remove within this nova-compute
@@ -75,7 +89,9 @@ class DockerError(Exception):
 def docker(*args: str, stdin: bytes | None = None, check: bool = True, timeout: int | None = None) -> str:
     cmd = [CONF.zenops_sandbox.docker, *args]
     try:
-        res = subprocess.run(cmd, input=stdin, capture_output=True, timeout=timeout or CONF.zenops_sandbox.docker_timeout)
+        res = subprocess.run(
+            cmd, input=stdin, capture_output=True, timeout=timeout or CONF.zenops_sandbox.docker_timeout
+        )
     except subprocess.TimeoutExpired as e:
         raise DockerError(f"{' '.join(cmd[:3])}: timed out") from e
     if check and res.returncode != 0:
@@ -84,8 +100,9 @@ def docker(*args: str, stdin: bytes | None = None, check: bool = True, timeout: 
 
 
 def docker_bytes(*args: str) -> bytes:
-    res = subprocess.run([CONF.zenops_sandbox.docker, *args], capture_output=True,
-                         timeout=CONF.zenops_sandbox.docker_timeout)
+    res = subprocess.run(
+        [CONF.zenops_sandbox.docker, *args], capture_output=True, timeout=CONF.zenops_sandbox.docker_timeout
+    )
     if res.returncode != 0:
         raise DockerError(f"docker {args[0]} failed: {res.stderr.decode(errors='replace').strip()}")
     return res.stdout
@@ -111,13 +128,29 @@ def ensure_network(net_id: str, cidr: str, gateway: str | None, mtu: int | None)
         gateway = str(net.network_address + net.num_addresses - 2)
         LOG.warning("subnet %s has no gateway: this machine takes %s on its mirror", cidr, gateway)
     mtu = min(mtu or 1500, default_mtu())
-    docker("network", "create", "--driver", "bridge", "--subnet", str(net), "--gateway", gateway,
-           "--label", f"{LABEL}=1", "--label", f"{LABEL}.network={net_id}",
-           "-o", f"com.docker.network.bridge.name={bridge_name(net_id)}",
-           "-o", f"com.docker.network.driver.mtu={mtu}", name)
+    docker(
+        "network",
+        "create",
+        "--driver",
+        "bridge",
+        "--subnet",
+        str(net),
+        "--gateway",
+        gateway,
+        "--label",
+        f"{LABEL}=1",
+        "--label",
+        f"{LABEL}.network={net_id}",
+        "-o",
+        f"com.docker.network.bridge.name={bridge_name(net_id)}",
+        "-o",
+        f"com.docker.network.driver.mtu={mtu}",
+        name,
+    )
     # Once the mirror is gone again, traffic to this subnet must not leave through the default route.
-    subprocess.run(["ip", "route", "replace", "blackhole", str(net), "metric", str(GUARD_ROUTE_METRIC)],
-                   capture_output=True)
+    subprocess.run(
+        ["ip", "route", "replace", "blackhole", str(net), "metric", str(GUARD_ROUTE_METRIC)], capture_output=True
+    )
     LOG.info("created Docker network %s for subnet %s (gateway %s)", name, cidr, gateway)
     return name
 
@@ -162,11 +195,11 @@ def _meta(instance, key: str) -> str | None:
     for source in (
         lambda: instance.metadata,
         lambda: instance.flavor.extra_specs,
-        lambda: {k[len("image_"):]: v for k, v in (instance.system_metadata or {}).items() if k.startswith("image_")},
+        lambda: {k[len("image_") :]: v for k, v in (instance.system_metadata or {}).items() if k.startswith("image_")},
     ):
         try:
             value = (source() or {}).get(key)
-        except Exception:  # noqa: BLE001 - a lazy-load failure must not break a boot
+        except Exception:
             value = None
         if value not in (None, ""):
             return str(value)
@@ -189,16 +222,29 @@ class ContainerDriver(fake.FakeDriverWithoutFakeNodes):
 
     # --- lifecycle -------------------------------------------------------------------------------------------------
 
-    def spawn(self, context, instance, image_meta, injected_files, admin_password, allocations,
-              network_info=None, block_device_info=None, power_on=True, accel_info=None):
+    def spawn(
+        self,
+        context,
+        instance,
+        image_meta,
+        injected_files,
+        admin_password,
+        allocations,
+        network_info=None,
+        block_device_info=None,
+        power_on=True,
+        accel_info=None,
+    ):
         uuid = instance.uuid
         fail = _meta(instance, FAIL_KEY)
         if fail == "spawn":
             raise exception.BuildAbortException(
-                instance_uuid=uuid, reason=f"fault injected by {FAIL_KEY}=spawn (zenops sandbox)")
+                instance_uuid=uuid, reason=f"fault injected by {FAIL_KEY}=spawn (zenops sandbox)"
+            )
         if fail == "reschedule":
             raise exception.RescheduledException(
-                instance_uuid=uuid, reason=f"fault injected by {FAIL_KEY}=reschedule (zenops sandbox)")
+                instance_uuid=uuid, reason=f"fault injected by {FAIL_KEY}=reschedule (zenops sandbox)"
+            )
         if fail:
             LOG.warning("unknown %s value %r ignored (use spawn or reschedule)", FAIL_KEY, fail, instance=instance)
         slow = _meta(instance, SLOW_KEY)
@@ -210,7 +256,7 @@ class ContainerDriver(fake.FakeDriverWithoutFakeNodes):
         except (exception.InstanceNotFound, exception.UnexpectedDeletingTaskStateError):
             self._remove(uuid)
             raise
-        except Exception as e:  # noqa: BLE001 - one host: report, never reschedule
+        except Exception as e:
             LOG.exception("container spawn failed", instance=instance)
             self._remove(uuid)
             raise exception.BuildAbortException(instance_uuid=uuid, reason=f"zenops sandbox container: {e}") from e
@@ -221,7 +267,8 @@ class ContainerDriver(fake.FakeDriverWithoutFakeNodes):
             seconds = float(value)
         except ValueError:
             raise exception.BuildAbortException(
-                instance_uuid=instance.uuid, reason=f"{SLOW_KEY}={value!r} is not a number of seconds") from None
+                instance_uuid=instance.uuid, reason=f"{SLOW_KEY}={value!r} is not a number of seconds"
+            ) from None
         LOG.info("%s: sleeping %.1fs before creating the container", SLOW_KEY, seconds, instance=instance)
         deadline = time.monotonic() + seconds
         while (left := deadline - time.monotonic()) > 0:
@@ -229,7 +276,8 @@ class ContainerDriver(fake.FakeDriverWithoutFakeNodes):
             instance.refresh()  # raises InstanceNotFound once deleted
             if instance.task_state == task_states.DELETING:
                 raise exception.UnexpectedDeletingTaskStateError(
-                    instance_uuid=instance.uuid, expected=task_states.SPAWNING, actual=task_states.DELETING)
+                    instance_uuid=instance.uuid, expected=task_states.SPAWNING, actual=task_states.DELETING
+                )
 
     def _image_and_user(self, instance) -> tuple[str, str]:
         sysmeta = instance.system_metadata or {}
@@ -247,8 +295,15 @@ class ContainerDriver(fake.FakeDriverWithoutFakeNodes):
                     continue
                 gw = subnet["gateway"]["address"] if subnet.get("gateway") else None
                 # Nova's network model carries no subnet id: one mirror per Neutron network (its first IPv4 subnet).
-                ports.append({"net_id": vif["network"]["id"], "cidr": cidr, "gateway": gw,
-                              "ip": subnet["ips"][0]["address"], "mtu": vif["network"].get_meta("mtu")})
+                ports.append(
+                    {
+                        "net_id": vif["network"]["id"],
+                        "cidr": cidr,
+                        "gateway": gw,
+                        "ip": subnet["ips"][0]["address"],
+                        "mtu": vif["network"].get_meta("mtu"),
+                    }
+                )
                 break
         return ports
 
@@ -258,12 +313,22 @@ class ContainerDriver(fake.FakeDriverWithoutFakeNodes):
         ports = self._ports(network_info)
         if not ports:
             raise DockerError("the server has no IPv4 port: boot it on a network with an IPv4 subnet")
-        base = ["create", "--name", uuid, "--hostname", _hostname(instance),
-                "--label", f"{LABEL}=1", "--label", f"{LABEL}.instance={uuid}",
-                "--label", f"{LABEL}.name={instance.display_name or ''}",
-                *SYSTEMD_OPTS,
-                "-v", "/var/lib/docker",  # anonymous volume: Docker inside the guest can use overlay2
-                ]
+        base = [
+            "create",
+            "--name",
+            uuid,
+            "--hostname",
+            _hostname(instance),
+            "--label",
+            f"{LABEL}=1",
+            "--label",
+            f"{LABEL}.instance={uuid}",
+            "--label",
+            f"{LABEL}.name={instance.display_name or ''}",
+            *SYSTEMD_OPTS,
+            "-v",
+            "/var/lib/docker",  # anonymous volume: Docker inside the guest can use overlay2
+        ]
         with _net_lock:
             first = ports[0]
             net = ensure_network(first["net_id"], first["cidr"], first["gateway"], first["mtu"])
@@ -288,13 +353,23 @@ class ContainerDriver(fake.FakeDriverWithoutFakeNodes):
             docker("rm", "-f", "-v", uuid, check=False)
             prune_networks()
 
-    def destroy(self, context, instance, network_info, block_device_info=None, destroy_disks=True,
-                destroy_secrets=True):
+    def destroy(
+        self, context, instance, network_info, block_device_info=None, destroy_disks=True, destroy_secrets=True
+    ):
         self._remove(instance.uuid)
         self.instances.pop(instance.uuid, None)
 
-    def cleanup(self, context, instance, network_info, block_device_info=None, destroy_disks=True,
-                migrate_data=None, destroy_vifs=True, destroy_secrets=True):
+    def cleanup(
+        self,
+        context,
+        instance,
+        network_info,
+        block_device_info=None,
+        destroy_disks=True,
+        migrate_data=None,
+        destroy_vifs=True,
+        destroy_secrets=True,
+    ):
         pass
 
     # --- state -----------------------------------------------------------------------------------------------------
@@ -349,8 +424,17 @@ class ContainerDriver(fake.FakeDriverWithoutFakeNodes):
         self._need(instance)
         docker("start", instance.uuid)
 
-    def reboot(self, context, instance, network_info, reboot_type, block_device_info=None,
-               bad_volumes_callback=None, accel_info=None, share_info=None):
+    def reboot(
+        self,
+        context,
+        instance,
+        network_info,
+        reboot_type,
+        block_device_info=None,
+        bad_volumes_callback=None,
+        accel_info=None,
+        share_info=None,
+    ):
         self._need(instance)
         docker("restart", "-t", "10" if str(reboot_type).upper() == "SOFT" else "0", instance.uuid)
 
@@ -371,8 +455,11 @@ class ContainerDriver(fake.FakeDriverWithoutFakeNodes):
 
     def get_console_output(self, context, instance):
         self._need(instance)
-        res = subprocess.run([CONF.zenops_sandbox.docker, "logs", "--tail", "500", instance.uuid],
-                             capture_output=True, timeout=CONF.zenops_sandbox.docker_timeout)
+        res = subprocess.run(
+            [CONF.zenops_sandbox.docker, "logs", "--tail", "500", instance.uuid],
+            capture_output=True,
+            timeout=CONF.zenops_sandbox.docker_timeout,
+        )
         # Nova wants latin-1 (it encodes str that way and returns ASCII): hand it ASCII bytes.
         text = (res.stdout + res.stderr).decode(errors="replace").replace("\u2026", "...")
         return text.encode("ascii", "replace")
@@ -395,4 +482,3 @@ def _passwd_from_container(uuid: str) -> bytes | None:
     except (DockerError, tarfile.TarError, OSError):
         LOG.warning("could not read /etc/passwd of %s", uuid, exc_info=True)
     return None
-
