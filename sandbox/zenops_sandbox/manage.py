@@ -1362,6 +1362,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("status", help="services, health, memory, servers")
     sub.add_parser("env", help="print the environment for clients")
     args = p.parse_args(argv)
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `scripts/sandbox status | head` ends quietly
     if args.cmd == "env":
         return cmd_env(args)
     if args.cmd == "status":
