@@ -519,6 +519,8 @@ def write_configs(sec: dict) -> None:
                 "glance": {"region_name": REGION},
                 "scheduler": {"discover_hosts_in_cells_interval": "10", "workers": "1"},
                 "conductor": {"workers": "1"},
+                # Injected spawn failures must never make nova-compute disable itself (default: after 10 in a row).
+                "compute": {"consecutive_build_service_disable_threshold": "0"},
                 "quota": {"cores": "-1", "ram": "-1", "instances": "-1"},
                 "vnc": {"enabled": "false"},
                 "oslo_concurrency": lock,
@@ -833,6 +835,17 @@ def wait_compute_ready() -> None:
         return mysql(f"SELECT COUNT(*) FROM nova_api.host_mappings WHERE host='{HOST}'").strip() != "0"
 
     wait_for("compute host discovered (cell mapping)", mapped, 120, interval=1, log="nova-compute")
+
+    def heartbeat() -> bool:
+        # The scheduler skips a compute whose last report is older than service_down_time (60 s): after a long
+        # `down` the consumer is there before the first report, and a boot then fails with NoValidHost.
+        age = mysql(
+            "SELECT TIMESTAMPDIFF(SECOND, updated_at, UTC_TIMESTAMP()) FROM nova.services "
+            f"WHERE host='{HOST}' AND `binary`='nova-compute' AND deleted=0 AND disabled=0"
+        ).strip()
+        return age not in ("", "NULL") and int(age) < 30
+
+    wait_for("nova-compute reporting in (service up)", heartbeat, 90, interval=1, log="nova-compute")
     say("nova-compute: consuming its queue, host mapped")
 
 
@@ -1108,6 +1121,38 @@ def smoke() -> None:
 # --- commands ------------------------------------------------------------------------------------------------------
 
 
+def other_sandboxes() -> set[Path]:
+    """Sandbox dirs other than ours whose services run (their pid files name them): they hold the ports."""
+    found = set()
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            env = (p / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for item in env:
+            if item.startswith(b"ZENOPS_SANDBOX_DIR="):
+                d = Path(item.split(b"=", 1)[1].decode(errors="replace"))
+                if d.resolve() != S and any(
+                    f.read_text().split()[:1] == [p.name] for f in (d / "run").glob("*.pid") if f.is_file()
+                ):
+                    found.add(d)
+                break
+    return found
+
+
+def take_over() -> None:
+    """One sandbox per machine: stop one started from another directory (e.g. a checkout left running before CI)."""
+    for d in sorted(other_sandboxes()):
+        say(f"a sandbox from {d} is running and holds the ports: stopping it (scripts/sandbox down there)")
+        subprocess.run(
+            [sys.executable, "-m", "zenops_sandbox.manage", "down"],
+            check=False,
+            env={**os.environ, "ZENOPS_SANDBOX_DIR": str(d), "PYTHONPATH": str(SRC)},
+        )
+
+
 def preflight() -> None:
     if os.geteuid() != 0:
         raise SandboxError("scripts/sandbox needs root (Docker, iptables, routes, MariaDB as root)")
@@ -1133,6 +1178,7 @@ def preflight() -> None:
         raise SandboxError("Docker does not answer: run scripts/start-dockerd")
     if not (BIN / "gunicorn").exists():
         raise SandboxError(f"no sandbox venv at {VENV}: run scripts/sandbox up (it creates it)")
+    take_over()
     for name, port in PORTS.items():
         owner = {"mysql": "mariadb", "amqp": "rabbitmq", "dist": "rabbitmq", "epmd": "epmd"}.get(name, f"{name}-api")
         if not read_pid(owner) and tcp_ok(port):
