@@ -1044,7 +1044,7 @@ def ensure_smoke_key() -> Path:
     if not SMOKE_KEY.exists():
         SMOKE_KEY.parent.mkdir(mode=0o700, exist_ok=True)
         subprocess.run(
-            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "zenops-sandbox-smoke", "-f", str(SMOKE_KEY)],
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sandbox-smoke", "-f", str(SMOKE_KEY)],
             check=True,
         )
     return SMOKE_KEY
@@ -1082,12 +1082,12 @@ def smoke() -> None:
     conn = connect("sandbox")
     key = ensure_smoke_key()
     pub = (key.parent / (key.name + ".pub")).read_text().strip()
-    kp = conn.compute.find_keypair("zenops-sandbox-smoke")
+    kp = conn.compute.find_keypair("sandbox-smoke")
     if kp and kp.public_key.strip() != pub:
         conn.compute.delete_keypair(kp)
         kp = None
     if not kp:
-        conn.compute.create_keypair(name="zenops-sandbox-smoke", public_key=pub)
+        conn.compute.create_keypair(name="sandbox-smoke", public_key=pub)
     image = conn.image.find_image(IMAGE_NAME, ignore_missing=False)
     flavor = conn.compute.find_flavor("gp.5.2.8", ignore_missing=False)
     net = conn.network.find_network(PROVIDER["name"], ignore_missing=False)
@@ -1097,7 +1097,7 @@ def smoke() -> None:
         image_id=image.id,
         flavor_id=flavor.id,
         networks=[{"uuid": net.id}],
-        key_name="zenops-sandbox-smoke",
+        key_name="sandbox-smoke",
     )
     try:
         server = conn.compute.wait_for_server(server, status="ACTIVE", failures=["ERROR"], interval=0.5, wait=180)

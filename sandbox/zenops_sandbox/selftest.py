@@ -70,7 +70,7 @@ def boot(conn, name, flavor="gp.5.2.8", network=None, metadata=None, key=True):
         flavor_id=fl.id,
         networks=[{"uuid": net.id}],
         metadata=metadata or {},
-        key_name="zenops-sandbox-smoke" if key else None,
+        key_name="sandbox-smoke" if key else None,
     )
 
 
@@ -106,8 +106,8 @@ def main() -> int:
     admin = m.connect("sandbox-admin")
     key = m.ensure_smoke_key()
     pub = (key.parent / (key.name + ".pub")).read_text().strip()
-    if not conn.compute.find_keypair("zenops-sandbox-smoke"):
-        conn.compute.create_keypair(name="zenops-sandbox-smoke", public_key=pub)
+    if not conn.compute.find_keypair("sandbox-smoke"):
+        conn.compute.create_keypair(name="sandbox-smoke", public_key=pub)
     cleanup_leftovers(conn)
     created = []
 
