@@ -181,8 +181,10 @@ def up_cloud(
         "provision_cloud": req.cloud,
         "provision_deployment": name,
         # the operator's extra metadata first: zenops's own marks always win
-        "provision_server_metadata": {**{str(k): str(v) for k, v in profile.server_metadata.items()},
-                                      **mk.server_metadata()},
+        "provision_server_metadata": {
+            **{str(k): str(v) for k, v in profile.server_metadata.items()},
+            **mk.server_metadata(),
+        },
         "provision_tags": mk.tags(),
         "provision_count": req.count,
         "provision_flavor": req.flavor,

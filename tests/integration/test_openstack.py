@@ -7,6 +7,7 @@ import time
 
 import openstack
 import pytest
+import yaml
 
 from tests.integration.conftest import SMALL, ours
 from zenops.errors import ExitCode
@@ -157,3 +158,30 @@ def test_leaks_reports_marked_resources_without_a_deployment(zenops, admin):
         assert any(r["name"] == "zenops-orphan" for r in lines[0]["leaks"])
     finally:
         conn.network.delete_network(net, ignore_missing=True)
+
+
+def test_slow_build_is_slow_not_failed(zenops, admin):
+    zenops.config("clouds:\n  sandbox:\n    server_metadata: {'zenops_test:slow': '8'}\n")
+    t0 = time.monotonic()
+    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "itslow")
+    assert code == 0, err[-3000:]
+    assert time.monotonic() - t0 > 8
+    assert result(lines)["deployment"]["servers"][0]["replaced"] == 0
+    code, _, err = zenops("down", "--name", "itslow", "--yes")
+    assert code == 0, err
+    no_leaks(zenops, admin, "itslow")
+
+
+def test_wrong_credentials_name_the_clouds_yaml_entry(zenops, admin, sandbox_clouds, tmp_path):
+    clouds = yaml.safe_load(sandbox_clouds.read_text())
+    clouds["clouds"]["sandbox"]["auth"]["password"] = "wrong"
+    bad = tmp_path / "clouds.yaml"
+    bad.write_text(yaml.safe_dump(clouds))
+    zenops.env["OS_CLIENT_CONFIG_FILE"] = str(bad)
+    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "itauth")
+    zenops.env["OS_CLIENT_CONFIG_FILE"] = str(sandbox_clouds)
+    assert code == ExitCode.CLOUD, err
+    assert "authentication failed" in err
+    assert "'sandbox' entry in clouds.yaml" in err
+    assert "wrong" not in err  # the password is never printed
+    no_leaks(zenops, admin, "itauth")

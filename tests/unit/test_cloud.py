@@ -184,3 +184,10 @@ def test_ledger_round_trip_and_private_files(tmp_path):
     assert ledger.all_deployments(tmp_path, "other") == []
     ledger.remove(tmp_path, "sandbox", "demo")
     assert ledger.load(tmp_path, "sandbox", "demo") is None
+
+
+def test_a_wrapped_401_is_still_an_auth_error():
+    wrapped = sdk.SDKException("The request you have made requires authentication. (HTTP 401) (Request-ID: req-1)")
+    err = classify(wrapped, "flex")
+    assert isinstance(err, CloudAuthError)
+    assert "'flex' entry in clouds.yaml" in (err.hint or "")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import random
+import re
 import time
 from collections.abc import Callable, Iterable
 from typing import TypeVar
@@ -50,17 +51,29 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
+def _status(exc: BaseException) -> int:
+    """The HTTP status behind an exception: its own, its cause's, or the "(HTTP 401)" openstacksdk puts in the text
+    when it wraps a keystoneauth error into a plain SDKException."""
+    for e in (exc, exc.__cause__, exc.__context__):
+        code = getattr(e, "status_code", None) or getattr(e, "http_status", None)
+        if isinstance(code, int) and code:
+            return code
+    found = re.search(r"\(HTTP (\d{3})\)", str(exc))
+    return int(found[1]) if found else 0
+
+
 def classify(exc: BaseException, cloud: str) -> ZenopsError:
     """Turn an openstacksdk / keystoneauth exception into a zenops error that names the fix."""
     if isinstance(exc, ZenopsError):
         return exc
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    code = _status(exc)
     if isinstance(exc, sdk.ConfigException):
         return CloudAuthError(
             f"cloud '{cloud}': {text}",
             hint="add the entry to clouds.yaml (or set OS_CLIENT_CONFIG_FILE) and pass --cloud NAME",
         )
-    if isinstance(exc, ksa.Unauthorized) or (isinstance(exc, sdk.HttpException) and exc.status_code == 401):
+    if isinstance(exc, ksa.Unauthorized) or code == 401:
         return CloudAuthError(
             f"cloud '{cloud}': authentication failed: {text}",
             hint=f"check the credentials of the '{cloud}' entry in clouds.yaml",
@@ -70,8 +83,7 @@ def classify(exc: BaseException, cloud: str) -> ZenopsError:
             f"cloud '{cloud}' is unreachable: {text}",
             hint=f"check auth_url of '{cloud}' in clouds.yaml and the network path to it",
         )
-    if isinstance(exc, sdk.HttpException):
-        code = exc.status_code or 0
+    if code:
         if (code == 403 and "quota" in text.lower()) or code == 413:
             return QuotaExceededError(
                 f"cloud '{cloud}': quota exceeded: {text}",
