@@ -19,6 +19,7 @@ from typing import Any
 
 from zenops.config import Config
 from zenops.errors import UsageError, ZenopsError
+from zenops.planner import cpulist
 from zenops.runner import ProgressSink, RunSpec, run_playbook, settings_from_config
 
 FACT_NAME = "zenops_cpu_topology"
@@ -193,16 +194,4 @@ def load_facts_file(path: Path, host: str | None = None) -> dict[str, Any]:
 
 def format_cpulist(cpus: list[int]) -> str:
     """``[0, 1, 2, 3, 8, 10, 11]`` -> ``"0-3,8,10-11"`` (the kernel's cpulist notation); ``[]`` -> ``"-"``."""
-    ordered = sorted(set(cpus))
-    if not ordered:
-        return "-"
-    parts: list[str] = []
-    start = prev = ordered[0]
-    for cpu in [*ordered[1:], None]:
-        if cpu is not None and cpu == prev + 1:
-            prev = cpu
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if cpu is not None:
-            start = prev = cpu
-    return ",".join(parts)
+    return cpulist(cpus) or "-"
