@@ -16,6 +16,7 @@ class ExitCode:
     CLOUD = 8  # the cloud API failed or refused (auth, unreachable, not found)
     QUOTA = 9  # the project's quota or absolute limits are too small
     LEAKS = 10  # zenops-marked resources without a live deployment
+    INCOMPATIBLE = 11  # a vLLM/zentorch pair the compatibility table marks broken or does not know
     PLAN_REFUSED = 7  # no sensible serving plan: the model does not fit, the CPU cannot run it, contradictory options
     CANCELED = 130  # Ctrl-C (128 + SIGINT)
 

@@ -1,0 +1,170 @@
+"""The vLLM x zentorch x torch compatibility table (catalog/compat.yaml): look up, check and explain pairs.
+
+An unsupported or known-bad pair is refused before anything is built, naming a good alternative; with
+``force=True`` (`--force-unsupported`) it proceeds with a loud warning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from zenops.errors import ExitCode, ZenopsError
+from zenops.planner import parse_version
+
+STATUSES = ("tested", "supported", "broken")
+ROUTES = ("dockerfile-cpu-plus-zentorch", "dockerfile-cpu-zen", "dockerfile-zen", "pip")
+
+
+class IncompatiblePairError(ZenopsError):
+    exit_code = ExitCode.INCOMPATIBLE
+
+
+@dataclass(frozen=True)
+class Combo:
+    id: str
+    vllm: str
+    zentorch: str
+    torch: str
+    status: str
+    route: str
+    plugin: str  # out-of-tree (VLLM_PLUGINS=zentorch) | in-tree (ZenCpuPlatform, vLLM >= 0.18)
+    prebuilt: str | None = None
+    pip: str | None = None
+    note: str = ""
+    broken_because: str = ""
+    use_instead: str | None = None
+
+    @property
+    def image_tag(self) -> str:
+        """Images zenops makes are tagged with the compatibility id."""
+        return f"zenops/vllm-zen:{self.id}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "image_tag": self.image_tag}
+
+
+@dataclass(frozen=True)
+class Table:
+    default: Combo
+    test_default: Combo
+    combos: tuple[Combo, ...]
+
+    def by_id(self, combo_id: str) -> Combo | None:
+        return next((c for c in self.combos if c.id == combo_id), None)
+
+
+def route_for(vllm: str) -> str:
+    """How vLLM's own sources build a zen image at that release (Dockerfile routes changed in 0.18 and 0.33)."""
+    v = parse_version(vllm)
+    if v < (0, 18, 0):
+        return "dockerfile-cpu-plus-zentorch"
+    if v < (0, 33, 0):
+        return "dockerfile-cpu-zen"
+    return "dockerfile-zen"
+
+
+def _check(data: dict[str, Any]) -> Table:
+    combos = []
+    for raw in data["combos"]:
+        c = Combo(**{k: (str(v) if k in ("vllm", "zentorch", "torch") else v) for k, v in raw.items()})
+        if c.status not in STATUSES or c.route not in ROUTES:
+            raise ValueError(f"compat.yaml: {c.id}: bad status {c.status!r} or route {c.route!r}")
+        if c.route != "pip" and c.route != route_for(c.vllm):
+            raise ValueError(f"compat.yaml: {c.id}: route {c.route} contradicts vLLM {c.vllm}'s Dockerfiles")
+        if c.status == "broken" and not (c.broken_because and c.use_instead):
+            raise ValueError(f"compat.yaml: {c.id}: a broken pair needs broken_because and use_instead")
+        combos.append(c)
+    ids = [c.id for c in combos]
+    if len(ids) != len(set(ids)):
+        raise ValueError("compat.yaml: duplicate ids")
+    by_id = {c.id: c for c in combos}
+    for c in combos:
+        if c.use_instead and by_id.get(c.use_instead, c).status == "broken":
+            raise ValueError(f"compat.yaml: {c.id}: use_instead must name a working pair")
+    return Table(by_id[data["default"]], by_id[data["test_default"]], tuple(combos))
+
+
+@cache
+def table() -> Table:
+    text = resources.files("zenops.catalog").joinpath("compat.yaml").read_text(encoding="utf-8")
+    return _check(yaml.safe_load(text))
+
+
+def _working(t: Table) -> list[Combo]:
+    return [c for c in t.combos if c.status != "broken"]
+
+
+def resolve(
+    vllm: str | None = None,
+    zentorch: str | None = None,
+    *,
+    force: bool = False,
+    warn: Callable[[str], None] | None = None,
+) -> Combo:
+    """The combination to build or run. Raises IncompatiblePairError for a broken or unknown pair unless ``force``."""
+    t = table()
+    if vllm is None and zentorch is None:
+        return t.default
+    if vllm is None:
+        raise IncompatiblePairError(
+            "--zentorch needs --vllm: a zentorch release only works with some vLLM releases",
+            hint=f"e.g. --vllm {t.default.vllm} --zentorch {t.default.zentorch}",
+        )
+    candidates = [c for c in t.combos if c.vllm == vllm and (zentorch is None or c.zentorch == zentorch)]
+    working = [c for c in candidates if c.status != "broken"]
+    if working:
+        return sorted(working, key=lambda c: STATUSES.index(c.status))[0]
+    if candidates:  # known bad
+        bad = candidates[0]
+        alt = t.by_id(bad.use_instead or "") or t.default
+        message = f"vLLM {vllm} with zentorch {bad.zentorch} is known not to work: {bad.broken_because}"
+        hint = f"use vLLM {alt.vllm} with zentorch {alt.zentorch} ({alt.id})"
+    else:
+        same_vllm = [c for c in _working(t) if c.vllm == vllm]
+        pair = f"vLLM {vllm}" + (f" with zentorch {zentorch}" if zentorch else "")
+        message = f"{pair} is not in zenops's compatibility table"
+        alt = same_vllm[0] if same_vllm else t.default
+        hint = f"use vLLM {alt.vllm} with zentorch {alt.zentorch} ({alt.id}); `zenops images` lists the supported pairs"
+    if not force:
+        raise IncompatiblePairError(message, hint=f"{hint}; or --force-unsupported to try anyway")
+    if warn is not None:
+        warn(f"UNSUPPORTED: {message}. Proceeding because of --force-unsupported; expect failures. ({hint})")
+    return Combo(
+        id=f"vllm-{vllm}-zentorch-{zentorch or 'unpinned'}-unsupported",
+        vllm=vllm,
+        zentorch=zentorch or "unpinned",
+        torch="unknown",
+        status="broken",
+        route=route_for(vllm),
+        plugin="out-of-tree" if parse_version(vllm) < (0, 18, 0) else "in-tree",
+        note="forced with --force-unsupported",
+    )
+
+
+def build_args(combo: Combo, flags: frozenset[str]) -> dict[str, str]:
+    """Docker build args for vLLM's Dockerfile.cpu at that release, from the build host's CPU flags.
+
+    Up to 0.17 the ISA flags are switched on explicitly (and before 0.18 otherwise auto-detected from the BUILD host);
+    from 0.14.1 VLLM_CPU_AMXBF16 defaults to 1 and forces AMX code on CPUs without AMX (Genoa): set it from the facts.
+    From 0.18 the x86 build makes AVX2 and AVX-512 variants itself.
+    """
+    v = parse_version(combo.vllm)
+    if combo.route == "pip" or v >= (0, 18, 0):
+        return {}
+    args = {
+        "VLLM_CPU_DISABLE_AVX512": "0" if "avx512f" in flags else "1",
+        "VLLM_CPU_AVX512BF16": "1" if "avx512_bf16" in flags else "0",
+        "VLLM_CPU_AVX512VNNI": "1" if "avx512_vnni" in flags else "0",
+    }
+    if v >= (0, 14, 1):
+        args["VLLM_CPU_AMXBF16"] = "1" if "amx_bf16" in flags else "0"
+    if v >= (0, 16, 0):
+        args["VLLM_CPU_AVX2"] = "1" if "avx2" in flags else "0"
+        args["VLLM_CPU_AVX512"] = "1" if "avx512f" in flags else "0"
+    return args
