@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 
 import openstack
 import pytest
 import yaml
 
-from tests.integration.conftest import SMALL, ours
+from tests.integration.conftest import SMALL, ZENOPS, ours
 from zenops.errors import ExitCode
 
 pytestmark = pytest.mark.integration
@@ -185,3 +186,23 @@ def test_wrong_credentials_name_the_clouds_yaml_entry(zenops, admin, sandbox_clo
     assert "'sandbox' entry in clouds.yaml" in err
     assert "wrong" not in err  # the password is never printed
     no_leaks(zenops, admin, "itauth")
+
+
+def test_human_output_names_the_deployment_and_how_to_remove_it(zenops, admin):
+    env = dict(zenops.env)
+    proc = subprocess.run(
+        [ZENOPS, "up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "ithuman"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=zenops.cwd,
+        timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "preflight ok: 1 x gp.5.2.8" in proc.stderr
+    assert "deployment ithuman on sandbox: 1 x gp.5.2.8" in proc.stdout
+    assert "zenops down --name ithuman --cloud sandbox" in proc.stdout
+    code, _, err = zenops("down", "--name", "ithuman", "--yes")
+    assert code == 0, err
+    no_leaks(zenops, admin, "ithuman")

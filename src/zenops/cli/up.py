@@ -139,3 +139,9 @@ def _report(app: App, result: UpResult, check: bool, dep: Deployment | None = No
         )
     app.out.print(table)
     app.out.print(f"{len(result.hosts)} host(s) ready in {result.run.duration_s:.0f}s; run log: {result.run.run_dir}")
+    if dep is not None:
+        cost = f", ${dep.price_per_hour * dep.count:.2f}/h" if dep.price_per_hour is not None else ""
+        app.out.print(
+            f"deployment {dep.name} on {dep.cloud}: {dep.count} x {dep.flavor}{cost}; inventory {dep.inventory}; "
+            f"remove with: zenops down --name {dep.name} --cloud {dep.cloud}"
+        )
