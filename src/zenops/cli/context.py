@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from zenops.config import Config, load
 from zenops.progress import JsonProgress, RichProgress
@@ -32,6 +33,13 @@ class App:
 
     def progress(self) -> RichProgress | JsonProgress:
         return JsonProgress() if self.json else RichProgress(self.err, self.verbose)
+
+    def note(self, text: str) -> None:
+        """A line of progress outside an Ansible run: {"type": "note"} in JSON mode, else on stderr."""
+        if self.json:
+            self.emit_json({"type": "note", "message": text})
+        else:
+            self.err.print(Text(text, style="cyan"))
 
     def emit_json(self, obj: dict[str, Any]) -> None:
         sys.stdout.write(json.dumps(obj, default=str) + "\n")

@@ -54,12 +54,6 @@ def down(
             app.err.print(f"  {r['kind']:<15} {escape(str(r['name']))}  (deployment {r['deployment']})")
         return click.confirm(f"remove these {len(plan)} resource(s)?", default=False, err=True)
 
-    def note(text: str) -> None:
-        if app.json:
-            app.emit_json({"type": "event", "kind": "progress", "message": text})
-        else:
-            app.err.print(f"  {escape(text)}")
-
     result = down_lib(
         app.config,
         cloud=cloud,
@@ -68,7 +62,7 @@ def down(
         all_mine=all_mine,
         dry_run=dry_run,
         confirm=confirm,
-        note=note,
+        note=app.note,
     )
     if app.json:
         app.emit_json({"type": "result", "command": "down", **result.to_dict()})

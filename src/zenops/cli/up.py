@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.markup import escape
 from rich.table import Table
 
 from zenops import __version__
@@ -91,15 +90,9 @@ def up(
             network_mode=network_mode,
         )
 
-        def note(text: str) -> None:
-            if app.json:
-                app.emit_json({"type": "note", "message": text})
-            else:
-                app.err.print(f"[cyan]{escape(text)}[/]")
-
         with app.progress() as sink:
             result, dep = up_cloud(
-                app.config, request, check=check, verbosity=max(app.verbose - 1, 0), sink=sink, note=note
+                app.config, request, check=check, verbosity=max(app.verbose - 1, 0), sink=sink, note=app.note
             )
         _report(app, result, check, dep)
         return
