@@ -122,16 +122,15 @@ def preflight(
                 hint=f"close matches: {close_matches(image, names)}; pass --image NAME",
             )
         nets = {n.name: n for n in retrying(lambda: list(conn.network.networks()))}
-        wanted = [network] if network_mode == "provider" else [external_network or ""]
-        for name in wanted:
-            if name not in nets:
-                raise CloudNotFoundError(
-                    f"cloud '{cloud}' has no network '{name}' ({network_mode} mode)",
-                    hint=f"close matches: {close_matches(name, nets)}; set the cloud profile's network names",
-                )
+        needed = network if network_mode == "provider" else (external_network or "")
+        if needed not in nets:
+            raise CloudNotFoundError(
+                f"cloud '{cloud}' has no network '{needed}' ({network_mode} mode)",
+                hint=f"close matches: {close_matches(needed, nets)}; set the cloud profile's network names",
+            )
         limits = _limits(conn)
-    except CloudError as e:
-        raise e
+    except CloudError:
+        raise
     except Exception as e:
         raise classify(e, cloud) from e
     new = max(count - adopted, 0)
