@@ -19,7 +19,8 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +36,10 @@ _SECRET_KEY = re.compile(r"(token|password|passwd|secret|api_?key|private_key|cr
 _SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{20,}|-----BEGIN [A-Z ]*PRIVATE KEY-----|sk-[A-Za-z0-9]{20,})")
 # ansible facts a play may return to zenops: set_fact zenops_<name> in a task and it lands in RunResult.host_facts
 _FACT_PREFIX = "zenops_"
+# secrets an operator may have in the environment: ansible-runner copies os.environ into the run's artifacts
+# (artifacts/<id>/command), so these are taken out of the environment while a run is prepared. zenops hands them to
+# Ansible as files instead; Ansible itself never needs them.
+SECRET_ENV_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_API_TOKEN", "VLLM_API_KEY", "OPENAI_API_KEY")
 _MESSAGE_LIMIT = 600
 
 
@@ -373,6 +378,21 @@ def _wait(thread: threading.Thread, cancel: threading.Event, sink: ProgressSink)
     return interrupted
 
 
+_ENV_LOCK = threading.Lock()
+
+
+@contextmanager
+def _without_env(names: tuple[str, ...]) -> Iterator[None]:
+    """Hide these environment variables while ansible-runner copies the environment (it happens synchronously
+    inside run_async, before the run's thread starts); restore them afterwards."""
+    with _ENV_LOCK:
+        saved = {n: os.environ.pop(n) for n in names if n in os.environ}
+        try:
+            yield
+        finally:
+            os.environ.update(saved)
+
+
 def run_playbook(
     spec: RunSpec,
     settings: RunnerSettings,
@@ -396,20 +416,21 @@ def run_playbook(
     translator = _EventTranslator(sink)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
-    thread, runner = ansible_runner.run_async(
-        private_data_dir=str(run_dir),
-        ident="run",
-        playbook=str(playbook),
-        inventory=str(spec.inventory.resolve()) if spec.inventory is not None else None,
-        extravars=spec.extravars,
-        envvars=_environment(spec, run_dir, cfg, collections),
-        event_handler=translator,
-        cancel_callback=cancel.is_set,
-        quiet=True,
-        verbosity=spec.verbosity or None,
-        cmdline=" ".join(cmdline) or None,
-        settings={"suppress_ansible_output": True},
-    )
+    with _without_env(SECRET_ENV_NAMES):
+        thread, runner = ansible_runner.run_async(
+            private_data_dir=str(run_dir),
+            ident="run",
+            playbook=str(playbook),
+            inventory=str(spec.inventory.resolve()) if spec.inventory is not None else None,
+            extravars=spec.extravars,
+            envvars=_environment(spec, run_dir, cfg, collections),
+            event_handler=translator,
+            cancel_callback=cancel.is_set,
+            quiet=True,
+            verbosity=spec.verbosity or None,
+            cmdline=" ".join(cmdline) or None,
+            settings={"suppress_ansible_output": True},
+        )
     interrupted = _wait(thread, cancel, sink)
     status = str(runner.status)
     rc = runner.rc if isinstance(runner.rc, int) else 254

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from zenops import __version__
 from zenops.cli.main import cli
-from zenops.errors import ExitCode, NotImplementedYetError
+from zenops.errors import ExitCode, UsageError
 
 
 def test_version(run):
@@ -20,23 +20,39 @@ def test_version(run):
     assert __version__ in r.output
 
 
-def test_help_lists_commands_and_up_documents_unimplemented_flags(run):
+def test_help_lists_commands_and_up_documents_the_serving_flags(run):
     r = run(["--help"])
     assert r.exit_code == 0
     for command in ("up", "config", "devhost", "paths"):
         assert command in r.output
     r = run(["up", "--help"])
     assert r.exit_code == 0
-    for flag in ("--inventory", "--cloud", "--flavor", "--model", "--check", "--json"):
+    for flag in ("--inventory", "--cloud", "--flavor", "--model", "--image-source", "--vllm", "--check", "--json"):
         assert flag in r.output
-    assert "not implemented yet" in r.output
+    assert "not implemented" not in r.output
 
 
-def test_model_is_not_implemented_yet(run, isolated_home):
-    r = run(["up", "--model", "Qwen/Qwen3-4B"])
-    assert r.exit_code == ExitCode.NOT_IMPLEMENTED
-    assert "--model Qwen/Qwen3-4B" in r.output
-    assert "not implemented yet" in r.output
+@pytest.fixture
+def inventory(tmp_path):
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  hosts:\n    h1:\n      ansible_host: 192.0.2.1\n")
+    return inv
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "fragment"),
+    [
+        (["--model", "no/such-model"], ExitCode.USAGE, "unknown model"),
+        (["--model", "Qwen/Qwen3-4B", "--vllm", "0.18.0"], ExitCode.INCOMPATIBLE, "known not to work"),
+        (["--model", "Qwen/Qwen3-4B", "--vllm", "0.9.9"], ExitCode.INCOMPATIBLE, "not in zenops's compatibility"),
+        (["--model", "Qwen/Qwen3-4B", "--image-source", "pip", "--vllm", "0.25.1"], ExitCode.USAGE, "no package-index"),
+        (["--model", "Qwen/Qwen3-4B", "--image-source", "prebuilt", "--vllm", "0.14.1"], ExitCode.USAGE, "--image-ref"),
+    ],
+)
+def test_up_model_refusals_happen_before_anything_runs(run, isolated_home, inventory, extra, code, fragment):
+    r = run(["up", "-i", str(inventory), *extra])
+    assert r.exit_code == code, r.output
+    assert fragment in r.output
     assert not (isolated_home / "state" / "zenops" / "runs").exists()  # nothing ran
 
 
@@ -71,14 +87,14 @@ def test_up_with_missing_inventory_file_is_a_usage_error(run, tmp_path):
     assert "does not exist" in r.output
 
 
-def test_json_errors_are_machine_readable(run):
-    r = run(["--json", "up", "--model", "m"])
-    assert r.exit_code == ExitCode.NOT_IMPLEMENTED
+def test_json_errors_are_machine_readable(run, inventory):
+    r = run(["--json", "up", "-i", str(inventory), "--model", "Qwen/Qwen3-4B", "--vllm", "0.18.0"])
+    assert r.exit_code == ExitCode.INCOMPATIBLE
     line = next(line for line in r.output.splitlines() if line.startswith("{"))
     data = json.loads(line)
     assert data["type"] == "error"
-    assert data["exit_code"] == ExitCode.NOT_IMPLEMENTED
-    assert data["error"] == "NotImplementedYetError"
+    assert data["exit_code"] == ExitCode.INCOMPATIBLE
+    assert data["error"] == "IncompatiblePairError"
 
 
 def test_invalid_config_stops_every_command(run, tmp_path, monkeypatch):
@@ -173,7 +189,7 @@ def test_clirunner_up_help_and_bad_choice():
     assert "No such command" in r.output
 
 
-def test_clirunner_zenops_errors_carry_their_exit_code():
-    r = CliRunner().invoke(cli, ["up", "--model", "m"])
-    assert isinstance(r.exception, NotImplementedYetError)
-    assert r.exception.exit_code == ExitCode.NOT_IMPLEMENTED
+def test_clirunner_zenops_errors_carry_their_exit_code(inventory):
+    r = CliRunner().invoke(cli, ["up", "-i", str(inventory), "--model", "no/such-model"])
+    assert isinstance(r.exception, UsageError)
+    assert r.exception.exit_code == ExitCode.USAGE

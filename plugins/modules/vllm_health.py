@@ -1,0 +1,293 @@
+#!/usr/bin/python
+# Copyright: zenops developers
+# Apache License 2.0 (see galaxy.yml)
+"""Ansible module zenops.inference.vllm_health: prove a vLLM server container healthy, or fail with its last logs."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: vllm_health
+short_description: Health gate for a vLLM OpenAI-compatible server running in a Docker container
+version_added: "0.1.0"
+description:
+  - Waits until C(GET /health) answers 200, probing with short HTTP timeouts (vLLM opens its socket before the
+    engine is ready), and fails early when the container exits or restarts.
+  - Then checks that C(GET /v1/models) lists O(served_model_name), that one real completion returns tokens, and
+    which platform vLLM loaded according to its log (Zen platform with zentorch, or the stock CPU platform).
+  - On any failure the last O(log_lines) lines of the container's log are returned and shown in the message.
+  - Never changes anything.
+author:
+  - zenops developers
+options:
+  container:
+    description: Name of the server's Docker container on this host.
+    type: str
+    required: true
+  port:
+    description: Port the server listens on.
+    type: int
+    required: true
+  address:
+    description: Address to probe from this host.
+    type: str
+    default: 127.0.0.1
+  api_key:
+    description: The server's API key (sent as a bearer token). Never logged.
+    type: str
+  served_model_name:
+    description: Model name that C(/v1/models) must list and the completion uses.
+    type: str
+    required: true
+  expect_platform:
+    description:
+      - Platform the plan chose. C(any) skips the comparison. When the log does not say (the Zen line is DEBUG in
+        vLLM 0.18 and 0.20), the result has C(platform=unknown) and a warning, not a failure.
+    type: str
+    choices: [zen, cpu, any]
+    default: any
+  timeout:
+    description: Seconds to wait for C(/health) (a cold start takes about a minute on small hosts).
+    type: int
+    default: 900
+  probe_timeout:
+    description: Seconds each HTTP probe may take before it counts as not ready.
+    type: float
+    default: 3
+  completion_timeout:
+    description: Seconds the test completion may take.
+    type: float
+    default: 120
+  prompt:
+    description: Prompt of the test completion.
+    type: str
+    default: The capital of France is
+  max_tokens:
+    description: Tokens the test completion asks for.
+    type: int
+    default: 8
+  log_lines:
+    description: Log lines returned (and shown on failure).
+    type: int
+    default: 40
+attributes:
+  check_mode:
+    support: full
+    description: Only reads; in check mode it reports what it would probe and probes nothing.
+  diff_mode:
+    support: none
+    description: Nothing changes.
+  platform:
+    platforms: posix
+    support: full
+    description: Needs the C(docker) CLI on the host.
+"""
+
+EXAMPLES = r"""
+- name: Prove the server healthy
+  zenops.inference.vllm_health:
+    container: zenops-vllm-0
+    port: 8000
+    api_key: "{{ lookup('ansible.builtin.file', api_key_file) }}"
+    served_model_name: Qwen/Qwen3-4B
+    expect_platform: zen
+  no_log: false
+"""
+
+RETURN = r"""
+ready_after_s:
+  description: Seconds until C(/health) answered 200.
+  type: float
+  returned: success
+models:
+  description: Model ids C(/v1/models) listed.
+  type: list
+  elements: str
+  returned: success
+completion:
+  description: The test completion's text and token count.
+  type: dict
+  returned: success
+platform:
+  description: zen, cpu or unknown, from the server log.
+  type: str
+  returned: always
+platform_evidence:
+  description: The log line that decided RV(platform).
+  type: str
+  returned: always
+memory:
+  description: The container's memory use as C(docker stats) reports it.
+  type: str
+  returned: success
+log_tail:
+  description: The last log lines of the container.
+  type: list
+  elements: str
+  returned: always
+"""
+
+import json
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.zenops.inference.plugins.module_utils.vllm_logs import (
+    check_platform,
+    detect_platform,
+    failure_hints,
+)
+
+
+class Gate:
+    def __init__(self, module):
+        self.m = module
+        self.p = module.params
+        self.base = "http://%s:%d" % (self.p["address"], self.p["port"])
+        self.docker = module.get_bin_path("docker", required=True)
+
+    def _docker(self, *args):
+        proc = subprocess.run([self.docker, *args], capture_output=True, text=True, check=False)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    def logs(self, tail=2000):
+        _rc, out, err = self._docker("logs", "--tail", str(tail), self.p["container"])
+        return (out + err).splitlines()
+
+    def state(self):
+        rc, out, err = self._docker(
+            "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}} {{.RestartCount}}", self.p["container"]
+        )
+        if rc != 0:
+            return "missing", None, 0, err.strip()
+        status, code, restarts = (out.split() + ["", "0", "0"])[:3]
+        return status, int(code), int(restarts), ""
+
+    def request(self, path, body=None, timeout=None):
+        headers = {"Content-Type": "application/json"}
+        if self.p["api_key"]:
+            headers["Authorization"] = "Bearer " + self.p["api_key"]
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.base + path, data=data, headers=headers)
+        with urllib.request.urlopen(req, timeout=timeout or self.p["probe_timeout"]) as resp:  # noqa: S310
+            raw = resp.read()
+            return resp.status, (json.loads(raw) if raw else None)
+
+    def fail(self, msg, lines=None, **extra):
+        lines = lines if lines is not None else self.logs()
+        tail = lines[-self.p["log_lines"]:]
+        platform, evidence = detect_platform(lines)
+        hints = failure_hints(lines)
+        text = msg
+        if hints:
+            text += "\nmost telling log lines:\n  " + "\n  ".join(hints)
+        text += "\nlast %d log lines of %s:\n  %s" % (len(tail), self.p["container"], "\n  ".join(tail))
+        self.m.fail_json(msg=text, log_tail=tail, platform=platform, platform_evidence=evidence, **extra)
+
+    def wait_healthy(self):
+        start = time.monotonic()
+        deadline = start + self.p["timeout"]
+        last_error = "no answer yet"
+        while True:
+            status, code, restarts, err = self.state()
+            if status == "missing":
+                self.fail("container %s does not exist: %s" % (self.p["container"], err), lines=[])
+            if status in ("exited", "dead") or restarts > 0:
+                self.fail(
+                    "container %s stopped before the server was ready (state %s, exit code %s, restarts %d)"
+                    % (self.p["container"], status, code, restarts)
+                )
+            try:
+                http_status, _ = self.request("/health")
+                if http_status == 200:
+                    return time.monotonic() - start
+                last_error = "HTTP %d" % http_status
+            except urllib.error.HTTPError as e:
+                last_error = "HTTP %d" % e.code
+            except (urllib.error.URLError, OSError, ValueError) as e:
+                last_error = str(getattr(e, "reason", e))
+            if time.monotonic() >= deadline:
+                self.fail(
+                    "%s: /health did not answer 200 within %ds (last: %s)" % (self.base, self.p["timeout"], last_error)
+                )
+            time.sleep(2)
+
+    def run(self):
+        if self.m.check_mode:
+            self.m.exit_json(changed=False, msg="check mode: would probe " + self.base, platform="unknown",
+                             platform_evidence="", log_tail=[])
+        ready = self.wait_healthy()
+        name = self.p["served_model_name"]
+        try:
+            _, listing = self.request("/v1/models", timeout=10)
+        except urllib.error.HTTPError as e:
+            self.fail("%s/v1/models answered HTTP %d%s" % (
+                self.base, e.code, " (wrong API key?)" if e.code == 401 else ""))
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            self.fail("%s/v1/models failed: %s" % (self.base, e))
+        models = [m.get("id") for m in (listing or {}).get("data", [])]
+        if name not in models:
+            self.fail("%s/v1/models lists %s, not %s" % (self.base, models, name))
+        body = {"model": name, "prompt": self.p["prompt"], "max_tokens": self.p["max_tokens"], "temperature": 0}
+        t0 = time.monotonic()
+        try:
+            _, answer = self.request("/v1/completions", body, timeout=self.p["completion_timeout"])
+        except urllib.error.HTTPError as e:
+            detail = e.read().decode(errors="replace")[:300]
+            self.fail("%s/v1/completions answered HTTP %d: %s" % (self.base, e.code, detail))
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            self.fail("%s/v1/completions failed: %s" % (self.base, e))
+        tokens = ((answer or {}).get("usage") or {}).get("completion_tokens") or 0
+        choices = (answer or {}).get("choices") or []
+        if not choices or tokens < 1:
+            self.fail("%s/v1/completions returned no tokens: %s" % (self.base, json.dumps(answer)[:300]))
+        completion = {"text": choices[0].get("text", ""), "tokens": tokens, "seconds": round(time.monotonic() - t0, 2)}
+
+        lines = self.logs()
+        platform, evidence = detect_platform(lines)
+        problem = check_platform(self.p["expect_platform"], platform)
+        if problem:
+            self.fail(problem + " (log: %s)" % evidence, lines=lines)
+        if platform == "unknown" and self.p["expect_platform"] != "any":
+            self.m.warn(
+                "%s: the log does not say which platform vLLM loaded (expected %s)"
+                % (self.p["container"], self.p["expect_platform"])
+            )
+        _rc, mem, _err = self._docker("stats", "--no-stream", "--format", "{{.MemUsage}}", self.p["container"])
+        self.m.exit_json(
+            changed=False,
+            ready_after_s=round(ready, 1),
+            models=models,
+            completion=completion,
+            platform=platform,
+            platform_evidence=evidence,
+            memory=mem.strip(),
+            log_tail=lines[-self.p["log_lines"]:],
+        )
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "container": {"type": "str", "required": True},
+            "port": {"type": "int", "required": True},
+            "address": {"type": "str", "default": "127.0.0.1"},
+            "api_key": {"type": "str", "no_log": True},
+            "served_model_name": {"type": "str", "required": True},
+            "expect_platform": {"type": "str", "choices": ["zen", "cpu", "any"], "default": "any"},
+            "timeout": {"type": "int", "default": 900},
+            "probe_timeout": {"type": "float", "default": 3},
+            "completion_timeout": {"type": "float", "default": 120},
+            "prompt": {"type": "str", "default": "The capital of France is"},
+            "max_tokens": {"type": "int", "default": 8},
+            "log_lines": {"type": "int", "default": 40},
+        },
+        supports_check_mode=True,
+    )
+    Gate(module).run()
+
+
+if __name__ == "__main__":
+    main()

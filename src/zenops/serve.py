@@ -1,0 +1,371 @@
+"""`zenops up --model`: ready -> docker -> facts (playbooks/up.yml), then plan (here, pure Python), then image ->
+server -> health gate (playbooks/serve.yml). And `zenops down --inventory`: remove what that started.
+
+The plan is made between the two runs, so a refusal (model too big, CPU without AVX2, a broken vLLM/zentorch pair)
+stops zenops before an image is built or a container started. Secrets go to Ansible only as paths of 0600 files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from zenops import catalog, compat
+from zenops.catalog import ModelSpec
+from zenops.config import Config
+from zenops.errors import UsageError, ZenopsError
+from zenops.facts import FACT_NAME, check_topology, save_facts
+from zenops.planner import Plan, PlanOptions, PlanRefusedError, Topology, plan
+from zenops.runner import ProgressSink, RunResult, RunSpec, run_playbook, settings_from_config
+from zenops.up import UpResult, summarize
+
+IMAGE_SOURCES = ("pip", "build", "prebuilt")
+HF_TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
+
+
+@dataclass(frozen=True)
+class ServeRequest:
+    model: str
+    image_source: str = "build"
+    vllm: str | None = None
+    zentorch: str | None = None
+    force_unsupported: bool = False
+    prebuilt_ref: str | None = None
+    served_model_name: str | None = None
+    api_key_file: Path | None = None
+    hf_token_file: Path | None = None
+    platform: str = "auto"
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    concurrency: int = 4
+    instances: int | None = None
+    base_image_archive: Path | None = None  # pip route: a `docker save` tarball of the base image (air-gapped)
+    base_image: str | None = None
+    health_timeout: int = 900
+
+
+@dataclass
+class ServeResult:
+    up: UpResult
+    serve: RunResult | None
+    combo: compat.Combo
+    plans: dict[str, Plan]
+    endpoints: dict[str, list[dict[str, Any]]]
+    images: dict[str, dict[str, Any]]
+    api_key_file: Path | None
+    model: str
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def changed_total(self) -> int:
+        return self.up.run.changed_total + (self.serve.changed_total if self.serve else 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.up.to_dict(),
+            "serve_run": self.serve.to_dict() if self.serve else None,
+            "changed_total": self.changed_total,
+            "compat": self.combo.to_dict(),
+            "model": self.model,
+            "plans": {h: p.to_dict() for h, p in self.plans.items()},
+            "endpoints": self.endpoints,
+            "images": self.images,
+            "api_key_file": str(self.api_key_file) if self.api_key_file else None,
+            "warnings": self.warnings,
+        }
+
+
+# --- inputs ---------------------------------------------------------------------------------------------------
+
+
+def resolve_combo(req: ServeRequest, warn: Callable[[str], None]) -> compat.Combo:
+    """The vLLM/zentorch pair for this image source; refused (exit 11) before anything runs when it cannot work."""
+    if req.image_source not in IMAGE_SOURCES:
+        raise UsageError(f"--image-source {req.image_source}: use one of {', '.join(IMAGE_SOURCES)}")
+    table = compat.table()
+    if req.image_source == "pip" and req.vllm is None and req.zentorch is None:
+        combo = table.test_default
+    else:
+        combo = compat.resolve(req.vllm, req.zentorch, force=req.force_unsupported, warn=warn)
+    if req.image_source == "pip" and not combo.pip:
+        pip_pairs = ", ".join(c.id for c in table.combos if c.pip)
+        raise UsageError(
+            f"{combo.id} has no package-index route (pip)",
+            hint=f"use --image-source build or prebuilt, or a pair with a pip route: {pip_pairs}",
+        )
+    if req.image_source == "build" and combo.route == "pip":
+        raise UsageError(
+            f"{combo.id} is a package-index build, not a vLLM source release", hint="use --image-source pip"
+        )
+    if req.image_source == "prebuilt" and not (req.prebuilt_ref or combo.prebuilt):
+        raise UsageError(
+            f"no prebuilt image is known for {combo.id}",
+            hint="pass --image-ref REF, or use --image-source build (or pip)",
+        )
+    return combo
+
+
+def pip_settings(python: str = sys.executable) -> dict[str, Any]:
+    """This machine's pip configuration that a pip-route image build needs: index URLs, find-links folders (their
+    wheels are copied into the build, e.g. a local torch CPU wheel) and the CA bundle HTTPS needs here."""
+    values: dict[str, str] = {}
+    proc = subprocess.run(
+        [python, "-m", "pip", "config", "list"], capture_output=True, text=True, check=False, timeout=60
+    )
+    for line in proc.stdout.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.split(".", 1)[-1]] = value.strip().strip("'\"")
+    for key in ("index-url", "extra-index-url", "find-links", "cert"):
+        env = os.environ.get("PIP_" + key.upper().replace("-", "_"))
+        if env:
+            values[key] = env
+    find_links = [p for p in values.get("find-links", "").split() if Path(p).is_dir()]
+    extra = [u for u in values.get("extra-index-url", "").split() if not u.startswith("file:")]
+    index = values.get("index-url", "")
+    cert = values.get("cert", "")
+    out: dict[str, Any] = {"vllm_image_pip_find_links": find_links, "vllm_image_pip_extra_index_urls": extra}
+    if index and not index.startswith("file:"):
+        out["vllm_image_pip_index_url"] = index
+    if cert and Path(cert).is_file():
+        out["vllm_image_pip_ca_bundle"] = cert
+    return out
+
+
+def _write_secret(path: Path, value: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.chmod(0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(value)
+    path.chmod(0o600)
+
+
+def check_secret_file(path: Path, what: str) -> Path:
+    if not path.is_file():
+        raise UsageError(f"{what} {path} does not exist", hint="create it with the secret in it and mode 0600")
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise UsageError(f"{what} {path} is readable by others (mode {mode:04o})", hint=f"chmod 600 {path}")
+    return path.resolve()
+
+
+def api_key_path(config: Config, inventory: Path) -> Path:
+    """Where zenops keeps the API key of the servers of this inventory (one key per inventory file)."""
+    digest = hashlib.sha256(str(inventory.resolve()).encode()).hexdigest()[:8]
+    return config.state_dir / "secrets" / f"{inventory.stem}-{digest}.api-key"
+
+
+def ensure_api_key(config: Config, inventory: Path, given: Path | None) -> Path:
+    if given is not None:
+        return check_secret_file(given, "--api-key-file")
+    path = api_key_path(config, inventory)
+    if not path.exists():
+        _write_secret(path, "zk-" + secrets.token_urlsafe(32))
+    return check_secret_file(path, "API key file")
+
+
+@contextmanager
+def hf_token_file(given: Path | None) -> Iterator[Path | None]:
+    """The Hugging Face token as a 0600 file: the one given, or one made from $HF_TOKEN for this run only."""
+    if given is not None:
+        yield check_secret_file(given, "--hf-token-file")
+        return
+    token = next((os.environ[n] for n in HF_TOKEN_ENV if os.environ.get(n)), None)
+    if token is None:
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="zenops-secret-") as tmp:
+        path = Path(tmp) / "hf-token"
+        _write_secret(path, token)
+        yield path
+
+
+def resolve_model(name: str) -> tuple[ModelSpec, Path | None]:
+    """The model's spec, and its directory when it is a local one (copied to the hosts)."""
+    spec = catalog.get_model(name)
+    local = Path(name).expanduser()
+    if local.is_dir():
+        return spec, local.resolve()
+    return spec, None
+
+
+def make_plans(
+    topologies: Mapping[str, Mapping[str, Any]], model: ModelSpec, opts: PlanOptions, config: Config
+) -> dict[str, Plan]:
+    plans = {}
+    for host, facts in sorted(topologies.items()):
+        try:
+            plans[host] = plan(
+                Topology.from_facts(facts), model, opts, flavors=list(catalog.flavors(config.flavors).values())
+            )
+        except PlanRefusedError as e:
+            raise PlanRefusedError(e.code, f"{host}: {e.message}", hint=e.hint or "") from e
+    return plans
+
+
+# --- the run --------------------------------------------------------------------------------------------------
+
+
+def serve_inventory(
+    config: Config,
+    inventory: Path,
+    req: ServeRequest,
+    *,
+    limit: str | None = None,
+    check: bool = False,
+    verbosity: int = 0,
+    sink: ProgressSink | None = None,
+    cancel: threading.Event | None = None,
+    note: Callable[[str], None] = lambda _text: None,
+) -> ServeResult:
+    warnings: list[str] = []
+
+    def warn(text: str) -> None:
+        warnings.append(text)
+        note(text)
+
+    combo = resolve_combo(req, warn)
+    model, model_dir = resolve_model(req.model)
+    api_key = ensure_api_key(config, inventory, req.api_key_file)
+    opts = PlanOptions(
+        max_model_len=req.max_model_len,
+        max_num_seqs=req.max_num_seqs,
+        concurrency=req.concurrency,
+        instances=req.instances,
+        platform=req.platform,
+        vllm_version=combo.vllm,
+    )
+    settings = settings_from_config(config)
+
+    # ready -> docker -> facts
+    up_spec = RunSpec(
+        playbook="up",
+        inventory=inventory,
+        extravars=config.docker.role_vars(),
+        limit=limit,
+        check=check,
+        verbosity=verbosity,
+    )
+    up_run = run_playbook(up_spec, settings, sink, cancel)
+    up_result = UpResult(run=up_run, hosts=summarize(up_run))
+    topologies: dict[str, dict[str, Any]] = {}
+    for host in sorted(up_run.stats):
+        facts = up_run.host_facts.get(host, {}).get(FACT_NAME)
+        if facts is None:
+            continue  # not a target (e.g. the controller)
+        topologies[host] = check_topology(facts, f"{host} ({up_run.run_dir})")
+        save_facts(config, host, topologies[host])
+    if not topologies:
+        raise ZenopsError(
+            "no host reported its CPU topology: nothing to plan for",
+            hint=f"check the run log {up_run.run_dir}; in --check mode on a fresh host facts may be missing",
+        )
+
+    # plan (refusals stop here: nothing built, nothing started)
+    plans = make_plans(topologies, model, opts, config)
+    for host, p in plans.items():
+        for w in p.warnings:
+            warn(f"{host}: {w}")
+
+    # image -> server -> health
+    builder = sorted(plans)[0]
+    flags = Topology.from_facts(topologies[builder]).flags
+    extravars: dict[str, Any] = {
+        "zenops_plans": {h: p.to_dict() for h, p in plans.items()},
+        "vllm_image_source": req.image_source,
+        "vllm_image_combo": combo.to_dict(),
+        "vllm_image_builder": builder,
+        "vllm_image_build_args": compat.build_args(combo, flags),
+        "vllm_server_api_key_file": str(api_key),
+        "vllm_server_model": model.name if model_dir is None else str(model_dir),
+        "vllm_server_model_dir": str(model_dir) if model_dir else "",
+        "vllm_server_deployment": inventory.stem,
+        "vllm_server_health_timeout": req.health_timeout,
+    }
+    if req.served_model_name:
+        extravars["vllm_server_served_model_name"] = req.served_model_name
+    if req.image_source == "pip":
+        extravars.update(pip_settings())
+        if req.base_image_archive is not None:
+            extravars["vllm_image_pip_base_archive"] = str(req.base_image_archive.resolve())
+        if req.base_image:
+            extravars["vllm_image_pip_base_image"] = req.base_image
+    if req.image_source == "prebuilt" and req.prebuilt_ref:
+        extravars["vllm_image_prebuilt_ref"] = req.prebuilt_ref
+    with hf_token_file(req.hf_token_file) as token:
+        if token is not None:
+            extravars["vllm_server_hf_token_file"] = str(token)
+        elif model.hf_token_required and model_dir is None:
+            warn(f"{model.name} is gated on Hugging Face: set HF_TOKEN or pass --hf-token-file, or the download fails")
+        serve_spec = RunSpec(
+            playbook="serve", inventory=inventory, extravars=extravars, limit=limit, check=check, verbosity=verbosity
+        )
+        serve_run = run_playbook(serve_spec, settings, sink, cancel)
+    endpoints = {h: list(serve_run.host_facts.get(h, {}).get("zenops_endpoints") or []) for h in plans}
+    images = {h: dict(serve_run.host_facts.get(h, {}).get("zenops_image") or {}) for h in plans}
+    return ServeResult(
+        up=up_result,
+        serve=serve_run,
+        combo=combo,
+        plans=plans,
+        endpoints=endpoints,
+        images=images,
+        api_key_file=api_key,
+        model=req.served_model_name or (model_dir.name if model_dir else model.name),
+        warnings=warnings,
+    )
+
+
+@dataclass(frozen=True)
+class DownHost:
+    host: str
+    docker: bool
+    containers: list[str]
+    images: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def down_inventory(
+    config: Config,
+    inventory: Path,
+    *,
+    images: bool = False,
+    data: bool = False,
+    limit: str | None = None,
+    verbosity: int = 0,
+    sink: ProgressSink | None = None,
+    cancel: threading.Event | None = None,
+) -> tuple[RunResult, list[DownHost]]:
+    spec = RunSpec(
+        playbook="down",
+        inventory=inventory,
+        extravars={"zenops_remove_images": images, "zenops_remove_data": data},
+        limit=limit,
+        verbosity=verbosity,
+    )
+    run = run_playbook(spec, settings_from_config(config), sink, cancel)
+    hosts = []
+    for host in sorted(run.stats):
+        fact = run.host_facts.get(host, {}).get("zenops_down") or {}
+        hosts.append(
+            DownHost(
+                host=host,
+                docker=bool(fact.get("docker", False)),
+                containers=list(fact.get("containers") or []),
+                images=[str(i) for i in fact.get("images") or []],
+            )
+        )
+    return run, hosts

@@ -1,0 +1,160 @@
+"""zenops.serve: the inputs of `zenops up --model` (pair, pip settings, secrets, plans), decided before any run."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pytest
+
+from zenops import compat
+from zenops.catalog import get_model
+from zenops.config import Config
+from zenops.errors import UsageError
+from zenops.facts import load_facts_file
+from zenops.planner import PlanOptions, PlanRefusedError
+from zenops.serve import (
+    ServeRequest,
+    api_key_path,
+    check_secret_file,
+    ensure_api_key,
+    hf_token_file,
+    make_plans,
+    pip_settings,
+    resolve_combo,
+    resolve_model,
+)
+
+FACTS = Path(__file__).parents[1] / "fixtures" / "facts"
+
+
+def _warns() -> tuple[list[str], object]:
+    out: list[str] = []
+    return out, out.append
+
+
+def test_pip_source_defaults_to_the_tested_pip_pair():
+    warnings, warn = _warns()
+    combo = resolve_combo(ServeRequest(model="m", image_source="pip"), warn)
+    assert combo == compat.table().test_default
+    assert combo.pip
+    assert combo.route == "pip"
+    assert warnings == []
+
+
+def test_build_source_defaults_to_the_table_default():
+    combo = resolve_combo(ServeRequest(model="m"), lambda _t: None)
+    assert combo == compat.table().default
+
+
+@pytest.mark.parametrize(
+    ("req", "fragment"),
+    [
+        (ServeRequest(model="m", image_source="pip", vllm="0.25.1"), "no package-index route"),
+        (ServeRequest(model="m", image_source="build", vllm="0.32.0"), "use --image-source pip"),
+        (ServeRequest(model="m", image_source="prebuilt", vllm="0.14.1"), "--image-ref"),
+        (ServeRequest(model="m", image_source="docker-hub"), "use one of"),
+    ],
+)
+def test_impossible_source_and_pair_combinations_are_refused(req, fragment):
+    with pytest.raises(UsageError) as e:
+        resolve_combo(req, lambda _t: None)
+    assert fragment in (e.value.message + (e.value.hint or ""))
+
+
+def test_prebuilt_with_an_explicit_ref_is_accepted():
+    combo = resolve_combo(ServeRequest(model="m", image_source="prebuilt", vllm="0.14.1", prebuilt_ref="x/y:z"), print)
+    assert combo.vllm == "0.14.1"
+
+
+def test_forced_unsupported_pair_warns():
+    warnings, warn = _warns()
+    combo = resolve_combo(ServeRequest(model="m", vllm="0.18.0", force_unsupported=True), warn)
+    assert combo.status == "broken"
+    assert any("UNSUPPORTED" in w for w in warnings)
+
+
+def test_pip_settings_take_find_links_and_ca_bundle_from_the_environment(tmp_path, monkeypatch):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    monkeypatch.setenv("PIP_FIND_LINKS", f"{wheels} /does/not/exist")
+    monkeypatch.setenv("PIP_CERT", str(ca))
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "file:///opt/local https://pypi.example/simple")
+    monkeypatch.setenv("PIP_INDEX_URL", "https://mirror.example/simple")
+    out = pip_settings()
+    assert out["vllm_image_pip_find_links"] == [str(wheels)]  # missing folders are dropped
+    assert out["vllm_image_pip_ca_bundle"] == str(ca)
+    # a file: index on this machine means nothing inside an image build
+    assert out["vllm_image_pip_extra_index_urls"] == ["https://pypi.example/simple"]
+    assert out["vllm_image_pip_index_url"] == "https://mirror.example/simple"
+
+
+def test_api_key_is_generated_once_per_inventory_with_mode_0600(tmp_path):
+    config = Config(state_dir=tmp_path / "state")
+    inv_a, inv_b = tmp_path / "a.yml", tmp_path / "b.yml"
+    inv_a.write_text("all: {}\n")
+    inv_b.write_text("all: {}\n")
+    key_a = ensure_api_key(config, inv_a, None)
+    assert key_a == api_key_path(config, inv_a).resolve()
+    assert stat.S_IMODE(key_a.stat().st_mode) == 0o600
+    assert stat.S_IMODE(key_a.parent.stat().st_mode) == 0o700
+    first = key_a.read_text()
+    assert len(first) > 30
+    assert ensure_api_key(config, inv_a, None).read_text() == first  # stable across runs
+    assert ensure_api_key(config, inv_b, None).read_text() != first  # one key per inventory
+
+
+def test_secret_files_readable_by_others_are_refused(tmp_path):
+    f = tmp_path / "key"
+    f.write_text("s3cret")
+    f.chmod(0o644)
+    with pytest.raises(UsageError, match="readable by others"):
+        check_secret_file(f, "--api-key-file")
+    f.chmod(0o600)
+    assert check_secret_file(f, "--api-key-file") == f.resolve()
+    with pytest.raises(UsageError, match="does not exist"):
+        check_secret_file(tmp_path / "nope", "--hf-token-file")
+
+
+def test_hf_token_from_the_environment_lives_in_a_0600_file_for_the_run_only(monkeypatch):
+    token = "hf_" + "x" * 30
+    monkeypatch.setenv("HF_TOKEN", token)
+    with hf_token_file(None) as path:
+        assert path is not None
+        assert path.read_text() == token
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert not path.exists()
+    monkeypatch.delenv("HF_TOKEN")
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    with hf_token_file(None) as none:
+        assert none is None
+
+
+def test_local_model_directory_is_resolved_with_its_spec(tmp_path):
+    d = tmp_path / "tiny"
+    d.mkdir()
+    (d / "config.json").write_text(
+        '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128, '
+        '"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 256, '
+        '"vocab_size": 2000, "max_position_embeddings": 2048, "torch_dtype": "bfloat16"}'
+    )
+    spec, local = resolve_model(str(d))
+    assert local == d.resolve()
+    assert spec.layers == 2
+    assert spec.kv_heads == 2
+    spec, local = resolve_model("Qwen/Qwen3-4B")
+    assert local is None
+    assert spec.name == "Qwen/Qwen3-4B"
+
+
+def test_plans_name_the_host_a_refusal_is_about():
+    facts = load_facts_file(FACTS / "gp-5-24-96.json")
+    plans = make_plans({"vm-1": facts}, get_model("Qwen/Qwen3-4B"), PlanOptions(vllm_version="0.32.0"), Config())
+    assert plans["vm-1"].platform == "zen"
+    assert "--kv-cache-memory-bytes" in plans["vm-1"].instances[0].args
+    with pytest.raises(PlanRefusedError) as e:
+        make_plans({"vm-1": facts}, get_model("meta-llama/Llama-3.3-70B-Instruct"), PlanOptions(), Config())
+    assert e.value.message.startswith("vm-1: ")
+    assert e.value.hint
