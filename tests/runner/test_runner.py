@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 import threading
 import time
@@ -220,3 +221,34 @@ def test_limit_matching_no_host_is_a_usage_error(tmp_path, settings, local_inven
             RunSpec(playbook=write(tmp_path, OK_PLAYBOOK), inventory=local_inventory, limit="nowhere"), settings
         )
     assert info.value.exit_code == ExitCode.USAGE
+
+
+def test_secrets_in_the_operators_environment_never_land_in_the_run_dir(
+    tmp_path, settings, local_inventory, monkeypatch
+):
+    token = "hf_" + "Q" * 34
+    key = "zk-operator-key-" + "9" * 20
+    monkeypatch.setenv("HF_TOKEN", token)
+    monkeypatch.setenv("VLLM_API_KEY", key)
+    pb = write(
+        tmp_path,
+        """
+- name: Look at the environment
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Report what Ansible saw
+      ansible.builtin.set_fact:
+        zenops_seen: "{{ lookup('ansible.builtin.env', 'HF_TOKEN') | length }}"
+""",
+    )
+    result = run_playbook(RunSpec(playbook=pb, inventory=local_inventory), settings)
+    assert result.host_facts["localhost"]["zenops_seen"] in (0, "0")  # not even Ansible sees it
+    leaked = [
+        p
+        for p in result.run_dir.rglob("*")
+        if p.is_file() and (token in p.read_text(errors="replace") or key in p.read_text(errors="replace"))
+    ]
+    assert leaked == []
+    assert (result.run_dir / "artifacts").is_dir()  # the artifacts were written, and searched
+    assert os.environ["HF_TOKEN"] == token  # the operator's environment is restored
