@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from zenops import __version__
-from zenops.cli import config_cmd, devhost, down, facts, images, leaks, paths_cmd, plan, status, up
+from zenops.cli import config_cmd, devhost, down, facts, images, leaks, paths_cmd, plan, status, tiny_model, up
 from zenops.cli.context import App, make_console
 from zenops.cli.options import to_default_map
 from zenops.config import load
@@ -62,6 +62,7 @@ cli.add_command(down.down)
 cli.add_command(leaks.leaks)
 cli.add_command(status.status)
 cli.add_command(images.images)
+cli.add_command(tiny_model.tiny_model)
 
 
 def _wants_json(argv: list[str]) -> bool:
