@@ -40,6 +40,26 @@ def detect_platform(lines):
     return "unknown", ""
 
 
+# Printed by the probe below; vLLM 0.32 decides its platform before logging is set up, so its log has no line.
+PROBE_CODE = (
+    "from vllm.platforms import current_platform as p; print('ZENOPS_PLATFORM', type(p).__module__, type(p).__name__)"
+)
+
+
+def platform_from_probe(output):
+    """(platform, evidence) from the output of PROBE_CODE run inside the server's container."""
+    for line in output.splitlines():
+        if line.startswith("ZENOPS_PLATFORM "):
+            _tag, module, name = ([*line.split(), "", ""])[:3]
+            evidence = f"vllm.platforms.current_platform in the container is {module}.{name}"
+            if "Zen" in name or "zentorch" in module:
+                return "zen", evidence
+            if name == "CpuPlatform":
+                return "cpu", evidence
+            return "unknown", evidence
+    return "unknown", ""
+
+
 def failure_hints(lines, limit=5):
     """The log lines that most likely explain a failed start, in log order, at most ``limit``."""
     hits = [line.strip() for line in lines if any(p.search(line) for p in _FAILURE_PATTERNS)]
@@ -52,4 +72,4 @@ def check_platform(expected, detected):
         return None
     if detected == "unknown":
         return None  # the log does not say (DEBUG-only line in some releases): the caller warns
-    return "the plan chose the %s platform but vLLM loaded the %s platform" % (expected, detected)
+    return f"the plan chose the {expected} platform but vLLM loaded the {detected} platform"

@@ -14,7 +14,9 @@ description:
   - Waits until C(GET /health) answers 200, probing with short HTTP timeouts (vLLM opens its socket before the
     engine is ready), and fails early when the container exits or restarts.
   - Then checks that C(GET /v1/models) lists O(served_model_name), that one real completion returns tokens, and
-    which platform vLLM loaded according to its log (Zen platform with zentorch, or the stock CPU platform).
+    which platform vLLM loaded (Zen platform with zentorch, or the stock CPU platform): from its log when the log
+    says, else by asking C(vllm.platforms.current_platform) inside the same container (vLLM 0.32 decides the
+    platform before its logging is set up, so its log has no such line).
   - On any failure the last O(log_lines) lines of the container's log are returned and shown in the message.
   - Never changes anything.
 author:
@@ -127,17 +129,19 @@ log_tail:
   returned: always
 """
 
-import json
-import subprocess
-import time
-import urllib.error
-import urllib.request
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import time  # noqa: E402
+import urllib.error  # noqa: E402
+import urllib.request  # noqa: E402
 
-from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.zenops.inference.plugins.module_utils.vllm_logs import (
+from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+from ansible_collections.zenops.inference.plugins.module_utils.vllm_logs import (  # noqa: E402
+    PROBE_CODE,
     check_platform,
     detect_platform,
     failure_hints,
+    platform_from_probe,
 )
 
 
@@ -145,7 +149,7 @@ class Gate:
     def __init__(self, module):
         self.m = module
         self.p = module.params
-        self.base = "http://%s:%d" % (self.p["address"], self.p["port"])
+        self.base = f"http://{self.p['address']}:{self.p['port']}"
         self.docker = module.get_bin_path("docker", required=True)
 
     def _docker(self, *args):
@@ -162,7 +166,7 @@ class Gate:
         )
         if rc != 0:
             return "missing", None, 0, err.strip()
-        status, code, restarts = (out.split() + ["", "0", "0"])[:3]
+        status, code, restarts = ([*out.split(), "", "0", "0"])[:3]
         return status, int(code), int(restarts), ""
 
     def request(self, path, body=None, timeout=None):
@@ -171,19 +175,20 @@ class Gate:
             headers["Authorization"] = "Bearer " + self.p["api_key"]
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.base + path, data=data, headers=headers)
-        with urllib.request.urlopen(req, timeout=timeout or self.p["probe_timeout"]) as resp:  # noqa: S310
+        with urllib.request.urlopen(req, timeout=timeout or self.p["probe_timeout"]) as resp:
             raw = resp.read()
             return resp.status, (json.loads(raw) if raw else None)
 
     def fail(self, msg, lines=None, **extra):
         lines = lines if lines is not None else self.logs()
-        tail = lines[-self.p["log_lines"]:]
+        tail = lines[-self.p["log_lines"] :]
         platform, evidence = detect_platform(lines)
         hints = failure_hints(lines)
         text = msg
         if hints:
             text += "\nmost telling log lines:\n  " + "\n  ".join(hints)
-        text += "\nlast %d log lines of %s:\n  %s" % (len(tail), self.p["container"], "\n  ".join(tail))
+        joined = "\n  ".join(tail)
+        text += f"\nlast {len(tail)} log lines of {self.p['container']}:\n  {joined}"
         self.m.fail_json(msg=text, log_tail=tail, platform=platform, platform_evidence=evidence, **extra)
 
     def wait_healthy(self):
@@ -193,67 +198,77 @@ class Gate:
         while True:
             status, code, restarts, err = self.state()
             if status == "missing":
-                self.fail("container %s does not exist: %s" % (self.p["container"], err), lines=[])
+                self.fail("container {} does not exist: {}".format(self.p["container"], err), lines=[])
             if status in ("exited", "dead") or restarts > 0:
                 self.fail(
-                    "container %s stopped before the server was ready (state %s, exit code %s, restarts %d)"
-                    % (self.p["container"], status, code, restarts)
+                    f"container {self.p['container']} stopped before the server was ready "
+                    f"(state {status}, exit code {code}, restarts {restarts})"
                 )
             try:
                 http_status, _ = self.request("/health")
                 if http_status == 200:
                     return time.monotonic() - start
-                last_error = "HTTP %d" % http_status
+                last_error = f"HTTP {http_status}"
             except urllib.error.HTTPError as e:
-                last_error = "HTTP %d" % e.code
+                last_error = f"HTTP {e.code}"
             except (urllib.error.URLError, OSError, ValueError) as e:
                 last_error = str(getattr(e, "reason", e))
             if time.monotonic() >= deadline:
-                self.fail(
-                    "%s: /health did not answer 200 within %ds (last: %s)" % (self.base, self.p["timeout"], last_error)
-                )
+                self.fail(f"{self.base}: /health did not answer 200 within {self.p['timeout']}s (last: {last_error})")
             time.sleep(2)
 
     def run(self):
         if self.m.check_mode:
-            self.m.exit_json(changed=False, msg="check mode: would probe " + self.base, platform="unknown",
-                             platform_evidence="", log_tail=[])
+            self.m.exit_json(
+                changed=False,
+                msg="check mode: would probe " + self.base,
+                platform="unknown",
+                platform_evidence="",
+                log_tail=[],
+            )
         ready = self.wait_healthy()
         name = self.p["served_model_name"]
         try:
             _, listing = self.request("/v1/models", timeout=10)
         except urllib.error.HTTPError as e:
-            self.fail("%s/v1/models answered HTTP %d%s" % (
-                self.base, e.code, " (wrong API key?)" if e.code == 401 else ""))
+            self.fail(f"{self.base}/v1/models answered HTTP {e.code}" + (" (wrong API key?)" if e.code == 401 else ""))
         except (urllib.error.URLError, OSError, ValueError) as e:
-            self.fail("%s/v1/models failed: %s" % (self.base, e))
+            self.fail(f"{self.base}/v1/models failed: {e}")
         models = [m.get("id") for m in (listing or {}).get("data", [])]
         if name not in models:
-            self.fail("%s/v1/models lists %s, not %s" % (self.base, models, name))
+            self.fail(f"{self.base}/v1/models lists {models}, not {name}")
         body = {"model": name, "prompt": self.p["prompt"], "max_tokens": self.p["max_tokens"], "temperature": 0}
         t0 = time.monotonic()
         try:
             _, answer = self.request("/v1/completions", body, timeout=self.p["completion_timeout"])
         except urllib.error.HTTPError as e:
             detail = e.read().decode(errors="replace")[:300]
-            self.fail("%s/v1/completions answered HTTP %d: %s" % (self.base, e.code, detail))
+            self.fail(f"{self.base}/v1/completions answered HTTP {e.code}: {detail}")
         except (urllib.error.URLError, OSError, ValueError) as e:
-            self.fail("%s/v1/completions failed: %s" % (self.base, e))
+            self.fail(f"{self.base}/v1/completions failed: {e}")
         tokens = ((answer or {}).get("usage") or {}).get("completion_tokens") or 0
         choices = (answer or {}).get("choices") or []
         if not choices or tokens < 1:
-            self.fail("%s/v1/completions returned no tokens: %s" % (self.base, json.dumps(answer)[:300]))
+            self.fail(f"{self.base}/v1/completions returned no tokens: {json.dumps(answer)[:300]}")
         completion = {"text": choices[0].get("text", ""), "tokens": tokens, "seconds": round(time.monotonic() - t0, 2)}
 
         lines = self.logs()
         platform, evidence = detect_platform(lines)
+        if platform == "unknown":
+            # the log does not say (vLLM 0.32 picks the platform before logging is set up): ask vLLM itself, in the
+            # same container, with the same environment, CPU flags and installed packages
+            rc, out, err = self._docker("exec", self.p["container"], "python3", "-c", PROBE_CODE)
+            platform, evidence = platform_from_probe(out)
+            if rc != 0:
+                evidence = "platform probe failed: {}".format((err.strip().splitlines() or ["?"])[-1])
         problem = check_platform(self.p["expect_platform"], platform)
         if problem:
-            self.fail(problem + " (log: %s)" % evidence, lines=lines)
+            self.fail(problem + f" (log: {evidence})", lines=lines)
         if platform == "unknown" and self.p["expect_platform"] != "any":
             self.m.warn(
-                "%s: the log does not say which platform vLLM loaded (expected %s)"
-                % (self.p["container"], self.p["expect_platform"])
+                "{}: the log does not say which platform vLLM loaded (expected {})".format(
+                    self.p["container"], self.p["expect_platform"]
+                )
             )
         _rc, mem, _err = self._docker("stats", "--no-stream", "--format", "{{.MemUsage}}", self.p["container"])
         self.m.exit_json(
@@ -264,7 +279,7 @@ class Gate:
             platform=platform,
             platform_evidence=evidence,
             memory=mem.strip(),
-            log_tail=lines[-self.p["log_lines"]:],
+            log_tail=lines[-self.p["log_lines"] :],
         )
 
 

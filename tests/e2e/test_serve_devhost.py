@@ -94,7 +94,7 @@ def in_host(container: str, *cmd: str) -> str:
     return subprocess.run(["docker", "exec", container, *cmd], capture_output=True, text=True, check=True).stdout
 
 
-def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp_path):
+def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp_path):  # noqa: PLR0915
     inventory, dev, state = host
     t0 = time.monotonic()
     model = generate(tmp_path / "tiny-llama").path

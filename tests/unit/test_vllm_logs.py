@@ -71,3 +71,20 @@ def test_failure_hints_pick_the_telling_lines():
     ]
     assert vllm_logs.failure_hints(lines) == [lines[1]]
     assert vllm_logs.failure_hints(["all fine"]) == []
+
+
+@pytest.mark.parametrize(
+    ("output", "platform"),
+    [
+        ("ZENOPS_PLATFORM vllm.platforms.zen_cpu ZenCpuPlatform\n", "zen"),
+        ("some warning\nZENOPS_PLATFORM vllm.platforms.cpu CpuPlatform\n", "cpu"),
+        ("ZENOPS_PLATFORM zentorch.vllm.platform ZentorchPlatform\n", "zen"),  # the out-of-tree plugin (< 0.18)
+        ("ZENOPS_PLATFORM vllm.platforms.interface UnspecifiedPlatform\n", "unknown"),
+        ("Traceback ...\n", "unknown"),
+    ],
+)
+def test_platform_from_the_in_container_probe(output, platform):
+    detected, evidence = vllm_logs.platform_from_probe(output)
+    assert detected == platform
+    if "ZENOPS_PLATFORM" in output:
+        assert "current_platform in the container is" in evidence

