@@ -359,7 +359,7 @@ def test_pip_route_of_the_test_default_combo():
     lines = instructions(text)
     froms = [line for line in lines if line.startswith("FROM ")]
     assert froms == ["FROM zenops/bookworm-slim:latest AS build", "FROM zenops/bookworm-slim:latest"]
-    pkgs = "python3 python3-venv ca-certificates libnuma1 libtcmalloc-minimal4"
+    pkgs = "python3 python3-venv ca-certificates libnuma1 libtcmalloc-minimal4 g++ python3-dev"
     apt = (
         f"RUN dpkg -s {pkgs} >/dev/null 2>&1 || (apt-get update && apt-get install -y --no-install-recommends {pkgs}"
         " && rm -rf /var/lib/apt/lists/*)"
