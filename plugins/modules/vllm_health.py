@@ -119,7 +119,7 @@ platform_evidence:
   type: str
   returned: always
 memory:
-  description: The container's memory use as C(docker stats) reports it.
+  description: Resident memory summed over the container's processes (RSS counts shared pages once per process).
   type: str
   returned: success
 log_tail:
@@ -168,6 +168,15 @@ class Gate:
             return "missing", None, 0, err.strip()
         status, code, restarts = ([*out.split(), "", "0", "0"])[:3]
         return status, int(code), int(restarts), ""
+
+    def memory(self):
+        """RSS summed over the container's processes (docker stats reads 0 where the memory cgroup is not enabled)."""
+        rc, out, _err = self._docker("top", self.p["container"], "-o", "pid,rss")
+        rows = [line.split() for line in out.splitlines()[1:]] if rc == 0 else []
+        values = [int(r[1]) for r in rows if len(r) > 1 and r[1].isdigit()]
+        if not values:
+            return ""
+        return f"{sum(values) / 1024:.0f} MiB RSS ({len(values)} processes)"
 
     def request(self, path, body=None, timeout=None):
         headers = {"Content-Type": "application/json"}
@@ -270,7 +279,7 @@ class Gate:
                     self.p["container"], self.p["expect_platform"]
                 )
             )
-        _rc, mem, _err = self._docker("stats", "--no-stream", "--format", "{{.MemUsage}}", self.p["container"])
+        memory = self.memory()
         self.m.exit_json(
             changed=False,
             ready_after_s=round(ready, 1),
@@ -278,7 +287,7 @@ class Gate:
             completion=completion,
             platform=platform,
             platform_evidence=evidence,
-            memory=mem.strip(),
+            memory=memory,
             log_tail=lines[-self.p["log_lines"] :],
         )
 
