@@ -32,7 +32,8 @@ from zenops import paths
 from zenops.config import Config
 from zenops.errors import CanceledError, HostFailure, RunFailedError, UsageError, ZenopsError
 
-_SECRET_KEY = re.compile(r"(token|password|passwd|secret|api_?key|private_key|credential)s?$", re.IGNORECASE)
+# a name that IS a secret (hf_token, api_key, db_password), not one that counts something (kv_tokens, max_tokens)
+_SECRET_KEY = re.compile(r"(^|[_-])(token|password|passwd|secrets?|api_?key|private_key|credentials?)$", re.IGNORECASE)
 _SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{20,}|-----BEGIN [A-Z ]*PRIVATE KEY-----|sk-[A-Za-z0-9]{20,})")
 # ansible facts a play may return to zenops: set_fact zenops_<name> in a task and it lands in RunResult.host_facts
 _FACT_PREFIX = "zenops_"

@@ -182,6 +182,9 @@ def test_secrets_are_refused_before_anything_runs(tmp_path, settings, local_inve
         {"note": "hf_" + "a" * 34},
         {"keys": ["-----BEGIN OPENSSH " + "PRIVATE KEY-----"]},  # split: no key-shaped literal in the repo
         {"db_password": "x"},
+        {"token": "x"},
+        {"HF_TOKEN": "x"},
+        {"openai-apikey": "x"},
     ],
 )
 def test_check_no_secrets_finds_nested_secrets(extravars):
@@ -189,10 +192,12 @@ def test_check_no_secrets_finds_nested_secrets(extravars):
         check_no_secrets(extravars)
 
 
-def test_check_no_secrets_allows_file_references():
+def test_check_no_secrets_allows_file_references_and_counts():
     check_no_secrets(
         {"hf_token_file": "/root/.zenops/hf_token", "api_key_file": "/x", "docker_users": ["a"], "hf_token": None}
     )
+    # plans carry token counts: those are numbers, not secrets
+    check_no_secrets({"plan": {"instances": [{"kv_tokens": 10240, "max_tokens": 8, "tokenizer": "/m"}]}})
 
 
 def test_old_run_dirs_are_pruned(tmp_path, settings, local_inventory):

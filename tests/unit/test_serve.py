@@ -158,3 +158,12 @@ def test_plans_name_the_host_a_refusal_is_about():
         make_plans({"vm-1": facts}, get_model("meta-llama/Llama-3.3-70B-Instruct"), PlanOptions(), Config())
     assert e.value.message.startswith("vm-1: ")
     assert e.value.hint
+
+
+def test_plans_can_travel_as_extravars():
+    """Plans go to Ansible as extravars: nothing in them may look like a secret to the runner's check."""
+    from zenops.runner import check_no_secrets
+
+    facts = load_facts_file(FACTS / "epyc-9755-2s.json")
+    plans = make_plans({"h": facts}, get_model("Qwen/Qwen3-4B"), PlanOptions(vllm_version="0.32.0"), Config())
+    check_no_secrets({"zenops_plans": {h: p.to_dict() for h, p in plans.items()}})
