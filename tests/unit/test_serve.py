@@ -13,6 +13,7 @@ from zenops.config import Config
 from zenops.errors import UsageError
 from zenops.facts import load_facts_file
 from zenops.planner import PlanOptions, PlanRefusedError
+from zenops.runner import check_no_secrets
 from zenops.serve import (
     ServeRequest,
     api_key_path,
@@ -162,8 +163,6 @@ def test_plans_name_the_host_a_refusal_is_about():
 
 def test_plans_can_travel_as_extravars():
     """Plans go to Ansible as extravars: nothing in them may look like a secret to the runner's check."""
-    from zenops.runner import check_no_secrets
-
     facts = load_facts_file(FACTS / "epyc-9755-2s.json")
     plans = make_plans({"h": facts}, get_model("Qwen/Qwen3-4B"), PlanOptions(vllm_version="0.32.0"), Config())
     check_no_secrets({"zenops_plans": {h: p.to_dict() for h, p in plans.items()}})
