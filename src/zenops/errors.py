@@ -18,6 +18,9 @@ class ExitCode:
     LEAKS = 10  # zenops-marked resources without a live deployment
     INCOMPATIBLE = 11  # a vLLM/zentorch pair the compatibility table marks broken or does not know
     PLAN_REFUSED = 7  # no sensible serving plan: the model does not fit, the CPU cannot run it, contradictory options
+    # a benchmark result with failed requests or none completed (`vllm bench serve` itself exits 0 even when every
+    # request failed); `zenops report --allow-failed` reports such results without this code
+    BENCH_FAILED = 12
     CANCELED = 130  # Ctrl-C (128 + SIGINT)
 
 
@@ -96,6 +99,12 @@ class RunFailedError(ZenopsError):
         d["status"] = self.status
         d["rc"] = self.rc
         return d
+
+
+class BenchFailedError(ZenopsError):
+    """Benchmark results whose requests failed (or none completed): the numbers are not a measurement of serving."""
+
+    exit_code = ExitCode.BENCH_FAILED
 
 
 class CanceledError(ZenopsError):

@@ -11,7 +11,20 @@ from rich.console import Console
 from rich.markup import escape
 
 from zenops import __version__
-from zenops.cli import config_cmd, devhost, down, facts, images, leaks, paths_cmd, plan, status, tiny_model, up
+from zenops.cli import (
+    config_cmd,
+    devhost,
+    down,
+    facts,
+    images,
+    leaks,
+    paths_cmd,
+    plan,
+    report,
+    status,
+    tiny_model,
+    up,
+)
 from zenops.cli.context import App, make_console
 from zenops.cli.options import to_default_map
 from zenops.config import load
@@ -63,6 +76,7 @@ cli.add_command(leaks.leaks)
 cli.add_command(status.status)
 cli.add_command(images.images)
 cli.add_command(tiny_model.tiny_model)
+cli.add_command(report.report)
 
 
 def _wants_json(argv: list[str]) -> bool:

@@ -1,0 +1,258 @@
+"""`zenops report`: tables, CSV, JSON and plots of `vllm bench serve` results, priced, flagged and compared."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from zenops import catalog
+from zenops import report as lib
+from zenops.cli.context import App, get_app
+from zenops.cli.options import json_option
+from zenops.errors import BenchFailedError, UsageError
+
+
+@click.command("report")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="PATH...")
+@click.option(
+    "--price-per-hour",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="USD",
+    help="Server price per hour for every result (wins over run manifests and --flavor).",
+)
+@click.option(
+    "--flavor", metavar="FLAVOR", help="The results ran on this flavor: label them, and price them at its price."
+)
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["table", "md", "csv", "json"]),
+    default="table",
+    show_default=True,
+    help="table for people, md for a write-up, csv and json for scripts.",
+)
+@click.option(
+    "--plot",
+    "plot_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE.png",
+    help="Also write a PNG: output tok/s, median TTFT and TPOT against max concurrency, one line per model.",
+)
+@click.option(
+    "--compare",
+    "baseline_path",
+    type=click.Path(path_type=Path),
+    metavar="OTHER",
+    help="A baseline (file or run directory): percent change of tok/s, TTFT, TPOT and cost, by model and concurrency.",
+)
+@click.option(
+    "--allow-failed", is_flag=True, help="Results with failed requests are warned about but do not fail the command."
+)
+@json_option
+@click.pass_context
+def report(
+    ctx: click.Context,
+    paths: tuple[Path, ...],
+    price_per_hour: float | None,
+    flavor: str | None,
+    output_format: str,
+    plot_file: Path | None,
+    baseline_path: Path | None,
+    allow_failed: bool,
+) -> None:
+    """Summarize `vllm bench serve` results: throughput, latency, failures and $ per 1M output tokens.
+
+    \b
+    PATH is a text summary `vllm bench serve` printed (one or many results; both the 0.11 and the newer spelling),
+    a JSON file of --save-result, or a run directory: every bench JSON below it, priced and labelled by the
+    run.json manifest there (price_per_hour or flavor, platform, label).
+
+    \b
+    Examples:
+      zenops report results.optimized.txt --price-per-hour 0.79 --format md
+      zenops report runs/2026-11-21/ --plot throughput.png
+      zenops report runs/zen/ --compare runs/stock/        percent change against the baseline
+      zenops report runs/zen/ --format csv > results.csv
+
+    Cost = price per hour / (output tok/s x 3600) x 1e6; without a known price the cost shows "-".
+    The md table has the seed write-up's columns, plus Concurrency, Flavor, $/h or Failed when they vary or matter.
+    With --compare, csv prints the comparison rows; md and table print both tables; json holds both.
+
+    A result with failed requests, or none completed, is flagged on stderr and the command exits 12
+    (`vllm bench serve` exits 0 even when every request failed); --allow-failed keeps the exit code 0.
+    """
+    app = get_app(ctx)
+    if app.json:
+        output_format = "json"
+    unknown_flavors: set[str] = set()
+
+    def price_of(name: str) -> float | None:
+        try:
+            return catalog.get_flavor(name, app.config.flavors).price_per_hour
+        except UsageError:
+            unknown_flavors.add(name)
+            return None
+
+    flavor_price: float | None = None
+    if flavor is not None:
+        flavor_price = catalog.get_flavor(flavor, app.config.flavors).price_per_hour
+        if flavor_price is None and price_per_hour is None:
+            app.note(f"flavor {flavor} has no price in the catalogue or config: costs show '-' (or --price-per-hour)")
+
+    def read(where: Sequence[Path]) -> lib.Report:
+        rep = lib.load(where, price_of=price_of)
+        results = rep.results
+        if flavor is not None:
+            results = [replace(r, flavor=flavor, price_per_hour=flavor_price or r.price_per_hour) for r in results]
+        rep.results = lib.with_price(results, price_per_hour)
+        for file, why in rep.skipped:
+            app.note(f"skipped {file}: {why}")
+        return rep
+
+    current = read(paths)
+    baseline = read([baseline_path]) if baseline_path is not None else None
+    for name in sorted(unknown_flavors):
+        app.note(f"flavor {name} (from a run manifest or result) is not in the catalogue or config: no price for it")
+    comparison = lib.compare(current.results, baseline.results) if baseline is not None else None
+
+    if plot_file is not None:
+        _plot(app, current, baseline, plot_file)
+
+    if output_format == "json":
+        out: dict[str, Any] = {
+            "type": "result",
+            "command": "report",
+            "results": [r.to_dict() for r in lib.ordered(current.results)],
+            "skipped": [{"file": f, "reason": why} for f, why in current.skipped],
+            "flagged": len(current.flagged) + (len(baseline.flagged) if baseline else 0),
+            "plot": str(plot_file) if plot_file else None,
+        }
+        if baseline is not None and comparison is not None:
+            out["baseline"] = [r.to_dict() for r in lib.ordered(baseline.results)]
+            out["comparison"] = comparison.to_dict()
+        app.emit_json(out)
+    elif output_format == "md":
+        click.echo(lib.markdown(current.results), nl=False)
+        if comparison is not None:
+            click.echo(f"\nCompared with {baseline_path}:\n")
+            click.echo(lib.comparison_markdown(comparison), nl=False)
+    elif output_format == "csv":
+        text = lib.comparison_csv(comparison) if comparison is not None else lib.to_csv(current.results)
+        click.echo(text, nl=False)
+    else:
+        _print_table(app, current.results)
+        if comparison is not None:
+            _print_comparison(app, comparison, baseline_path)
+
+    _check_failures(app, current, baseline, allow_failed)
+
+
+def _plot(app: App, current: lib.Report, baseline: lib.Report | None, path: Path) -> None:
+    if path.suffix.lower() != ".png":
+        raise UsageError(f"--plot {path}: the plot is a PNG", hint="name the file with .png")
+    if not path.parent.is_dir():
+        raise UsageError(f"--plot {path}: directory {path.parent} does not exist", hint="create it, or pick another")
+    try:
+        n = lib.plot(current.results, path, baseline=baseline.results if baseline else ())
+    except OSError as e:
+        raise UsageError(f"--plot {path}: cannot write: {e.strerror or e}") from e
+    total = len(current.results) + (len(baseline.results) if baseline else 0)
+    left_out = f" ({total - n} without a max concurrency left out)" if n < total else ""
+    app.note(f"wrote {path}: {n} results{left_out}")
+
+
+def _pct_cell(pct: float | None, *, higher_is_better: bool) -> str:
+    text = lib.fmt_pct(pct)
+    if pct is None or abs(pct) < 0.05:
+        return text
+    return f"[green]{text}[/]" if (pct > 0) == higher_is_better else f"[red]{text}[/]"
+
+
+def _failed_cell(r: lib.BenchResult) -> str:
+    if r.flagged:
+        return f"[bold red]{r.failed if r.failed is not None else '?'} FAILED[/]"
+    return "?" if r.failed is None else str(r.failed)
+
+
+def _print_table(app: App, results: Sequence[lib.BenchResult]) -> None:
+    rows = lib.ordered(results)
+    cost_title, show_price = lib.cost_header(rows)
+    show_flavor = len({r.flavor for r in rows}) > 1
+    table = Table(title="vllm bench serve results", title_justify="left")
+    table.add_column("model")
+    if show_flavor:
+        table.add_column("flavor")
+    table.add_column("concurrency", justify="right")
+    for col in ("output tok/s", "median TTFT ms", "median TPOT ms", "failed"):
+        table.add_column(col, justify="right")
+    if show_price:
+        table.add_column("$/h", justify="right")
+    table.add_column(cost_title.replace("$ per 1M output tokens", "$/1M output tokens"), justify="right")
+    for r in rows:
+        cells = [escape(r.model)]
+        if show_flavor:
+            cells.append(escape(r.flavor or "-"))
+        cells += [
+            str(r.max_concurrency or "-"),
+            lib.fmt(r.output_tok_s),
+            lib.fmt(r.median_ttft_ms),
+            lib.fmt(r.median_tpot_ms),
+            _failed_cell(r),
+        ]
+        if show_price:
+            cells.append(lib.fmt_price(r.price_per_hour) if r.price_per_hour is not None else "-")
+        cells.append(lib.fmt(r.cost_per_million_output_tokens))
+        table.add_row(*cells, style="red" if r.flagged else None)
+    app.out.print(table)
+
+
+def _print_comparison(app: App, comp: lib.Comparison, baseline_path: Path | None) -> None:
+    """This report's numbers and their change against the baseline (the baseline's own numbers: md, csv, json)."""
+    table = Table(title=f"compared with {escape(str(baseline_path))}", title_justify="left")
+    table.add_column("model", no_wrap=True)
+    for col in ("concurrency", "output tok/s", "Δ", "median TTFT ms", "Δ", "median TPOT ms", "Δ", "$/1M out", "Δ"):
+        table.add_column(col, justify="right")
+    for d in comp.deltas:
+        c = d.current
+        table.add_row(
+            escape(d.model),
+            str(d.max_concurrency or "-"),
+            lib.fmt(c.output_tok_s),
+            _pct_cell(d.output_tok_s_pct, higher_is_better=True),
+            lib.fmt(c.median_ttft_ms),
+            _pct_cell(d.median_ttft_pct, higher_is_better=False),
+            lib.fmt(c.median_tpot_ms),
+            _pct_cell(d.median_tpot_pct, higher_is_better=False),
+            lib.fmt(c.cost_per_million_output_tokens),
+            _pct_cell(d.cost_pct, higher_is_better=False),
+        )
+    app.out.print(table)
+    for title, rs in (("only in this report", comp.only_current), ("only in the baseline", comp.only_baseline)):
+        if rs:
+            names = ", ".join(f"{r.model} (concurrency {r.max_concurrency or '-'})" for r in rs)
+            app.out.print(f"[yellow]{title}:[/] {escape(names)}")
+
+
+def _check_failures(app: App, current: lib.Report, baseline: lib.Report | None, allow_failed: bool) -> None:
+    flagged = [("", r) for r in current.flagged] + [("baseline ", r) for r in (baseline.flagged if baseline else [])]
+    if not flagged:
+        return
+    for side, r in flagged:
+        app.err.print(
+            f"[bold red]warning: {side}{escape(r.model)} at concurrency {r.max_concurrency or '-'}: "
+            f"{escape('; '.join(r.problems))}[/] [dim]({escape(r.source)})[/]: its numbers do not measure serving",
+            highlight=False,
+        )
+    if allow_failed:
+        return
+    raise BenchFailedError(
+        f"{len(flagged)} benchmark result(s) with failed requests or none completed "
+        "(`vllm bench serve` exits 0 even then)",
+        hint="look at the server's log for why requests failed and benchmark again; --allow-failed reports them anyway",
+    )
