@@ -57,6 +57,8 @@ SYSTEMD_OPTS = [
     "SYS_ADMIN",
     "--cap-add",
     "NET_ADMIN",
+    "--cap-add",
+    "SYS_NICE",  # a VM has it; vLLM containers inside the guest are started with --cap-add SYS_NICE
     "--security-opt",
     "seccomp=unconfined",
     "--security-opt",

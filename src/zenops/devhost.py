@@ -25,6 +25,10 @@ _RUN_FLAGS = [
     "SYS_ADMIN",
     "--cap-add",
     "NET_ADMIN",
+    # a VM has every capability; the vLLM containers started inside need SYS_NICE (NUMA policy, thread affinity),
+    # and a nested container can only get what its host container has
+    "--cap-add",
+    "SYS_NICE",
     "--security-opt",
     "seccomp=unconfined",
     "--security-opt",

@@ -64,6 +64,7 @@ class ServeResult:
     images: dict[str, dict[str, Any]]
     api_key_file: Path | None
     model: str
+    inventory: Path
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -81,6 +82,7 @@ class ServeResult:
             "endpoints": self.endpoints,
             "images": self.images,
             "api_key_file": str(self.api_key_file) if self.api_key_file else None,
+            "inventory": str(self.inventory),
             "warnings": self.warnings,
         }
 
@@ -323,6 +325,7 @@ def serve_inventory(
         images=images,
         api_key_file=api_key,
         model=req.served_model_name or (model_dir.name if model_dir else model.name),
+        inventory=inventory,
         warnings=warnings,
     )
 

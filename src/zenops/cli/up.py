@@ -276,7 +276,7 @@ def _report_serve(app: App, served: ServeResult, check: bool, dep: Deployment | 
                 host,
                 escape(str(e.get("url") or f":{inst.port}")),
                 f"{e.get('platform') or '-'} (plan: {p.platform})",
-                f"{inst.kv_cache_gib:g} GiB",
+                _size(inst.kv_cache_bytes),
                 inst.omp_threads_bind,
                 f"{ready:.0f}s" if isinstance(ready, int | float) else "-",
                 escape(str(e.get("memory") or "-")),
@@ -290,5 +290,9 @@ def _report_serve(app: App, served: ServeResult, check: bool, dep: Deployment | 
         app.out.print(
             f'API key: {served.api_key_file} (send it as: -H "Authorization: Bearer $(cat {served.api_key_file})")'
         )
-    target = f"--name {dep.name} --cloud {dep.cloud}" if dep else "--inventory FILE"
+    target = f"--name {dep.name} --cloud {dep.cloud}" if dep else f"--inventory {served.inventory}"
     app.out.print(f"stop the servers with: zenops down {target}")
+
+
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
