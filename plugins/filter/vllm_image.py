@@ -134,7 +134,12 @@ def vllm_image_steps(
             _step("zentorch layer", "api", "layer", "Dockerfile", None, {}, tag, tag, layer),
         ]
     if route == "dockerfile-cpu-zen":
-        return [_step("vllm-openai-zen", "buildkit", "vllm", cpu, "vllm-openai-zen", args, tag, tag)]
+        # vllm[zen] pins its own zentorch (0.22.1-0.27.1: 2.11.0.0), which need not be the combo's (AMD pins 2.11.0.3
+        # with 0.25.1): the layer installs exactly the combo's zentorch on top
+        return [
+            _step("vllm-openai-zen", "buildkit", "vllm", cpu, "vllm-openai-zen", args, base, tag),
+            _step("zentorch layer", "api", "layer", "Dockerfile", None, {}, tag, tag, layer),
+        ]
     if route == "dockerfile-zen":
         zen_args = {"BASE_IMAGE": base, "ZENTORCH_VERSION": str(combo.get("zentorch"))}
         return [

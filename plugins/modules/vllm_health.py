@@ -204,10 +204,14 @@ class Gate:
         start = time.monotonic()
         deadline = start + self.p["timeout"]
         last_error = "no answer yet"
+        restarts_before = None  # restarts of earlier lives (an old OOM kill) do not fail this gate; new ones do
         while True:
             status, code, restarts, err = self.state()
             if status == "missing":
-                self.fail("container {} does not exist: {}".format(self.p["container"], err), lines=[])
+                self.fail(f"container {self.p['container']} does not exist: {err}", lines=[])
+            if restarts_before is None:
+                restarts_before = restarts
+            restarts -= restarts_before
             if status in ("exited", "dead") or restarts > 0:
                 self.fail(
                     f"container {self.p['container']} stopped before the server was ready "

@@ -33,8 +33,13 @@ from zenops.config import Config
 from zenops.errors import CanceledError, HostFailure, RunFailedError, UsageError, ZenopsError
 
 # a name that IS a secret (hf_token, api_key, db_password), not one that counts something (kv_tokens, max_tokens)
-_SECRET_KEY = re.compile(r"(^|[_-])(token|password|passwd|secrets?|api_?key|private_key|credentials?)$", re.IGNORECASE)
-_SECRET_VALUE = re.compile(r"(hf_[A-Za-z0-9]{20,}|-----BEGIN [A-Z ]*PRIVATE KEY-----|sk-[A-Za-z0-9]{20,})")
+_SECRET_KEY = re.compile(
+    r"(^|[_-])(token|password|passwd|secrets?|api_?keys?|private_keys?|credentials?)$", re.IGNORECASE
+)
+_SECRET_VALUE = re.compile(
+    r"(hf_[A-Za-z0-9]{20,}|-----BEGIN [A-Z ]*PRIVATE KEY-----|sk-[A-Za-z0-9]{20,}"
+    r"|://[^/\s:@]+:[^/\s@]+@)"  # credentials in a URL (an index URL with user:password@)
+)
 # ansible facts a play may return to zenops: set_fact zenops_<name> in a task and it lands in RunResult.host_facts
 _FACT_PREFIX = "zenops_"
 # secrets an operator may have in the environment: ansible-runner copies os.environ into the run's artifacts
@@ -56,7 +61,7 @@ def check_no_secrets(extravars: Mapping[str, Any], where: str = "extravars") -> 
             for i, v in enumerate(value):
                 walk(v, f"{key}[{i}]")
             return
-        leaf = key.rsplit(".", 1)[-1]
+        leaf = re.sub(r"(\[\d+\])+$", "", key.rsplit(".", 1)[-1])  # api_keys[0] is an api key too
         if _SECRET_KEY.search(leaf) and value not in (None, "", False):
             raise ZenopsError(
                 f"refusing to pass '{key}' to Ansible in {where}: it would be written to disk in plain text",

@@ -185,6 +185,8 @@ def test_secrets_are_refused_before_anything_runs(tmp_path, settings, local_inve
         {"token": "x"},
         {"HF_TOKEN": "x"},
         {"openai-apikey": "x"},
+        {"api_keys": ["x"]},
+        {"vllm_image_pip_index_url": "https://deploy:s3cret@pypi.example/simple"},
     ],
 )
 def test_check_no_secrets_finds_nested_secrets(extravars):
@@ -198,6 +200,7 @@ def test_check_no_secrets_allows_file_references_and_counts():
     )
     # plans carry token counts: those are numbers, not secrets
     check_no_secrets({"plan": {"instances": [{"kv_tokens": 10240, "max_tokens": 8, "tokenizer": "/m"}]}})
+    check_no_secrets({"vllm_image_pip_index_url": "https://pypi.example/simple", "url": "http://host:8000/v1"})
 
 
 def test_old_run_dirs_are_pruned(tmp_path, settings, local_inventory):

@@ -222,20 +222,22 @@ def test_build_0_15_1_pins_zentorch_to_the_combos_torch():
     assert "zentorch==5.2.1 torch==2.10.0" in dockerfile(ctx)
 
 
-def test_build_0_25_1_uses_vllms_own_zen_target_in_one_step():
+def test_build_0_25_1_uses_vllms_own_zen_target_then_pins_the_combos_zentorch():
     combo = by_vllm("0.25.1")
     ctx = plan(combo, vllm_image_source="build", vllm_image_build_args=compat.build_args(combo, GENOA_FLAGS))
-    (step,) = ctx["_vllm_image_steps"]
+    step, layer = ctx["_vllm_image_steps"]
     assert (step["builder"], step["dockerfile"], step["target"]) == (
         "buildkit",
         "docker/Dockerfile.cpu",
         "vllm-openai-zen",
     )
     assert step["args"] == {}  # from 0.18 the x86 build makes its AVX2 and AVX-512 variants itself
-    assert step["tag"] == combo.image_tag
-    assert step["final"]
-    assert ctx["_vllm_image_api_step"] is None
-    assert ctx["_vllm_image_dockerfiles"] == {}
+    assert step["tag"] == combo.image_tag + "-base"
+    assert not step["final"]
+    # vllm[zen] 0.25.1 pins zentorch 2.11.0.0; the combo (AMD's pin) is 2.11.0.3: the layer installs exactly that
+    assert layer["tag"] == combo.image_tag
+    assert layer["final"]
+    assert f"zentorch=={combo.zentorch} torch=={combo.torch}" in dockerfile(ctx)
     assert ctx["_vllm_image_inputs"]["origin"]["ref"] == "v0.25.1"
 
 
@@ -512,11 +514,16 @@ def test_digest_changes_with_the_source_build_inputs_only():
         plan(combo, vllm_image_source="build", vllm_image_build_args={**args, "max_jobs": "2"})["_vllm_image_digest"]
         != base
     )
-    zen = by_vllm("0.25.1")
+    zen = by_vllm("0.33.0")
     zen_base = plan(zen, vllm_image_source="build")["_vllm_image_digest"]
     assert plan(zen, vllm_image_source="build", _vllm_image_wheel_find={"files": [WHEEL]})["_vllm_image_digest"] == (
         zen_base
-    )  # vLLM's own zen target: our wheels are not used, not an input
+    )  # vLLM's own Dockerfile.zen installs zentorch: our wheels are not used, not an input
+    layered = by_vllm("0.25.1")  # vllm-openai-zen plus our zentorch layer, which does use them
+    assert (
+        plan(layered, vllm_image_source="build", _vllm_image_wheel_find={"files": [WHEEL]})["_vllm_image_digest"]
+        != plan(layered, vllm_image_source="build")["_vllm_image_digest"]
+    )
 
 
 def test_digest_of_prebuilt_follows_the_reference():
