@@ -21,6 +21,7 @@ class ExitCode:
     # a benchmark result with failed requests or none completed (`vllm bench serve` itself exits 0 even when every
     # request failed); `zenops report --allow-failed` reports such results without this code
     BENCH_FAILED = 12
+    NO_SERVER = 13  # `zenops bench`: no server zenops started is known or running there
     CANCELED = 130  # Ctrl-C (128 + SIGINT)
 
 
@@ -105,6 +106,12 @@ class BenchFailedError(ZenopsError):
     """Benchmark results whose requests failed (or none completed): the numbers are not a measurement of serving."""
 
     exit_code = ExitCode.BENCH_FAILED
+
+
+class NoServerError(ZenopsError):
+    """Nothing to benchmark: no server zenops started is known or running on the target."""
+
+    exit_code = ExitCode.NO_SERVER
 
 
 class CanceledError(ZenopsError):

@@ -590,7 +590,9 @@ def ordered(results: Iterable[BenchResult]) -> list[BenchResult]:
     return [
         r
         for rs in groups
-        for r in sorted(rs, key=lambda r: (r.max_concurrency is None, r.max_concurrency or 0, r.flavor or ""))
+        for r in sorted(
+            rs, key=lambda r: (r.max_concurrency is None, r.max_concurrency or 0, r.flavor or "", r.platform or "")
+        )
     ]
 
 
@@ -739,10 +741,12 @@ def markdown(results: Sequence[BenchResult]) -> str:
     rows = ordered(results)
     show_conc = len({r.max_concurrency for r in rows}) > 1
     show_flavor = len({r.flavor for r in rows}) > 1
+    show_platform = len({r.platform for r in rows}) > 1
     show_failed = any(r.flagged for r in rows)
     cost_title, show_price = cost_header(rows)
     header = ["Model"]
     header += ["Flavor"] if show_flavor else []
+    header += ["Platform"] if show_platform else []
     header += ["Concurrency"] if show_conc else []
     header += ["Output tok/s", "Median TTFT ms", "Median TPOT ms"]
     header += ["Failed"] if show_failed else []
@@ -752,6 +756,7 @@ def markdown(results: Sequence[BenchResult]) -> str:
     for r in rows:
         cells = [r.model]
         cells += [r.flavor or "-"] if show_flavor else []
+        cells += [r.platform or "-"] if show_platform else []
         cells += [str(r.max_concurrency or "-")] if show_conc else []
         cells += [fmt(r.output_tok_s), fmt(r.median_ttft_ms), fmt(r.median_tpot_ms)]
         cells += [_failed_cell(r)] if show_failed else []
@@ -890,11 +895,13 @@ def comparison_csv(comp: Comparison) -> str:
 
 def _series(results: Sequence[BenchResult]) -> dict[str, list[BenchResult]]:
     several_flavors = len({r.flavor for r in results}) > 1
+    several_platforms = len({r.platform for r in results}) > 1
     series: dict[str, list[BenchResult]] = defaultdict(list)
     for r in ordered(results):
         if r.max_concurrency is None:
             continue
-        name = f"{r.model} ({r.flavor or '-'})" if several_flavors else r.model
+        tags = ([r.flavor or "-"] if several_flavors else []) + ([r.platform or "-"] if several_platforms else [])
+        name = f"{r.model} ({', '.join(tags)})" if tags else r.model
         series[name].append(r)
     return series
 

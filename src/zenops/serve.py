@@ -8,6 +8,7 @@ stops zenops before an image is built or a container started. Secrets go to Ansi
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import secrets
 import subprocess
@@ -17,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +204,54 @@ def resolve_model(name: str) -> tuple[ModelSpec, Path | None]:
     return spec, None
 
 
+def serving_record_path(config: Config, inventory: Path) -> Path:
+    """Where zenops records how it started the servers of ``inventory`` (what `zenops bench` benchmarks, and what
+    `--compare-platforms` restarts): ``<state_dir>/serving/<inventory stem>-<hash>.json``."""
+    digest = hashlib.sha256(str(inventory.resolve()).encode()).hexdigest()[:8]
+    return config.state_dir / "serving" / f"{inventory.stem}-{digest}.json"
+
+
+def _request_dict(req: ServeRequest, hf_token_given: bool) -> dict[str, Any]:
+    out = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(req).items()}
+    if not hf_token_given:
+        out["hf_token_file"] = None  # a temporary file made from $HF_TOKEN: gone after the run
+    return out
+
+
+def request_from_dict(data: Mapping[str, Any]) -> ServeRequest:
+    """The ServeRequest a serving record holds (paths as Path again); unknown keys are ignored."""
+    names = set(ServeRequest.__dataclass_fields__)
+    paths = {"api_key_file", "hf_token_file", "base_image_archive"}
+    values: dict[str, Any] = {k: (Path(v) if k in paths and v else v) for k, v in data.items() if k in names}
+    return ServeRequest(**values)
+
+
+def save_serving_record(config: Config, inventory: Path, record: Mapping[str, Any]) -> Path:
+    path = serving_record_path(config, inventory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.chmod(0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(record, f, indent=2, sort_keys=True)
+    tmp.replace(path)
+    return path
+
+
+def load_serving_record(config: Config, inventory: Path) -> dict[str, Any] | None:
+    path = serving_record_path(config, inventory)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, json.JSONDecodeError) as e:
+        raise ZenopsError(
+            f"{path}: the serving record cannot be read ({e})",
+            hint=f"remove it and start the servers again with `zenops up --inventory {inventory} --model ...`",
+        ) from e
+    return data if isinstance(data, dict) else None
+
+
 def make_plans(
     topologies: Mapping[str, Mapping[str, Any]], model: ModelSpec, opts: PlanOptions, config: Config
 ) -> dict[str, Plan]:
@@ -316,6 +366,25 @@ def serve_inventory(
         serve_run = run_playbook(serve_spec, settings, sink, cancel)
     endpoints = {h: list(serve_run.host_facts.get(h, {}).get("zenops_endpoints") or []) for h in plans}
     images = {h: dict(serve_run.host_facts.get(h, {}).get("zenops_image") or {}) for h in plans}
+    served_name = req.served_model_name or (model_dir.name if model_dir else model.name)
+    if not check:
+        save_serving_record(
+            config,
+            inventory,
+            {
+                "inventory": str(inventory.resolve()),
+                "request": _request_dict(req, hf_token_given=req.hf_token_file is not None),
+                "compat": combo.to_dict(),
+                "model": served_name,
+                "model_spec": model.name,
+                "plans": {h: p.to_dict() for h, p in plans.items()},
+                "endpoints": endpoints,
+                "images": images,
+                "api_key_file": str(api_key),
+                "deployment": inventory.stem,
+                "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            },
+        )
     return ServeResult(
         up=up_result,
         serve=serve_run,
@@ -324,7 +393,7 @@ def serve_inventory(
         endpoints=endpoints,
         images=images,
         api_key_file=api_key,
-        model=req.served_model_name or (model_dir.name if model_dir else model.name),
+        model=served_name,
         inventory=inventory,
         warnings=warnings,
     )
@@ -360,6 +429,8 @@ def down_inventory(
         verbosity=verbosity,
     )
     run = run_playbook(spec, settings_from_config(config), sink, cancel)
+    if limit is None:  # every host's servers are gone: nothing left to benchmark or restart
+        serving_record_path(config, inventory).unlink(missing_ok=True)
     hosts = []
     for host in sorted(run.stats):
         fact = run.host_facts.get(host, {}).get("zenops_down") or {}

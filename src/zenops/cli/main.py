@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from zenops import __version__
 from zenops.cli import (
+    bench,
     config_cmd,
     devhost,
     down,
@@ -77,6 +78,7 @@ cli.add_command(status.status)
 cli.add_command(images.images)
 cli.add_command(tiny_model.tiny_model)
 cli.add_command(report.report)
+cli.add_command(bench.bench)
 
 
 def _wants_json(argv: list[str]) -> bool:

@@ -146,11 +146,11 @@ def report(
         text = lib.comparison_csv(comparison) if comparison is not None else lib.to_csv(current.results)
         click.echo(text, nl=False)
     else:
-        _print_table(app, current.results)
+        print_table(app, current.results)
         if comparison is not None:
-            _print_comparison(app, comparison, baseline_path)
+            print_comparison(app, comparison, baseline_path)
 
-    _check_failures(app, current, baseline, allow_failed)
+    check_failures(app, current, baseline, allow_failed)
 
 
 def _plot(app: App, current: lib.Report, baseline: lib.Report | None, path: Path) -> None:
@@ -180,14 +180,17 @@ def _failed_cell(r: lib.BenchResult) -> str:
     return "?" if r.failed is None else str(r.failed)
 
 
-def _print_table(app: App, results: Sequence[lib.BenchResult]) -> None:
+def print_table(app: App, results: Sequence[lib.BenchResult]) -> None:
     rows = lib.ordered(results)
     cost_title, show_price = lib.cost_header(rows)
     show_flavor = len({r.flavor for r in rows}) > 1
+    show_platform = len({r.platform for r in rows}) > 1
     table = Table(title="vllm bench serve results", title_justify="left")
     table.add_column("model")
     if show_flavor:
         table.add_column("flavor")
+    if show_platform:
+        table.add_column("platform")
     table.add_column("concurrency", justify="right")
     for col in ("output tok/s", "median TTFT ms", "median TPOT ms", "failed"):
         table.add_column(col, justify="right")
@@ -198,6 +201,8 @@ def _print_table(app: App, results: Sequence[lib.BenchResult]) -> None:
         cells = [escape(r.model)]
         if show_flavor:
             cells.append(escape(r.flavor or "-"))
+        if show_platform:
+            cells.append(escape(r.platform or "-"))
         cells += [
             str(r.max_concurrency or "-"),
             lib.fmt(r.output_tok_s),
@@ -212,7 +217,7 @@ def _print_table(app: App, results: Sequence[lib.BenchResult]) -> None:
     app.out.print(table)
 
 
-def _print_comparison(app: App, comp: lib.Comparison, baseline_path: Path | None) -> None:
+def print_comparison(app: App, comp: lib.Comparison, baseline_path: Path | None) -> None:
     """This report's numbers and their change against the baseline (the baseline's own numbers: md, csv, json)."""
     table = Table(title=f"compared with {escape(str(baseline_path))}", title_justify="left")
     table.add_column("model", no_wrap=True)
@@ -239,7 +244,7 @@ def _print_comparison(app: App, comp: lib.Comparison, baseline_path: Path | None
             app.out.print(f"[yellow]{title}:[/] {escape(names)}")
 
 
-def _check_failures(app: App, current: lib.Report, baseline: lib.Report | None, allow_failed: bool) -> None:
+def check_failures(app: App, current: lib.Report, baseline: lib.Report | None, allow_failed: bool) -> None:
     flagged = [("", r) for r in current.flagged] + [("baseline ", r) for r in (baseline.flagged if baseline else [])]
     if not flagged:
         return

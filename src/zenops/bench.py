@@ -1,0 +1,694 @@
+"""`zenops bench`: run `vllm bench serve` against every server zenops started, from inside the server's own image,
+and bring the results home with their provenance.
+
+The pure parts (profiles, the client's docker command line, the CPUs it may use, the server descriptions taken from
+``docker inspect`` without their environment, secret scrubbing) are plain functions: the role's filter plugin
+(plugins/filter/vllm_bench.py) and the unit tests call them. ``bench_inventory`` runs the playbook
+(playbooks/bench.yml, the vllm_server role's ``bench`` entry point) and writes the run directory::
+
+    runs/<run-id>/run.json                          the manifest: profile, runs, flavor and price, versions, timing
+    runs/<run-id>/<host>/facts.json, plan.json     the host's CPU topology and its serving plan
+    runs/<run-id>/<host>/<instance>/<platform>-c<N>.json / .txt    the bench result and text summary, per level
+    runs/<run-id>/<host>/<instance>/server-<platform>.json / .log  the server (image, versions inside it), log tail
+
+`zenops report runs/<run-id>` reads it back (run.json prices the results).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import zenops
+from zenops import catalog
+from zenops import report as report_lib
+from zenops.config import Config
+from zenops.errors import BenchFailedError, ConfigError, NoServerError, UsageError
+from zenops.facts import facts_path
+from zenops.planner import PlanRefusedError, cpulist
+from zenops.runner import ProgressSink, RunResult, RunSpec, run_playbook, settings_from_config
+from zenops.serve import (
+    HF_TOKEN_ENV,
+    load_serving_record,
+    request_from_dict,
+    serve_inventory,
+    serving_record_path,
+)
+
+BENCH_LABEL = "vllm-bench"
+CLIENT_RESULT_DIR = "/zenops-bench"  # the host's result directory, inside the bench container
+
+
+class NoBenchResultError(BenchFailedError):
+    """`vllm bench serve` ran but left no result."""
+
+
+# --- profiles -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """One `vllm bench serve` invocation against one server."""
+
+    max_concurrency: int
+    num_prompts: int
+    input_len: int
+    output_len: int
+    temperature: float
+    ignore_eos: bool = True
+    dataset: str = "random"
+
+    @property
+    def name(self) -> str:
+        return f"c{self.max_concurrency}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "name": self.name}
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    dataset: str
+    input_len: int
+    output_len: int
+    num_prompts: int
+    concurrency: tuple[int, ...]
+    temperature: float
+    ignore_eos: bool
+
+
+def _pos_int(where: str, key: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(where, key, f"{value!r} is not a whole number above 0")
+    return value
+
+
+def profiles() -> dict[str, Profile]:
+    """The profiles of zenops/catalog/bench.yaml."""
+    where, entries = catalog._load_resource("bench.yaml", "profiles")
+    out = {}
+    for name, e in entries.items():
+        levels = e.get("concurrency")
+        if not isinstance(levels, list) or not levels:
+            raise ConfigError(where, f"{name}.concurrency", "must be a non-empty list")
+        out[name] = Profile(
+            name=name,
+            description=str(e.get("description", "")),
+            dataset=str(e.get("dataset", "random")),
+            input_len=_pos_int(where, f"{name}.input_len", e.get("input_len")),
+            output_len=_pos_int(where, f"{name}.output_len", e.get("output_len")),
+            num_prompts=_pos_int(where, f"{name}.num_prompts", e.get("num_prompts")),
+            concurrency=tuple(_pos_int(where, f"{name}.concurrency", c) for c in levels),
+            temperature=float(e.get("temperature", 0.0)),
+            ignore_eos=bool(e.get("ignore_eos", True)),
+        )
+    return out
+
+
+def parse_levels(text: str) -> tuple[int, ...]:
+    """``"1,2,4,8"`` -> ``(1, 2, 4, 8)``: concurrency levels, each a whole number above 0, in the order given."""
+    levels: list[int] = []
+    for raw in text.split(","):
+        part = raw.strip()
+        if not part:
+            continue
+        if not part.isdigit() or int(part) < 1:
+            raise UsageError(f"--concurrency {text}: {part!r} is not a whole number above 0", hint="e.g. 1,2,4,8")
+        if int(part) not in levels:
+            levels.append(int(part))
+    if not levels:
+        raise UsageError("--concurrency is empty", hint="e.g. --concurrency 1,2,4,8")
+    return tuple(levels)
+
+
+def runs_for(
+    profile: str,
+    *,
+    concurrency: Sequence[int] | None = None,
+    num_prompts: int | None = None,
+    input_len: int | None = None,
+    output_len: int | None = None,
+) -> list[BenchRun]:
+    """The runs of ``profile``, one per concurrency level; flags that are set win over the profile's values."""
+    known = profiles()
+    if profile not in known:
+        raise UsageError(f"unknown profile {profile!r}", hint=f"use one of: {', '.join(sorted(known))}")
+    p = known[profile]
+    for flag, value in (("--num-prompts", num_prompts), ("--input-len", input_len), ("--output-len", output_len)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} {value}: must be above 0")
+    return [
+        BenchRun(
+            max_concurrency=level,
+            num_prompts=num_prompts or p.num_prompts,
+            input_len=input_len or p.input_len,
+            output_len=output_len or p.output_len,
+            temperature=p.temperature,
+            ignore_eos=p.ignore_eos,
+            dataset=p.dataset,
+        )
+        for level in (concurrency or p.concurrency)
+    ]
+
+
+# --- the client's command line (used by the role through the filter plugin) -----------------------------------
+
+
+def parse_cpus(text: str) -> list[int]:
+    """A cpulist (``0-3,8``) as numbers; empty text -> []."""
+    cpus: set[int] = set()
+    for raw in text.strip().split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        lo, _, hi = item.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise ValueError(f"not a cpu list: {text!r}")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return sorted(cpus)
+
+
+def free_cpus(online: str, used: Iterable[str]) -> str:
+    """The CPUs of ``online`` that no server's cpuset holds, as a cpulist; "" when the servers hold them all (the
+    client then shares the servers' CPUs: on a host that small the figures include the client's own load)."""
+    taken: set[int] = set()
+    for u in used:
+        taken.update(parse_cpus(u))
+    return cpulist([c for c in parse_cpus(online) if c not in taken])
+
+
+def result_stem(platform: str, run: Mapping[str, Any]) -> str:
+    """File name (without suffix) of one run's result: ``<platform>-c<N>``, e.g. ``zen-c4``."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", platform or "unknown")
+    return f"{safe}-c{run['max_concurrency']}"
+
+
+def bench_argv(
+    run: Mapping[str, Any],
+    server: Mapping[str, Any],
+    *,
+    run_id: str,
+    result_dir: str,
+    platform: str,
+    cpuset: str = "",
+    env_file: str = "",
+    metadata: Mapping[str, Any] | None = None,
+    docker: str = "docker",
+) -> list[str]:
+    """`docker run ... vllm bench serve ...` for one run against one server, in the server's own image.
+
+    The client shares the server's volumes (model directory, Hugging Face cache: the tokenizer is there, offline),
+    uses the host's network (the server listens there), runs on ``cpuset`` when given, and reads the API key from
+    ``env_file`` (as OPENAI_API_KEY, the variable vllm bench sends as a bearer token): never on the command line.
+    """
+    stem = result_stem(platform, run)
+    meta = {
+        "platform": platform or "unknown",
+        "run_id": run_id,
+        "instance": server["instance"],
+        "server": server["name"],
+        "image": server.get("image", ""),
+        "zenops": zenops.__version__,
+        **{k: v for k, v in (metadata or {}).items() if v not in (None, "")},
+    }
+    argv = [
+        docker,
+        "run",
+        "--rm",
+        "--name",
+        f"zenops-bench-{server['instance']}",
+        "--label",
+        "io.zenops.managed=true",
+        "--label",
+        f"io.zenops.role={BENCH_LABEL}",
+        "--label",
+        f"io.zenops.run={run_id}",
+        "--network",
+        "host",
+        "--volumes-from",
+        f"{server['name']}:ro",
+        "--volume",
+        f"{result_dir}:{CLIENT_RESULT_DIR}:rw",
+        "--env",
+        "HF_HUB_OFFLINE=1",
+        "--entrypoint",
+        "vllm",
+    ]
+    if cpuset:
+        argv += ["--cpuset-cpus", cpuset]
+    if env_file:
+        argv += ["--env-file", env_file]
+    argv += [
+        server.get("image_id") or server["image"],
+        "bench",
+        "serve",
+        "--backend",
+        "vllm",
+        "--base-url",
+        f"http://127.0.0.1:{server['port']}",
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        server["model"],
+        "--tokenizer",
+        server["tokenizer"],
+        "--dataset-name",
+        str(run.get("dataset", "random")),
+        "--random-input-len",
+        str(run["input_len"]),
+        "--random-output-len",
+        str(run["output_len"]),
+        "--num-prompts",
+        str(run["num_prompts"]),
+        "--max-concurrency",
+        str(run["max_concurrency"]),
+        "--temperature",
+        str(run["temperature"]),
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        CLIENT_RESULT_DIR,
+        "--result-filename",
+        f"{stem}.json",
+    ]
+    if run.get("ignore_eos", True):
+        argv.append("--ignore-eos")
+    argv += ["--metadata", *(f"{k}={v}" for k, v in meta.items())]
+    return argv
+
+
+def server_view(inspect: Mapping[str, Any]) -> dict[str, Any]:
+    """What zenops records of one server container (``docker inspect`` data): its identity, image, CPUs, model and
+    command line. Never its environment: that holds the API key and the HF token."""
+    cfg = inspect.get("Config") or {}
+    labels = cfg.get("Labels") or {}
+    state = inspect.get("State") or {}
+    host_cfg = inspect.get("HostConfig") or {}
+    args = list(inspect.get("Args") or cfg.get("Cmd") or [])
+    name = str(inspect.get("Name", "")).lstrip("/")
+    port = labels.get("io.zenops.port")
+    return {
+        "name": name,
+        "instance": int(labels.get("io.zenops.instance", 0)),
+        "port": int(port) if port else None,
+        "model": labels.get("io.zenops.model", ""),
+        "deployment": labels.get("io.zenops.deployment", ""),
+        "tokenizer": args[0] if args else labels.get("io.zenops.model", ""),
+        "args": args,
+        "image": cfg.get("Image", ""),
+        "image_id": inspect.get("Image", ""),
+        "cpuset": host_cfg.get("CpusetCpus", ""),
+        "cpuset_mems": host_cfg.get("CpusetMems", ""),
+        "running": bool(state.get("Running")),
+        "status": state.get("Status", ""),
+        "exit_code": state.get("ExitCode"),
+        "restarts": inspect.get("RestartCount", 0),
+        "started_at": state.get("StartedAt", ""),
+    }
+
+
+def describe_servers(
+    servers: Sequence[Mapping[str, Any]],
+    *,
+    health: Sequence[Mapping[str, Any]],
+    versions: Sequence[Mapping[str, Any]],
+    images: Sequence[Mapping[str, Any]],
+    client_cpus: str,
+) -> dict[str, dict[str, Any]]:
+    """Server name -> its description for the run directory: the server (``server_view``), the platform and
+    readiness its health check saw, the versions inside its image, the image's tags and labels, the client's CPUs.
+
+    ``health`` and ``versions`` are the registered loop results of the role's tasks (``item`` is the server, resp.
+    the image id; a version probe prints one JSON object)."""
+    by_image: dict[str, dict[str, Any]] = {}
+    for r in versions:
+        try:
+            found = json.loads(str(r.get("stdout") or "{}"))
+        except json.JSONDecodeError:
+            found = {"error": str(r.get("stdout"))[:200]}
+        by_image[str(r.get("item"))] = found if isinstance(found, dict) else {}
+    image_info = {
+        str(i.get("Id")): {
+            "tags": list(i.get("RepoTags") or []),
+            "labels": dict((i.get("Config") or {}).get("Labels") or {}),
+            "created": i.get("Created"),
+        }
+        for i in images
+    }
+    checks = {str((h.get("item") or {}).get("name")): h for h in health}
+    out = {}
+    for s in servers:
+        h = checks.get(str(s["name"]), {})
+        out[str(s["name"])] = {
+            **s,
+            "platform": h.get("platform", "unknown"),
+            "platform_evidence": h.get("platform_evidence", ""),
+            "memory": h.get("memory", ""),
+            "versions": by_image.get(str(s.get("image_id")), {}),
+            "image_info": image_info.get(str(s.get("image_id")), {}),
+            "client_cpus": client_cpus or "shared with the servers",
+        }
+    return out
+
+
+def run_failures(
+    results: Sequence[Mapping[str, Any]], *, result_dir: str, platforms: Mapping[str, str], files: Sequence[str]
+) -> list[str]:
+    """Why runs of the role's bench loop failed (non-zero exit, timeout, no result file); empty when none did.
+
+    ``results`` are the registered loop results (``item`` is [server, run])."""
+    present = set(files)
+    out = []
+    for r in results:
+        server, run = r["item"][0], r["item"][1]
+        stem = result_stem(platforms.get(server["name"], "unknown"), run)
+        what = f"{server['name']} {stem}"
+        rc = r.get("rc")
+        if rc != 0:
+            text = str(r.get("stderr") or r.get("msg") or "")
+            tail = " / ".join(line.strip() for line in text.splitlines()[-3:] if line.strip())
+            out.append(f"{what}: " + ("timed out" if rc is None else f"exit {rc}") + (f": {tail}" if tail else ""))
+        elif f"{result_dir}/{server['instance']}/{stem}.json" not in present:
+            out.append(f"{what}: exit 0 but no result file")
+    return out
+
+
+# --- secrets --------------------------------------------------------------------------------------------------
+
+
+def scrub(root: Path, secrets: Iterable[str]) -> list[Path]:
+    """Replace every secret value in the files under ``root`` by ``<hidden>``; the files that held one."""
+    values = sorted({s for s in secrets if len(s) >= 8}, key=len, reverse=True)
+    if not values:
+        return []
+    hit = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            data = path.read_bytes()
+            if any(v.encode() in data for v in values):
+                path.unlink()  # a binary file holding a secret: not worth keeping
+                hit.append(path)
+            continue
+        new = text
+        for v in values:
+            new = new.replace(v, "<hidden>")
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            hit.append(path)
+    return hit
+
+
+def secret_values(api_key_file: Path | None) -> list[str]:
+    out = [os.environ[n] for n in HF_TOKEN_ENV if os.environ.get(n)]
+    if api_key_file is not None and api_key_file.is_file():
+        out.append(api_key_file.read_text().strip())
+    return out
+
+
+# --- the run --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    profile: str = "seed"
+    concurrency: tuple[int, ...] | None = None
+    num_prompts: int | None = None
+    input_len: int | None = None
+    output_len: int | None = None
+    compare_platforms: bool = False
+    runs_dir: Path = Path("runs")
+    run_id: str | None = None
+    flavor: str | None = None
+    price_per_hour: float | None = None
+    cloud: str | None = None
+    deployment: str | None = None
+    timeout: int = 3600
+    log_lines: int = 200
+
+
+@dataclass
+class BenchOutcome:
+    run_id: str
+    run_dir: Path
+    runs: list[BenchRun]
+    phases: list[dict[str, Any]]
+    report: report_lib.Report
+    manifest: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "run_dir": str(self.run_dir),
+            "runs": [r.to_dict() for r in self.runs],
+            "phases": self.phases,
+            "results": [r.to_dict() for r in report_lib.ordered(self.report.results)],
+            "flagged": len(self.report.flagged),
+            "warnings": self.warnings,
+        }
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    return (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def _phase(
+    config: Config,
+    inventory: Path,
+    req: BenchRequest,
+    runs: list[BenchRun],
+    run_id: str,
+    run_dir: Path,
+    api_key_file: Path | None,
+    metadata: Mapping[str, Any],
+    *,
+    limit: str | None,
+    verbosity: int,
+    sink: ProgressSink | None,
+    cancel: threading.Event | None,
+) -> tuple[RunResult, dict[str, Any]]:
+    extravars: dict[str, Any] = {
+        "vllm_server_bench_run_id": run_id,
+        "vllm_server_bench_runs": [r.to_dict() for r in runs],
+        "vllm_server_bench_dest": str(run_dir.resolve()),
+        "vllm_server_bench_metadata": dict(metadata),
+        "vllm_server_bench_timeout": req.timeout,
+        "vllm_server_bench_log_lines": req.log_lines,
+        "vllm_server_deployment": inventory.stem,
+    }
+    if api_key_file is not None:
+        extravars["vllm_server_api_key_file"] = str(api_key_file)
+    spec = RunSpec(playbook="bench", inventory=inventory, extravars=extravars, limit=limit, verbosity=verbosity)
+    run = run_playbook(spec, settings_from_config(config), sink, cancel)
+    hosts = {h: dict(run.host_facts.get(h, {}).get("zenops_bench") or {}) for h in sorted(run.stats)}
+    return run, {h: v for h, v in hosts.items() if v}
+
+
+def bench_inventory(
+    config: Config,
+    inventory: Path,
+    req: BenchRequest,
+    *,
+    limit: str | None = None,
+    verbosity: int = 0,
+    sink: ProgressSink | None = None,
+    cancel: threading.Event | None = None,
+    note: Callable[[str], None] = lambda _text: None,
+) -> BenchOutcome:
+    warnings: list[str] = []
+
+    def warn(text: str) -> None:
+        warnings.append(text)
+        note(text)
+
+    runs = runs_for(
+        req.profile,
+        concurrency=req.concurrency,
+        num_prompts=req.num_prompts,
+        input_len=req.input_len,
+        output_len=req.output_len,
+    )
+    record = load_serving_record(config, inventory)
+    if record is None:
+        raise NoServerError(
+            f"zenops has not started servers for {inventory} (no serving record"
+            f" {serving_record_path(config, inventory)})",
+            hint=f"start them with `zenops up --inventory {inventory} --model MODEL`, then benchmark",
+        )
+    api_key_file: Path | None = None
+    if record.get("api_key_file"):
+        api_key_file = Path(record["api_key_file"])
+        if not api_key_file.is_file():
+            raise NoServerError(
+                f"the API key file of these servers is gone: {api_key_file}",
+                hint=f"start them again with `zenops up --inventory {inventory} --model ...` (a new key is made)",
+            )
+    price = req.price_per_hour
+    if price is None and req.flavor:
+        price = catalog.get_flavor(req.flavor, config.flavors).price_per_hour
+
+    run_id = req.run_id or new_run_id()
+    run_dir = req.runs_dir / run_id
+    if run_dir.exists():
+        raise UsageError(f"{run_dir} exists already", hint="pass another --run-id, or move that directory away")
+    run_dir.mkdir(parents=True)
+    started = _now()
+    combo = record.get("compat") or {}
+    metadata = {
+        "flavor": req.flavor,
+        "cloud": req.cloud,
+        "profile": req.profile,
+        "vllm": combo.get("vllm"),
+        "zentorch": combo.get("zentorch"),
+        "compat": combo.get("id"),
+    }
+
+    phases: list[dict[str, Any]] = []
+    status = "failed"
+    try:
+        _, hosts = _phase(
+            config, inventory, req, runs, run_id, run_dir, api_key_file, metadata,
+            limit=limit, verbosity=verbosity, sink=sink, cancel=cancel,
+        )  # fmt: skip
+        phases.append({"platform": "as deployed", "hosts": hosts, "finished_at": _now()})
+        if req.compare_platforms:
+            phases.extend(
+                _compare(config, inventory, req, record, runs, run_id, run_dir, api_key_file, metadata, hosts,
+                         limit=limit, verbosity=verbosity, sink=sink, cancel=cancel, warn=warn)
+            )  # fmt: skip
+        status = "complete"
+    finally:  # a failed run keeps what it fetched, with its manifest: the text summaries and logs say why
+        manifest = _finish(config, inventory, req, record, runs, run_id, run_dir, phases, started, price, status)
+        leaked = scrub(run_dir, secret_values(api_key_file))
+        if leaked:
+            warn(f"secret values were found and hidden in: {', '.join(str(p) for p in leaked)}")
+
+    try:
+        rep = report_lib.load([run_dir], price_of=lambda f: catalog.get_flavor(f, config.flavors).price_per_hour)
+    except report_lib.NoBenchResultError as e:
+        raise NoBenchResultError(
+            f"vllm bench serve left no result in {run_dir}",
+            hint="look at the *.txt summaries and server-*.log files there, and the run log under the state dir",
+        ) from e
+    expected = sum(len(h.get("servers") or []) for p in phases for h in p["hosts"].values()) * len(runs)
+    if len(rep.results) < expected:
+        warn(f"{expected} results expected, {len(rep.results)} found in {run_dir}")
+    return BenchOutcome(run_id, run_dir, runs, phases, rep, manifest, warnings)
+
+
+def _finish(
+    config: Config,
+    inventory: Path,
+    req: BenchRequest,
+    record: Mapping[str, Any],
+    runs: list[BenchRun],
+    run_id: str,
+    run_dir: Path,
+    phases: list[dict[str, Any]],
+    started: str,
+    price: float | None,
+    status: str,
+) -> dict[str, Any]:
+    """The provenance the controller holds (each host's facts and plan) and the run's manifest, run.json."""
+    hosts = sorted({h for p in phases for h in p["hosts"]} | {d.name for d in run_dir.iterdir() if d.is_dir()})
+    for host in hosts:
+        fp = facts_path(config, host)
+        if fp.is_file():
+            (run_dir / host).mkdir(exist_ok=True)
+            shutil.copyfile(fp, run_dir / host / "facts.json")
+        if host in (record.get("plans") or {}):
+            _write_json(run_dir / host / "plan.json", record["plans"][host])
+    manifest: dict[str, Any] = {
+        "run_id": run_id,
+        "status": status,
+        "zenops_version": zenops.__version__,
+        "started_at": started,
+        "finished_at": _now(),
+        "profile": req.profile,
+        "runs": [r.to_dict() for r in runs],
+        "compare_platforms": req.compare_platforms,
+        "inventory": str(inventory.resolve()),
+        "deployment": req.deployment or inventory.stem,
+        "cloud": req.cloud,
+        "flavor": req.flavor,
+        "price_per_hour": price,
+        "model": record.get("model"),
+        "compat": record.get("compat"),
+        "serve_request": record.get("request"),
+        "hosts": hosts,
+        "phases": phases,
+    }
+    manifest = {k: v for k, v in manifest.items() if v is not None}
+    _write_json(run_dir / report_lib.MANIFEST, manifest)
+    return manifest
+
+
+def _platform_of(hosts: Mapping[str, Any]) -> set[str]:
+    return {str(s.get("platform") or "unknown") for h in hosts.values() for s in h.get("servers") or []}
+
+
+def _compare(
+    config: Config,
+    inventory: Path,
+    req: BenchRequest,
+    record: Mapping[str, Any],
+    runs: list[BenchRun],
+    run_id: str,
+    run_dir: Path,
+    api_key_file: Path | None,
+    metadata: Mapping[str, Any],
+    first: Mapping[str, Any],
+    *,
+    limit: str | None,
+    verbosity: int,
+    sink: ProgressSink | None,
+    cancel: threading.Event | None,
+    warn: Callable[[str], None],
+) -> list[dict[str, Any]]:
+    """The same runs on the other platform (zentorch on <-> off): restart the servers that way, bench, and put them
+    back as they were, whatever happened in between."""
+    deployed = _platform_of(first)
+    if deployed not in ({"zen"}, {"cpu"}):
+        warn(f"--compare-platforms: the servers run on {', '.join(sorted(deployed))}: not one platform to swap")
+        return []
+    other = "cpu" if deployed == {"zen"} else "zen"
+    original = request_from_dict(record.get("request") or {})
+    try:
+        serve_inventory(
+            config, inventory, replace(original, platform=other),
+            limit=limit, verbosity=verbosity, sink=sink, cancel=cancel,
+        )  # fmt: skip
+    except PlanRefusedError as e:
+        warn(f"--compare-platforms: no {other} platform here ({e.message}); only the deployed platform was measured")
+        return []
+    try:
+        _, hosts = _phase(
+            config, inventory, req, runs, run_id, run_dir, api_key_file, metadata,
+            limit=limit, verbosity=verbosity, sink=sink, cancel=cancel,
+        )  # fmt: skip
+        return [{"platform": other, "hosts": hosts, "finished_at": _now()}]
+    finally:
+        serve_inventory(config, inventory, original, limit=limit, verbosity=verbosity, sink=sink, cancel=cancel)

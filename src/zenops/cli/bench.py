@@ -1,0 +1,177 @@
+"""`zenops bench`: benchmark the servers zenops started, bring the artifacts home, and report them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.markup import escape
+
+from zenops import bench as lib
+from zenops import report as report_lib
+from zenops.cli.context import App, get_app
+from zenops.cli.options import inventory_option, json_option, limit_option
+from zenops.cli.report import check_failures, print_comparison, print_table
+from zenops.cloud import ledger
+from zenops.config import Config
+from zenops.deploy import _cloud_for
+from zenops.errors import NoServerError, UsageError
+
+
+def _levels(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+    return lib.parse_levels(value) if value else None
+
+
+@click.command("bench")
+@inventory_option
+@click.option(
+    "--deployment", metavar="NAME", help="A deployment `zenops up --cloud` made (its inventory, flavor, price)."
+)
+@click.option("--cloud", metavar="NAME", help="With --deployment: the cloud it is in (default: where the ledger says).")
+@click.option(
+    "--profile",
+    type=click.Choice(sorted(lib.profiles())),
+    default="seed",
+    show_default=True,
+    help="seed: the write-up's run (random 128 in/128 out, 20 prompts, concurrency 4, temperature 0.7); "
+    "sweep: the same at concurrency 1, 2, 4, 8.",
+)
+@click.option(
+    "--concurrency", metavar="LEVELS", callback=_levels, help="Max concurrency levels, one run each (e.g. 1,2,4,8)."
+)
+@click.option("--num-prompts", type=click.IntRange(min=1), metavar="N", help="Prompts per run (profile's default).")
+@click.option("--input-len", type=click.IntRange(min=1), metavar="N", help="Input tokens per prompt.")
+@click.option("--output-len", type=click.IntRange(min=1), metavar="N", help="Output tokens per prompt.")
+@click.option(
+    "--compare-platforms",
+    is_flag=True,
+    help="Also run with zentorch off (or on): restart the servers on the other platform, benchmark, restore them.",
+)
+@click.option(
+    "--runs-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("runs"),
+    show_default=True,
+    help="Where run directories are written (<runs-dir>/<run-id>/<host>/<instance>/).",
+)
+@click.option("--run-id", metavar="ID", help="Name of the run directory (default: UTC date and time).")
+@click.option("--flavor", metavar="FLAVOR", help="The hosts' flavor, for labels and price (a deployment knows it).")
+@click.option(
+    "--price-per-hour", type=click.FloatRange(min=0, min_open=True), metavar="USD", help="Price of one host per hour."
+)
+@click.option(
+    "--timeout", type=click.IntRange(min=10), default=3600, show_default=True, help="Seconds one run may take."
+)
+@click.option("--allow-failed", is_flag=True, help="Failed requests are warned about but do not fail the command.")
+@limit_option
+@json_option
+@click.pass_context
+def bench(
+    ctx: click.Context,
+    inventory: Path | None,
+    deployment: str | None,
+    cloud: str | None,
+    profile: str,
+    concurrency: tuple[int, ...] | None,
+    num_prompts: int | None,
+    input_len: int | None,
+    output_len: int | None,
+    compare_platforms: bool,
+    runs_dir: Path,
+    run_id: str | None,
+    flavor: str | None,
+    price_per_hour: float | None,
+    timeout: int,
+    allow_failed: bool,
+    limit: str | None,
+) -> None:
+    """Benchmark every vLLM server zenops started with `vllm bench serve`, and bring the results home.
+
+    \b
+    The client runs inside each server's own image (nothing else installed on the host), on CPUs no server holds
+    when there are any, with the server's API key from a root-only file. The run directory gets, per host and
+    instance: the result JSON and text summary of each run, the server's log tail, its image and the versions of
+    vLLM, zentorch and torch inside it; per host the CPU facts and the serving plan; and run.json (profile, flavor,
+    price, timestamps, zenops version). Then the results are reported like `zenops report` does; a run with failed
+    requests fails the command (exit 12), since `vllm bench serve` itself exits 0 then.
+
+    \b
+    Examples:
+      zenops bench -i hosts.yml                                    the seed profile
+      zenops bench --deployment gp-5-24-96 --profile sweep         concurrency 1, 2, 4, 8
+      zenops bench -i hosts.yml --concurrency 1,16 --num-prompts 64
+      zenops bench -i hosts.yml --compare-platforms                zentorch on and off
+      zenops report runs/20261121-140000 --plot sweep.png          tables, costs and plots afterwards
+    """
+    app = get_app(ctx)
+    inv, dep = _target(app.config, inventory, deployment, cloud)
+    if dep is not None:
+        flavor = flavor or dep.flavor
+        if price_per_hour is None:
+            price_per_hour = dep.price_per_hour
+    req = lib.BenchRequest(
+        profile=profile,
+        concurrency=concurrency,
+        num_prompts=num_prompts,
+        input_len=input_len,
+        output_len=output_len,
+        compare_platforms=compare_platforms,
+        runs_dir=runs_dir,
+        run_id=run_id,
+        flavor=flavor,
+        price_per_hour=price_per_hour,
+        cloud=dep.cloud if dep else None,
+        deployment=dep.name if dep else None,
+        timeout=timeout,
+    )
+    with app.progress() as sink:
+        outcome = lib.bench_inventory(
+            app.config, inv, req, limit=limit, verbosity=max(app.verbose - 1, 0), sink=sink, note=app.note
+        )
+    _report(app, outcome)
+    check_failures(app, outcome.report, None, allow_failed)
+
+
+def _target(
+    config: Config, inventory: Path | None, deployment: str | None, cloud: str | None
+) -> tuple[Path, ledger.Deployment | None]:
+    if inventory is not None and deployment is not None:
+        raise UsageError("--inventory and --deployment: benchmark your hosts or a deployment, not both")
+    if inventory is not None:
+        if cloud:
+            raise UsageError("--cloud goes with --deployment")
+        return inventory, None
+    if deployment is None:
+        raise UsageError(
+            "zenops bench needs the servers: --inventory FILE or --deployment NAME",
+            hint="the inventory `zenops up --inventory` served, or the deployment `zenops up --cloud` made "
+            "(`zenops status` lists them)",
+        )
+    dep = ledger.load(config.state_dir, _cloud_for(config, cloud, deployment), deployment)
+    if dep is None or not dep.inventory or not Path(dep.inventory).is_file():
+        raise NoServerError(
+            f"no deployment named {deployment!r} with an inventory is recorded here",
+            hint="`zenops status` lists the deployments; start one with `zenops up --cloud C --flavor F --model M`",
+        )
+    return Path(dep.inventory), dep
+
+
+def _report(app: App, outcome: lib.BenchOutcome) -> None:
+    results = outcome.report.results
+    if app.json:
+        app.emit_json({"type": "result", "command": "bench", "ok": not outcome.report.flagged, **outcome.to_dict()})
+        return
+    print_table(app, results)
+    platforms = {r.platform for r in results}
+    if len(platforms) == 2 and None not in platforms:
+        zen = [r for r in results if r.platform == "zen"]
+        cpu = [r for r in results if r.platform != "zen"]
+        if zen and cpu:
+            print_comparison(app, report_lib.compare(zen, cpu), Path("the stock CPU platform (zentorch off)"))
+    for w in outcome.warnings:
+        app.err.print(f"[yellow]warning:[/] {escape(w)}")
+    n = len(results)
+    app.out.print(
+        f"{n} result(s) of {len(outcome.runs)} run(s) per server in {escape(str(outcome.run_dir))}; "
+        f"report again with: zenops report {escape(str(outcome.run_dir))}"
+    )
