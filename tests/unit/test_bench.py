@@ -1,0 +1,399 @@
+"""zenops.bench: profiles, the client's command line, what is recorded of a server (never its environment), why runs
+failed, secret scrubbing, and the run directory the controller assembles; `zenops bench`'s refusals."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zenops import bench
+from zenops.config import Config
+from zenops.errors import BenchFailedError, ExitCode, NoServerError, UsageError
+from zenops.serve import (
+    ServeRequest,
+    load_serving_record,
+    request_from_dict,
+    save_serving_record,
+    serving_record_path,
+)
+
+KEY = "zk-0123456789abcdefghijklmnop"
+TOKEN = "hf_abcdefghijklmnopqrstuvwxyz"
+SERVER = {
+    "name": "zenops-vllm-0",
+    "instance": 0,
+    "port": 8000,
+    "model": "tiny-llama",
+    "tokenizer": "/models/tiny-llama",
+    "image": "zenops/vllm-zen:vllm-cpu-0.32.0-zentorch-2.13.0.1",
+    "image_id": "sha256:abc",
+    "cpuset": "1",
+}
+
+
+def inspect_data() -> dict[str, Any]:
+    """`docker inspect` of a server as docker_container_info returns it, secrets in its Env."""
+    return {
+        "Name": "/zenops-vllm-0",
+        "Image": "sha256:abc",
+        "Path": "vllm",
+        "Args": ["serve", "/models/tiny-llama", "--served-model-name", "tiny-llama", "--port", "8000"],
+        "RestartCount": 0,
+        "State": {"Running": True, "Status": "running", "ExitCode": 0, "StartedAt": "2026-11-22T01:00:00Z"},
+        "HostConfig": {"CpusetCpus": "1", "CpusetMems": "0"},
+        "Config": {
+            "Image": "zenops/vllm-zen:vllm-cpu-0.32.0-zentorch-2.13.0.1",
+            "Entrypoint": ["vllm", "serve"],
+            "Cmd": ["/models/tiny-llama", "--served-model-name", "tiny-llama", "--port", "8000"],
+            "Env": [f"VLLM_API_KEY={KEY}", f"HF_TOKEN={TOKEN}", "VLLM_CPU_OMP_THREADS_BIND=1"],
+            "Labels": {
+                "io.zenops.instance": "0",
+                "io.zenops.port": "8000",
+                "io.zenops.model": "tiny-llama",
+                "io.zenops.deployment": "hosts",
+            },
+        },
+    }
+
+
+# --- profiles --------------------------------------------------------------------------------------------------
+
+
+def test_seed_profile_is_the_write_ups_benchmark():
+    p = bench.profiles()["seed"]
+    assert (p.dataset, p.input_len, p.output_len, p.num_prompts, p.concurrency) == ("random", 128, 128, 20, (4,))
+    assert p.temperature == 0.7
+    assert bench.profiles()["sweep"].concurrency == (1, 2, 4, 8)
+
+
+def test_runs_one_per_level_and_flags_win_over_the_profile():
+    runs = bench.runs_for("sweep", concurrency=(1, 16), num_prompts=64, output_len=32)
+    assert [r.max_concurrency for r in runs] == [1, 16]
+    assert {(r.num_prompts, r.input_len, r.output_len) for r in runs} == {(64, 128, 32)}
+    assert [r.name for r in runs] == ["c1", "c16"]
+    assert [r.max_concurrency for r in bench.runs_for("seed")] == [4]
+
+
+def test_unknown_profile_and_zero_values_are_refused():
+    with pytest.raises(UsageError, match="unknown profile 'fast'") as info:
+        bench.runs_for("fast")
+    assert info.value.hint == "use one of: seed, sweep"
+    with pytest.raises(UsageError, match="--num-prompts 0"):
+        bench.runs_for("seed", num_prompts=0)
+
+
+@pytest.mark.parametrize(
+    ("text", "levels"), [("1,2,4,8", (1, 2, 4, 8)), ("8, 1", (8, 1)), ("4,4,2", (4, 2)), ("16", (16,))]
+)
+def test_concurrency_levels_parse(text, levels):
+    assert bench.parse_levels(text) == levels
+
+
+@pytest.mark.parametrize("text", ["0", "1,x", "-1", ",", "1.5"])
+def test_bad_concurrency_levels_are_refused(text):
+    with pytest.raises(UsageError):
+        bench.parse_levels(text)
+
+
+# --- the client's command line ---------------------------------------------------------------------------------
+
+
+def test_client_cpus_are_those_no_server_holds():
+    assert bench.free_cpus("0-7", ["1-3", "5"]) == "0,4,6-7"
+    assert bench.free_cpus("0-1", ["0-1"]) == ""
+    assert bench.free_cpus("0-3", []) == "0-3"
+    with pytest.raises(ValueError, match="not a cpu list"):
+        bench.free_cpus("0-x", [])
+
+
+def _argv(**kw: Any) -> list[str]:
+    run = bench.runs_for("seed")[0].to_dict()
+    args: dict[str, Any] = {
+        "run_id": "r1",
+        "result_dir": "/var/lib/zenops/bench/r1/0",
+        "platform": "zen",
+        "cpuset": "0",
+        "env_file": "/var/lib/zenops/secrets/bench-r1.env",
+        "metadata": {"host": "h1", "flavor": "gp.5.24.96", "cloud": None},
+    }
+    args.update(kw)
+    return bench.bench_argv(run, SERVER, **args)
+
+
+def _flag(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def test_client_runs_in_the_servers_image_with_its_volumes_on_spare_cpus():
+    argv = _argv()
+    assert argv[:3] == ["docker", "run", "--rm"]
+    assert _flag(argv, "--entrypoint") == "vllm"
+    image_at = argv.index("sha256:abc")  # the image the server runs, by id
+    assert argv[image_at + 1 : image_at + 3] == ["bench", "serve"]
+    assert _flag(argv, "--volumes-from") == "zenops-vllm-0:ro"
+    assert _flag(argv, "--network") == "host"
+    assert _flag(argv, "--cpuset-cpus") == "0"
+    assert _flag(argv, "--base-url") == "http://127.0.0.1:8000"
+    assert _flag(argv, "--tokenizer") == "/models/tiny-llama"
+    assert _flag(argv, "--model") == "tiny-llama"
+    assert "io.zenops.managed=true" in argv  # `zenops down` removes a client left behind
+
+
+def test_client_runs_the_profile_and_saves_a_named_result_with_metadata():
+    argv = _argv()
+    assert (_flag(argv, "--random-input-len"), _flag(argv, "--random-output-len")) == ("128", "128")
+    assert (_flag(argv, "--num-prompts"), _flag(argv, "--max-concurrency")) == ("20", "4")
+    assert _flag(argv, "--temperature") == "0.7"
+    assert "--ignore-eos" in argv
+    assert "--save-result" in argv
+    assert _flag(argv, "--result-filename") == "zen-c4.json"
+    meta = argv[argv.index("--metadata") + 1 :]
+    pairs = dict(m.split("=", 1) for m in meta)
+    assert pairs["platform"] == "zen"
+    assert pairs["run_id"] == "r1"
+    assert pairs["host"] == "h1"
+    assert pairs["flavor"] == "gp.5.24.96"
+    assert "cloud" not in pairs  # unset metadata stays out
+
+
+def test_api_key_reaches_the_client_only_through_the_env_file():
+    argv = _argv()
+    assert _flag(argv, "--env-file") == "/var/lib/zenops/secrets/bench-r1.env"
+    assert not any(KEY in a or "API_KEY" in a for a in argv)
+    bare = _argv(env_file="", cpuset="")
+    assert "--env-file" not in bare
+    assert "--cpuset-cpus" not in bare
+
+
+# --- what is recorded of a server ------------------------------------------------------------------------------
+
+
+def test_server_view_keeps_identity_and_drops_the_environment():
+    view = bench.server_view(inspect_data())
+    assert view["name"] == "zenops-vllm-0"
+    assert (view["instance"], view["port"], view["model"]) == (0, 8000, "tiny-llama")
+    assert view["tokenizer"] == "/models/tiny-llama"  # the model argument, not the entrypoint's "serve"
+    assert view["entrypoint"] == ["vllm", "serve"]
+    assert (view["image_id"], view["cpuset"], view["running"]) == ("sha256:abc", "1", True)
+    text = json.dumps(view)
+    assert KEY not in text
+    assert TOKEN not in text
+    assert "Env" not in text
+
+
+def test_description_joins_health_versions_and_image():
+    view = bench.server_view(inspect_data())
+    described = bench.describe_servers(
+        [view],
+        health=[{"item": view, "platform": "zen", "platform_evidence": "current_platform", "memory": "1 GiB"}],
+        versions=[{"item": "sha256:abc", "stdout": '{"vllm-cpu": "0.32.0", "zentorch": "2.13.0.1"}'}],
+        images=[
+            {"Id": "sha256:abc", "RepoTags": ["zenops/vllm-zen:x"], "Config": {"Labels": {"io.zenops.inputs": "d"}}}
+        ],
+        client_cpus="",
+    )
+    d = described["zenops-vllm-0"]
+    assert d["platform"] == "zen"
+    assert d["versions"]["zentorch"] == "2.13.0.1"
+    assert d["image_info"]["labels"] == {"io.zenops.inputs": "d"}
+    assert d["client_cpus"] == "shared with the servers"
+
+
+def test_failures_name_the_run_and_why():
+    runs = [r.to_dict() for r in bench.runs_for("sweep", concurrency=(1, 2, 4))]
+    results = [
+        {"item": [SERVER, runs[0]], "rc": 0},
+        {"item": [SERVER, runs[1]], "rc": 1, "stderr": "Traceback\nboom\nConnectionRefusedError: [Errno 111]"},
+        {"item": [SERVER, runs[2]], "msg": "The command action failed to execute in the expected time frame"},
+    ]
+    files = ["/d/0/zen-c1.json"]
+    out = bench.run_failures(results, result_dir="/d", platforms={"zenops-vllm-0": "zen"}, files=files)
+    assert out[0].startswith("zenops-vllm-0 zen-c2: exit 1: ")
+    assert "ConnectionRefusedError" in out[0]
+    assert out[1].startswith("zenops-vllm-0 zen-c4: timed out")
+    assert len(out) == 2
+    missing = bench.run_failures(results[:1], result_dir="/d", platforms={"zenops-vllm-0": "zen"}, files=[])
+    assert missing == ["zenops-vllm-0 zen-c1: exit 0 but no result file"]
+
+
+# --- secrets ---------------------------------------------------------------------------------------------------
+
+
+def test_scrub_hides_secret_values_and_drops_binary_files_holding_them(tmp_path):
+    (tmp_path / "h" / "0").mkdir(parents=True)
+    (tmp_path / "h" / "0" / "server.log").write_text(f"args: --api-key {KEY}\nok\n")
+    (tmp_path / "clean.txt").write_text("nothing here\n")
+    (tmp_path / "blob.bin").write_bytes(b"\xff\xfe" + KEY.encode())
+    hit = bench.scrub(tmp_path, [KEY, "short"])
+    assert sorted(p.name for p in hit) == ["blob.bin", "server.log"]
+    assert (tmp_path / "h" / "0" / "server.log").read_text() == "args: --api-key <hidden>\nok\n"
+    assert not (tmp_path / "blob.bin").exists()
+    assert bench.scrub(tmp_path, [KEY]) == []
+
+
+# --- the serving record ----------------------------------------------------------------------------------------
+
+
+def test_serving_record_round_trip_keeps_no_temporary_token_path(tmp_path):
+    config = Config(state_dir=tmp_path / "state")
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all: {}\n")
+    assert load_serving_record(config, inv) is None
+    req = ServeRequest(model="Qwen/Qwen3-4B", platform="zen", base_image_archive=tmp_path / "b.tar")
+    from zenops.serve import _request_dict  # noqa: PLC0415 - the private helper serve_inventory uses
+
+    saved = _request_dict(replace_token(req, tmp_path / "tmp-token"), hf_token_given=False)
+    path = save_serving_record(config, inv, {"request": saved})
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    back = request_from_dict(load_serving_record(config, inv)["request"])  # type: ignore[index]
+    assert back == req  # the temporary token file is not recorded; paths are Paths again
+    assert serving_record_path(config, inv).name.startswith("hosts-")
+
+
+def replace_token(req: ServeRequest, path: Path) -> ServeRequest:
+    from dataclasses import replace  # noqa: PLC0415
+
+    return replace(req, hf_token_file=path)
+
+
+# --- the run directory the controller assembles ----------------------------------------------------------------
+
+
+def _served(tmp_path: Path) -> tuple[Config, Path]:
+    config = Config(state_dir=tmp_path / "state")
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all: {}\n")
+    key = tmp_path / "key"
+    key.write_text(KEY)
+    key.chmod(0o600)
+    save_serving_record(
+        config,
+        inv,
+        {
+            "request": {"model": "/m/tiny-llama", "image_source": "pip"},
+            "compat": {"id": "vllm-cpu-0.32.0-zentorch-2.13.0.1", "vllm": "0.32.0", "zentorch": "2.13.0.1"},
+            "model": "tiny-llama",
+            "plans": {"h1": {"platform": "zen", "instances": [{"index": 0}]}},
+            "api_key_file": str(key),
+        },
+    )
+    return config, inv
+
+
+def fake_phase(result: dict[str, Any] | None, log: str = "server log\n"):
+    """TEST DOUBLE for the Ansible run of playbooks/bench.yml (that needs a host with a vLLM server: the serving e2e
+    runs the real one). Writes what the role fetches: a result, a text summary, a log tail."""
+
+    def phase(config, inventory, req, runs, run_id, run_dir, api_key_file, metadata, **_kw):
+        d = run_dir / "h1" / "0"
+        d.mkdir(parents=True, exist_ok=True)
+        for r in runs:
+            if result is not None:
+                (d / f"zen-c{r.max_concurrency}.json").write_text(
+                    json.dumps({**result, "max_concurrency": r.max_concurrency, "platform": "zen"})
+                )
+            (d / f"zen-c{r.max_concurrency}.txt").write_text("== Serving Benchmark Result ==\n")
+        (d / "server-zen.log").write_text(log)
+        return None, {"h1": {"servers": [{"name": "zenops-vllm-0", "platform": "zen"}], "client_cpus": "0"}}
+
+    return phase
+
+
+GOOD = {"model_id": "tiny-llama", "completed": 20, "failed": 0, "output_throughput": 120.5, "num_prompts": 20}
+
+
+def test_run_directory_has_manifest_plan_and_priced_results(tmp_path, monkeypatch):
+    config, inv = _served(tmp_path)
+    monkeypatch.setattr(bench, "_phase", fake_phase(GOOD, log=f"oops {KEY}\n"))
+    req = bench.BenchRequest(profile="sweep", concurrency=(1, 2), runs_dir=tmp_path / "runs", run_id="r1",
+                             price_per_hour=0.79)  # fmt: skip
+    out = bench.bench_inventory(config, inv, req)
+    run_dir = tmp_path / "runs" / "r1"
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert manifest["status"] == "complete"
+    assert manifest["price_per_hour"] == 0.79
+    assert manifest["compat"]["id"] == "vllm-cpu-0.32.0-zentorch-2.13.0.1"
+    assert [r["max_concurrency"] for r in manifest["runs"]] == [1, 2]
+    assert json.loads((run_dir / "h1" / "plan.json").read_text())["platform"] == "zen"
+    assert [r.max_concurrency for r in out.report.results] == [1, 2]
+    assert {r.price_per_hour for r in out.report.results} == {0.79}
+    assert out.report.results[0].cost_per_million_output_tokens == pytest.approx(0.79 / (120.5 * 3600) * 1e6)
+    # the safety net: a secret in a fetched file is hidden, and said
+    assert KEY not in (run_dir / "h1" / "0" / "server-zen.log").read_text()
+    assert any("hidden" in w for w in out.warnings)
+
+
+def test_failed_requests_are_reported_and_a_missing_result_is_an_error(tmp_path, monkeypatch):
+    config, inv = _served(tmp_path)
+    monkeypatch.setattr(bench, "_phase", fake_phase({**GOOD, "completed": 0, "failed": 20}))
+    out = bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", run_id="bad"))
+    assert [r.problems for r in out.report.flagged] == [["no request completed", "20 of 20 requests failed"]]
+    monkeypatch.setattr(bench, "_phase", fake_phase(None))
+    with pytest.raises(BenchFailedError, match="left no result") as info:
+        bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", run_id="none"))
+    assert info.value.exit_code == ExitCode.BENCH_FAILED
+    assert json.loads((tmp_path / "runs" / "none" / "run.json").read_text())["status"] == "complete"
+
+
+def test_a_failed_ansible_run_still_leaves_its_manifest(tmp_path, monkeypatch):
+    config, inv = _served(tmp_path)
+
+    def broken(*_a, **_kw):
+        raise RuntimeError("host exploded")
+
+    monkeypatch.setattr(bench, "_phase", broken)
+    with pytest.raises(RuntimeError):
+        bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", run_id="x"))
+    assert json.loads((tmp_path / "runs" / "x" / "run.json").read_text())["status"] == "failed"
+
+
+def test_no_record_of_servers_is_a_clear_error_before_anything_runs(tmp_path, monkeypatch):
+    config = Config(state_dir=tmp_path / "state")
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all: {}\n")
+    monkeypatch.setattr(bench, "_phase", lambda *a, **k: pytest.fail("no run may start"))
+    with pytest.raises(NoServerError, match="has not started servers") as info:
+        bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs"))
+    assert info.value.exit_code == ExitCode.NO_SERVER
+    assert "zenops up --inventory" in (info.value.hint or "")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_existing_run_directory_is_not_overwritten(tmp_path, monkeypatch):
+    config, inv = _served(tmp_path)
+    (tmp_path / "runs" / "r1").mkdir(parents=True)
+    with pytest.raises(UsageError, match="exists already"):
+        bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", run_id="r1"))
+
+
+# --- the command -----------------------------------------------------------------------------------------------
+
+
+def test_cli_needs_one_target(run, tmp_path):
+    r = run(["bench"])
+    assert r.exit_code == 2
+    assert "--inventory FILE or --deployment NAME" in r.output
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all: {}\n")
+    r = run(["bench", "-i", str(inv), "--deployment", "d"])
+    assert r.exit_code == 2
+    assert "not both" in r.output
+
+
+def test_cli_without_servers_exits_13_naming_the_fix(run, tmp_path):
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all: {}\n")
+    r = run(["bench", "-i", str(inv), "--runs-dir", str(tmp_path / "runs")])
+    assert r.exit_code == ExitCode.NO_SERVER
+    assert "zenops up --inventory" in r.output
+
+
+def test_cli_refuses_bad_levels_and_unknown_deployments(run, tmp_path):
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all: {}\n")
+    assert run(["bench", "-i", str(inv), "--concurrency", "0"]).exit_code == 2
+    assert run(["bench", "--deployment", "nope"]).exit_code == 2
