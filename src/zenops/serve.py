@@ -211,8 +211,11 @@ def serving_record_path(config: Config, inventory: Path) -> Path:
     return config.state_dir / "serving" / f"{inventory.stem}-{digest}.json"
 
 
-def _request_dict(req: ServeRequest, hf_token_given: bool) -> dict[str, Any]:
-    out = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(req).items()}
+def _request_dict(req: ServeRequest, hf_token_given: bool, model_dir: Path | None = None) -> dict[str, Any]:
+    """The request as a record: absolute paths (a later command may run elsewhere), no temporary token file."""
+    out = {k: (str(v.resolve()) if isinstance(v, Path) else v) for k, v in asdict(req).items()}
+    if model_dir is not None:
+        out["model"] = str(model_dir)
     if not hf_token_given:
         out["hf_token_file"] = None  # a temporary file made from $HF_TOKEN: gone after the run
     return out
@@ -373,7 +376,7 @@ def serve_inventory(
             inventory,
             {
                 "inventory": str(inventory.resolve()),
-                "request": _request_dict(req, hf_token_given=req.hf_token_file is not None),
+                "request": _request_dict(req, hf_token_given=req.hf_token_file is not None, model_dir=model_dir),
                 "compat": combo.to_dict(),
                 "model": served_name,
                 "model_spec": model.name,

@@ -207,13 +207,19 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
     t_seed = time.monotonic() - t0
     platform = plan["platform"]
     check_bench_run(runs / "seed", seed, hostname, plan, platform, levels=[4], prompts=8)
+    # a two-level sweep with zentorch on and off (where the host can run both): the servers restart on the stock
+    # platform for the second half, and are put back as they were
     t0 = time.monotonic()
     sweep, _ = zenops(
         "bench", "-i", str(inventory), "--profile", "sweep", "--concurrency", "1,2", "--num-prompts", "4",
-        "--runs-dir", str(runs), "--run-id", "sweep", "--price-per-hour", "0.79",
+        "--runs-dir", str(runs), "--run-id", "sweep", "--price-per-hour", "0.79", "--compare-platforms",
     )  # fmt: skip
     t_sweep = time.monotonic() - t0
-    check_bench_run(runs / "sweep", sweep, hostname, plan, platform, levels=[1, 2], prompts=4)
+    platforms = ["zen", "cpu"] if platform == "zen" else [platform]
+    for p in platforms:
+        check_bench_run(runs / "sweep", sweep, hostname, plan, p, levels=[1, 2], prompts=4, phases=len(platforms))
+    restored = json.loads(in_host(dev.container, "docker", "inspect", ep["container"]))[0]
+    assert not [e for e in restored["Config"]["Env"] if e.startswith("PYTHONPATH=")]  # zentorch visible again
     for secret in (key, FAKE_HF_TOKEN):
         holders = [p for p in runs.rglob("*") if p.is_file() and secret in p.read_text("latin-1")]
         assert holders == [], holders
@@ -228,7 +234,9 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
 
     assert imread(png).shape[0] > 100
     rows = report["results"]
-    assert [r["max_concurrency"] for r in rows] == [1, 2]
+    assert sorted((r["max_concurrency"], r["platform"]) for r in rows) == sorted(
+        (c, p) for c in (1, 2) for p in platforms
+    )
     assert all(r["output_throughput"] > 0 and r["failed"] == 0 and r["problems"] == [] for r in rows), rows
     assert all(r["price_per_hour"] == 0.79 and r["cost_per_million_output_tokens"] > 0 for r in rows)
     table_md = subprocess.run(
@@ -259,7 +267,7 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
                     "streamed completions": round(t_requests, 1),
                     "second up (no changes)": round(t_second, 1),
                     "bench seed (8 prompts)": round(t_seed, 1),
-                    "bench sweep (1,2 x 4 prompts)": round(t_sweep, 1),
+                    "bench sweep (1,2 x 4 prompts), zentorch on and off": round(t_sweep, 1),
                     "down": round(t_down, 1),
                 },
                 "report_md": table_md,
@@ -273,7 +281,7 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
 
 def check_bench_run(
     run_dir: Path, result: dict[str, Any], host: str, plan: dict[str, Any], platform: str, levels: list[int],
-    prompts: int,
+    prompts: int, phases: int = 1,
 ) -> None:  # fmt: skip
     """A complete artifact bundle: per run a result and its text summary, per server its log tail and description
     (image, versions inside it), per host facts and plan, and the manifest; results that measure serving."""
@@ -305,5 +313,5 @@ def check_bench_run(
         assert "Env" not in json.dumps(server)
         assert (d / f"server-{platform}.log").stat().st_size > 0
     rows = result["results"]
-    assert len(rows) == len(levels) * len(plan["instances"])
+    assert len(rows) == len(levels) * len(plan["instances"]) * phases
     assert all(r["output_throughput"] > 0 and r["failed"] == 0 for r in rows), rows

@@ -247,6 +247,8 @@ def test_serving_record_round_trip_keeps_no_temporary_token_path(tmp_path):
     from zenops.serve import _request_dict  # noqa: PLC0415 - the private helper serve_inventory uses
 
     saved = _request_dict(replace_token(req, tmp_path / "tmp-token"), hf_token_given=False)
+    local = _request_dict(req, hf_token_given=False, model_dir=tmp_path / "tiny")
+    assert local["model"] == str(tmp_path / "tiny")  # a local model by its absolute path
     path = save_serving_record(config, inv, {"request": saved})
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     back = request_from_dict(load_serving_record(config, inv)["request"])  # type: ignore[index]
