@@ -34,9 +34,10 @@ from zenops.config import Config
 from zenops.errors import BenchFailedError, ConfigError, NoServerError, UsageError
 from zenops.facts import facts_path
 from zenops.planner import PlanRefusedError, cpulist
-from zenops.runner import ProgressSink, RunResult, RunSpec, run_playbook, settings_from_config
+from zenops.runner import ProgressSink, RunSpec, run_playbook, settings_from_config
 from zenops.serve import (
     HF_TOKEN_ENV,
+    ServeRequest,
     load_serving_record,
     request_from_dict,
     serve_inventory,
@@ -478,36 +479,51 @@ def _write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def _phase(
-    config: Config,
-    inventory: Path,
-    req: BenchRequest,
-    runs: list[BenchRun],
-    run_id: str,
-    run_dir: Path,
-    api_key_file: Path | None,
-    metadata: Mapping[str, Any],
-    *,
-    limit: str | None,
-    verbosity: int,
-    sink: ProgressSink | None,
-    cancel: threading.Event | None,
-) -> tuple[RunResult, dict[str, Any]]:
+@dataclass
+class _Run:
+    """One `zenops bench` invocation: what every phase (platform) shares."""
+
+    config: Config
+    inventory: Path
+    req: BenchRequest
+    record: Mapping[str, Any]
+    runs: list[BenchRun]
+    run_id: str
+    run_dir: Path
+    api_key_file: Path | None
+    metadata: Mapping[str, Any]
+    limit: str | None = None
+    verbosity: int = 0
+    sink: ProgressSink | None = None
+    cancel: threading.Event | None = None
+    warn: Callable[[str], None] = lambda _text: None
+
+    def serve(self, request: ServeRequest) -> None:
+        serve_inventory(
+            self.config, self.inventory, request,
+            limit=self.limit, verbosity=self.verbosity, sink=self.sink, cancel=self.cancel,
+        )  # fmt: skip
+
+
+def _phase(run: _Run) -> dict[str, Any]:
+    """One run of playbooks/bench.yml: every run against every server; host -> what it benchmarked."""
     extravars: dict[str, Any] = {
-        "vllm_server_bench_run_id": run_id,
-        "vllm_server_bench_runs": [r.to_dict() for r in runs],
-        "vllm_server_bench_dest": str(run_dir.resolve()),
-        "vllm_server_bench_metadata": dict(metadata),
-        "vllm_server_bench_timeout": req.timeout,
-        "vllm_server_bench_log_lines": req.log_lines,
-        "vllm_server_deployment": inventory.stem,
+        "vllm_server_bench_run_id": run.run_id,
+        "vllm_server_bench_runs": [r.to_dict() for r in run.runs],
+        "vllm_server_bench_dest": str(run.run_dir.resolve()),
+        "vllm_server_bench_metadata": dict(run.metadata),
+        "vllm_server_bench_timeout": run.req.timeout,
+        "vllm_server_bench_log_lines": run.req.log_lines,
+        "vllm_server_deployment": run.inventory.stem,
     }
-    if api_key_file is not None:
-        extravars["vllm_server_api_key_file"] = str(api_key_file)
-    spec = RunSpec(playbook="bench", inventory=inventory, extravars=extravars, limit=limit, verbosity=verbosity)
-    run = run_playbook(spec, settings_from_config(config), sink, cancel)
-    hosts = {h: dict(run.host_facts.get(h, {}).get("zenops_bench") or {}) for h in sorted(run.stats)}
-    return run, {h: v for h, v in hosts.items() if v}
+    if run.api_key_file is not None:
+        extravars["vllm_server_api_key_file"] = str(run.api_key_file)
+    spec = RunSpec(
+        playbook="bench", inventory=run.inventory, extravars=extravars, limit=run.limit, verbosity=run.verbosity
+    )
+    result = run_playbook(spec, settings_from_config(run.config), run.sink, run.cancel)
+    hosts = {h: dict(result.host_facts.get(h, {}).get("zenops_bench") or {}) for h in sorted(result.stats)}
+    return {h: v for h, v in hosts.items() if v}
 
 
 def bench_inventory(
@@ -569,22 +585,20 @@ def bench_inventory(
         "compat": combo.get("id"),
     }
 
+    run = _Run(
+        config, inventory, req, record, runs, run_id, run_dir, api_key_file, metadata,
+        limit=limit, verbosity=verbosity, sink=sink, cancel=cancel, warn=warn,
+    )  # fmt: skip
     phases: list[dict[str, Any]] = []
     status = "failed"
     try:
-        _, hosts = _phase(
-            config, inventory, req, runs, run_id, run_dir, api_key_file, metadata,
-            limit=limit, verbosity=verbosity, sink=sink, cancel=cancel,
-        )  # fmt: skip
+        hosts = _phase(run)
         phases.append({"platform": "as deployed", "hosts": hosts, "finished_at": _now()})
         if req.compare_platforms:
-            phases.extend(
-                _compare(config, inventory, req, record, runs, run_id, run_dir, api_key_file, metadata, hosts,
-                         limit=limit, verbosity=verbosity, sink=sink, cancel=cancel, warn=warn)
-            )  # fmt: skip
+            phases.extend(_compare(run, hosts))
         status = "complete"
     finally:  # a failed run keeps what it fetched, with its manifest: the text summaries and logs say why
-        manifest = _finish(config, inventory, req, record, runs, run_id, run_dir, phases, started, price, status)
+        manifest = _finish(run, phases, started, price, status)
         leaked = scrub(run_dir, secret_values(api_key_file))
         if leaked:
             warn(f"secret values were found and hidden in: {', '.join(str(p) for p in leaked)}")
@@ -602,50 +616,38 @@ def bench_inventory(
     return BenchOutcome(run_id, run_dir, runs, phases, rep, manifest, warnings)
 
 
-def _finish(
-    config: Config,
-    inventory: Path,
-    req: BenchRequest,
-    record: Mapping[str, Any],
-    runs: list[BenchRun],
-    run_id: str,
-    run_dir: Path,
-    phases: list[dict[str, Any]],
-    started: str,
-    price: float | None,
-    status: str,
-) -> dict[str, Any]:
+def _finish(run: _Run, phases: list[dict[str, Any]], started: str, price: float | None, status: str) -> dict[str, Any]:
     """The provenance the controller holds (each host's facts and plan) and the run's manifest, run.json."""
-    hosts = sorted({h for p in phases for h in p["hosts"]} | {d.name for d in run_dir.iterdir() if d.is_dir()})
+    hosts = sorted({h for p in phases for h in p["hosts"]} | {d.name for d in run.run_dir.iterdir() if d.is_dir()})
     for host in hosts:
-        fp = facts_path(config, host)
+        fp = facts_path(run.config, host)
         if fp.is_file():
-            (run_dir / host).mkdir(exist_ok=True)
-            shutil.copyfile(fp, run_dir / host / "facts.json")
-        if host in (record.get("plans") or {}):
-            _write_json(run_dir / host / "plan.json", record["plans"][host])
+            (run.run_dir / host).mkdir(exist_ok=True)
+            shutil.copyfile(fp, run.run_dir / host / "facts.json")
+        if host in (run.record.get("plans") or {}):
+            _write_json(run.run_dir / host / "plan.json", run.record["plans"][host])
     manifest: dict[str, Any] = {
-        "run_id": run_id,
+        "run_id": run.run_id,
         "status": status,
         "zenops_version": zenops.__version__,
         "started_at": started,
         "finished_at": _now(),
-        "profile": req.profile,
-        "runs": [r.to_dict() for r in runs],
-        "compare_platforms": req.compare_platforms,
-        "inventory": str(inventory.resolve()),
-        "deployment": req.deployment or inventory.stem,
-        "cloud": req.cloud,
-        "flavor": req.flavor,
+        "profile": run.req.profile,
+        "runs": [r.to_dict() for r in run.runs],
+        "compare_platforms": run.req.compare_platforms,
+        "inventory": str(run.inventory.resolve()),
+        "deployment": run.req.deployment or run.inventory.stem,
+        "cloud": run.req.cloud,
+        "flavor": run.req.flavor,
         "price_per_hour": price,
-        "model": record.get("model"),
-        "compat": record.get("compat"),
-        "serve_request": record.get("request"),
+        "model": run.record.get("model"),
+        "compat": run.record.get("compat"),
+        "serve_request": run.record.get("request"),
         "hosts": hosts,
         "phases": phases,
     }
     manifest = {k: v for k, v in manifest.items() if v is not None}
-    _write_json(run_dir / report_lib.MANIFEST, manifest)
+    _write_json(run.run_dir / report_lib.MANIFEST, manifest)
     return manifest
 
 
@@ -653,45 +655,21 @@ def _platform_of(hosts: Mapping[str, Any]) -> set[str]:
     return {str(s.get("platform") or "unknown") for h in hosts.values() for s in h.get("servers") or []}
 
 
-def _compare(
-    config: Config,
-    inventory: Path,
-    req: BenchRequest,
-    record: Mapping[str, Any],
-    runs: list[BenchRun],
-    run_id: str,
-    run_dir: Path,
-    api_key_file: Path | None,
-    metadata: Mapping[str, Any],
-    first: Mapping[str, Any],
-    *,
-    limit: str | None,
-    verbosity: int,
-    sink: ProgressSink | None,
-    cancel: threading.Event | None,
-    warn: Callable[[str], None],
-) -> list[dict[str, Any]]:
+def _compare(run: _Run, first: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The same runs on the other platform (zentorch on <-> off): restart the servers that way, bench, and put them
     back as they were, whatever happened in between."""
     deployed = _platform_of(first)
     if deployed not in ({"zen"}, {"cpu"}):
-        warn(f"--compare-platforms: the servers run on {', '.join(sorted(deployed))}: not one platform to swap")
+        run.warn(f"--compare-platforms: the servers run on {', '.join(sorted(deployed))}: not one platform to swap")
         return []
     other = "cpu" if deployed == {"zen"} else "zen"
-    original = request_from_dict(record.get("request") or {})
+    original = request_from_dict(run.record.get("request") or {})
     try:
-        serve_inventory(
-            config, inventory, replace(original, platform=other),
-            limit=limit, verbosity=verbosity, sink=sink, cancel=cancel,
-        )  # fmt: skip
+        run.serve(replace(original, platform=other))
     except PlanRefusedError as e:
-        warn(f"--compare-platforms: no {other} platform here ({e.message}); only the deployed platform was measured")
+        run.warn(f"--compare-platforms: no {other} platform here ({e.message}); only the deployed one was measured")
         return []
     try:
-        _, hosts = _phase(
-            config, inventory, req, runs, run_id, run_dir, api_key_file, metadata,
-            limit=limit, verbosity=verbosity, sink=sink, cancel=cancel,
-        )  # fmt: skip
-        return [{"platform": other, "hosts": hosts, "finished_at": _now()}]
+        return [{"platform": other, "hosts": _phase(run), "finished_at": _now()}]
     finally:
-        serve_inventory(config, inventory, original, limit=limit, verbosity=verbosity, sink=sink, cancel=cancel)
+        run.serve(original)

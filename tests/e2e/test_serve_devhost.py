@@ -51,7 +51,7 @@ def host(isolated_home: Path):
 FAKE_HF_TOKEN = "hf_zenopsE2E" + secrets.token_hex(12)
 
 
-def env() -> dict[str, str]:
+def zenops_env() -> dict[str, str]:
     """This test's environment (its own XDG dirs, set by the isolated_home fixture) with the fake token."""
     return {**os.environ, "HF_TOKEN": FAKE_HF_TOKEN}
 
@@ -59,7 +59,7 @@ def env() -> dict[str, str]:
 def zenops(*args: str, timeout: float = 3600, rc: int = 0) -> tuple[dict[str, Any], dict[str, float]]:
     """Run zenops --json; return the result object and the wall time of each play (from the streamed events)."""
     proc = subprocess.Popen(
-        [ZENOPS, "--json", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env()
+        [ZENOPS, "--json", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=zenops_env()
     )
     plays: dict[str, float] = {}
     lines = []
@@ -241,7 +241,7 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
     assert all(r["price_per_hour"] == 0.79 and r["cost_per_million_output_tokens"] > 0 for r in rows)
     table_md = subprocess.run(
         [ZENOPS, "report", str(runs / "seed"), str(runs / "sweep"), "--format", "md"],
-        capture_output=True, text=True, check=True, env=env(),
+        capture_output=True, text=True, check=True, env=zenops_env(),
     ).stdout  # fmt: skip
     assert "tiny-llama" in table_md
 

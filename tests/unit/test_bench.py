@@ -290,17 +290,17 @@ def fake_phase(result: dict[str, Any] | None, log: str = "server log\n"):
     """TEST DOUBLE for the Ansible run of playbooks/bench.yml (that needs a host with a vLLM server: the serving e2e
     runs the real one). Writes what the role fetches: a result, a text summary, a log tail."""
 
-    def phase(config, inventory, req, runs, run_id, run_dir, api_key_file, metadata, **_kw):
-        d = run_dir / "h1" / "0"
+    def phase(run: bench._Run) -> dict[str, Any]:
+        d = run.run_dir / "h1" / "0"
         d.mkdir(parents=True, exist_ok=True)
-        for r in runs:
+        for r in run.runs:
             if result is not None:
                 (d / f"zen-c{r.max_concurrency}.json").write_text(
                     json.dumps({**result, "max_concurrency": r.max_concurrency, "platform": "zen"})
                 )
             (d / f"zen-c{r.max_concurrency}.txt").write_text("== Serving Benchmark Result ==\n")
         (d / "server-zen.log").write_text(log)
-        return None, {"h1": {"servers": [{"name": "zenops-vllm-0", "platform": "zen"}], "client_cpus": "0"}}
+        return {"h1": {"servers": [{"name": "zenops-vllm-0", "platform": "zen"}], "client_cpus": "0"}}
 
     return phase
 
@@ -399,3 +399,77 @@ def test_cli_refuses_bad_levels_and_unknown_deployments(run, tmp_path):
     inv.write_text("all: {}\n")
     assert run(["bench", "-i", str(inv), "--concurrency", "0"]).exit_code == 2
     assert run(["bench", "--deployment", "nope"]).exit_code == 2
+
+
+def test_a_deployment_gives_its_inventory_flavor_and_price(tmp_path):
+    from zenops.cli.bench import _target  # noqa: PLC0415
+    from zenops.cloud import ledger  # noqa: PLC0415
+
+    config = Config(state_dir=tmp_path / "state")
+    inv = tmp_path / "demo.yml"
+    inv.write_text("all: {}\n")
+    dep = ledger.Deployment(name="demo", cloud="sandbox", flavor="gp.5.24.96", image="debian-12", count=1,
+                            network_mode="floating", price_per_hour=0.79, inventory=str(inv))  # fmt: skip
+    ledger.save(config.state_dir, dep)
+    path, found = _target(config, None, "demo", None)
+    assert path == inv
+    assert found is not None
+    assert (found.flavor, found.price_per_hour, found.cloud) == ("gp.5.24.96", 0.79, "sandbox")
+    inv.unlink()  # a deployment whose inventory is gone has nothing to benchmark
+    with pytest.raises(NoServerError, match="no deployment named 'demo'"):
+        _target(config, None, "demo", None)
+
+
+def test_compare_platforms_restarts_on_the_other_platform_and_always_restores(tmp_path, monkeypatch):
+    """TEST DOUBLES for the Ansible runs (serve, bench); the e2e runs the real ones."""
+    config, inv = _served(tmp_path)
+    calls: list[str] = []
+
+    def serve(self: bench._Run, request: ServeRequest) -> None:
+        calls.append(f"serve {request.platform}")
+
+    platforms = iter(["zen", "cpu"])
+
+    def phase(run: bench._Run) -> dict[str, Any]:
+        p = next(platforms)
+        calls.append(f"bench {p}")
+        if p == "cpu" and fail_second:
+            raise RuntimeError("bench failed on the stock platform")
+        return fake_phase(GOOD)(run) | {"h1": {"servers": [{"name": "zenops-vllm-0", "platform": p}]}}
+
+    monkeypatch.setattr(bench._Run, "serve", serve)
+    monkeypatch.setattr(bench, "_phase", phase)
+    fail_second = False
+    out = bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True))
+    assert calls == ["bench zen", "serve cpu", "bench cpu", "serve auto"]  # put back as recorded (platform auto)
+    assert [p["platform"] for p in out.phases] == ["as deployed", "cpu"]
+
+    calls.clear()
+    platforms = iter(["zen", "cpu"])
+    fail_second = True
+    with pytest.raises(RuntimeError):
+        bench.bench_inventory(
+            config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", run_id="f", compare_platforms=True)
+        )
+    assert calls == ["bench zen", "serve cpu", "bench cpu", "serve auto"]  # restored even so
+
+
+def test_compare_platforms_on_a_host_without_zentorch_measures_what_it_can(tmp_path, monkeypatch):
+    from zenops.planner import PlanRefusedError  # noqa: PLC0415
+
+    config, inv = _served(tmp_path)
+    calls: list[str] = []
+
+    def serve(self: bench._Run, request: ServeRequest) -> None:
+        calls.append(f"serve {request.platform}")
+        raise PlanRefusedError("no-avx512", "zentorch needs AVX-512", hint="use platform cpu")
+
+    def phase(run: bench._Run) -> dict[str, Any]:
+        calls.append("bench")
+        return fake_phase(GOOD)(run) | {"h1": {"servers": [{"name": "zenops-vllm-0", "platform": "cpu"}]}}
+
+    monkeypatch.setattr(bench._Run, "serve", serve)
+    monkeypatch.setattr(bench, "_phase", phase)
+    out = bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True))
+    assert calls == ["bench", "serve zen"]  # refused before anything restarted: nothing to restore
+    assert any("no zen platform here" in w for w in out.warnings)
