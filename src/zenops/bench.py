@@ -31,7 +31,7 @@ import zenops
 from zenops import catalog
 from zenops import report as report_lib
 from zenops.config import Config
-from zenops.errors import BenchFailedError, ConfigError, NoServerError, UsageError
+from zenops.errors import BenchFailedError, ConfigError, NoServerError, RunFailedError, UsageError, ZenopsError
 from zenops.facts import facts_path
 from zenops.planner import PlanRefusedError, cpulist
 from zenops.runner import ProgressSink, RunSpec, run_playbook, settings_from_config
@@ -45,6 +45,9 @@ from zenops.serve import (
 )
 
 BENCH_LABEL = "vllm-bench"
+NO_SERVER_MESSAGE = (
+    "no zenops vLLM server"  # the role's words when a host runs none (roles/vllm_server/tasks/bench.yml)
+)
 CLIENT_RESULT_DIR = "/zenops-bench"  # the host's result directory, inside the bench container
 
 
@@ -194,6 +197,15 @@ def result_stem(platform: str, run: Mapping[str, Any]) -> str:
     return f"{safe}-c{run['max_concurrency']}"
 
 
+TIMED_OUT = (124, 137)  # timeout(1): the run outlasted its time (137: killed after the grace period)
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def client_name(run_id: str, server: Mapping[str, Any], stem: str) -> str:
+    """The benchmark client's container name: one per run, instance and level (never two alike at once)."""
+    return f"zenops-bench-{run_id}-{server['instance']}-{stem}"
+
+
 def bench_argv(
     run: Mapping[str, Any],
     server: Mapping[str, Any],
@@ -204,6 +216,7 @@ def bench_argv(
     cpuset: str = "",
     env_file: str = "",
     metadata: Mapping[str, Any] | None = None,
+    timeout: int = 3600,
     docker: str = "docker",
 ) -> list[str]:
     """`docker run ... vllm bench serve ...` for one run against one server, in the server's own image.
@@ -222,18 +235,26 @@ def bench_argv(
         "zenops": zenops.__version__,
         **{k: v for k, v in (metadata or {}).items() if v not in (None, "")},
     }
+    if meta["platform"] != "zen":
+        meta.pop("zentorch", None)  # installed in the image, but not what served these requests
     argv = [
+        # a run that outlasts its time is stopped: the docker CLI passes SIGTERM on to the client (then --rm)
+        "timeout",
+        "--kill-after=30",
+        str(int(timeout)),
         docker,
         "run",
         "--rm",
         "--name",
-        f"zenops-bench-{server['instance']}",
+        client_name(run_id, server, stem),
         "--label",
         "io.zenops.managed=true",
         "--label",
         f"io.zenops.role={BENCH_LABEL}",
         "--label",
         f"io.zenops.run={run_id}",
+        "--label",
+        f"io.zenops.deployment={server.get('deployment', '')}",
         "--network",
         "host",
         "--volumes-from",
@@ -383,7 +404,8 @@ def run_failures(
         if rc != 0:
             text = str(r.get("stderr") or r.get("msg") or "")
             tail = " / ".join(line.strip() for line in text.splitlines()[-3:] if line.strip())
-            out.append(f"{what}: " + ("timed out" if rc is None else f"exit {rc}") + (f": {tail}" if tail else ""))
+            why = "timed out (--timeout)" if rc is None or rc in TIMED_OUT else f"exit {rc}"
+            out.append(f"{what}: {why}" + (f": {tail}" if tail else ""))
         elif f"{result_dir}/{server['instance']}/{stem}.json" not in present:
             out.append(f"{what}: exit 0 but no result file")
     return out
@@ -416,10 +438,12 @@ def scrub(root: Path, secrets: Iterable[str]) -> list[Path]:
     return hit
 
 
-def secret_values(api_key_file: Path | None) -> list[str]:
+def secret_values(*files: Path | None) -> list[str]:
+    """The secrets no artifact may hold: $HF_TOKEN and the contents of the secret files (API key, HF token)."""
     out = [os.environ[n] for n in HF_TOKEN_ENV if os.environ.get(n)]
-    if api_key_file is not None and api_key_file.is_file():
-        out.append(api_key_file.read_text().strip())
+    for f in files:
+        if f is not None and f.is_file():
+            out.append(f.read_text().strip())
     return out
 
 
@@ -498,10 +522,10 @@ class _Run:
     cancel: threading.Event | None = None
     warn: Callable[[str], None] = lambda _text: None
 
-    def serve(self, request: ServeRequest) -> None:
+    def serve(self, request: ServeRequest, *, record: bool = True, cancel: threading.Event | None = None) -> None:
         serve_inventory(
-            self.config, self.inventory, request,
-            limit=self.limit, verbosity=self.verbosity, sink=self.sink, cancel=self.cancel,
+            self.config, self.inventory, request, limit=self.limit, verbosity=self.verbosity, sink=self.sink,
+            cancel=cancel or self.cancel, record=record,
         )  # fmt: skip
 
 
@@ -521,9 +545,21 @@ def _phase(run: _Run) -> dict[str, Any]:
     spec = RunSpec(
         playbook="bench", inventory=run.inventory, extravars=extravars, limit=run.limit, verbosity=run.verbosity
     )
-    result = run_playbook(spec, settings_from_config(run.config), run.sink, run.cancel)
+    try:
+        result = run_playbook(spec, settings_from_config(run.config), run.sink, run.cancel)
+    except RunFailedError as e:
+        missing = [f for f in e.failures if NO_SERVER_MESSAGE in f.message]
+        if missing and len(missing) == len(e.failures):
+            raise NoServerError(
+                "; ".join(f.message for f in missing),
+                hint=f"start them again with `zenops up --inventory {run.inventory} --model ...`",
+            ) from e
+        raise
     hosts = {h: dict(result.host_facts.get(h, {}).get("zenops_bench") or {}) for h in sorted(result.stats)}
-    return {h: v for h, v in hosts.items() if v}
+    for host, h in hosts.items():
+        if h and not h.get("client_cpus"):
+            run.warn(f"{host}: the servers hold every CPU, so the client shares them (its load is in the figures)")
+    return {h: {**v, "ansible_run": str(result.run_dir)} for h, v in hosts.items() if v}
 
 
 def bench_inventory(
@@ -570,6 +606,8 @@ def bench_inventory(
         price = catalog.get_flavor(req.flavor, config.flavors).price_per_hour
 
     run_id = req.run_id or new_run_id()
+    if not RUN_ID.match(run_id):
+        raise UsageError(f"--run-id {run_id!r}: letters, digits, '.', '_' and '-' only (64 at most)")
     run_dir = req.runs_dir / run_id
     if run_dir.exists():
         raise UsageError(f"{run_dir} exists already", hint="pass another --run-id, or move that directory away")
@@ -599,7 +637,8 @@ def bench_inventory(
         status = "complete"
     finally:  # a failed run keeps what it fetched, with its manifest: the text summaries and logs say why
         manifest = _finish(run, phases, started, price, status)
-        leaked = scrub(run_dir, secret_values(api_key_file))
+        token_file = (record.get("request") or {}).get("hf_token_file")
+        leaked = scrub(run_dir, secret_values(api_key_file, Path(token_file) if token_file else None))
         if leaked:
             warn(f"secret values were found and hidden in: {', '.join(str(p) for p in leaked)}")
 
@@ -664,12 +703,26 @@ def _compare(run: _Run, first: Mapping[str, Any]) -> list[dict[str, Any]]:
         return []
     other = "cpu" if deployed == {"zen"} else "zen"
     original = request_from_dict(run.record.get("request") or {})
+    refused = False
     try:
-        run.serve(replace(original, platform=other))
-    except PlanRefusedError as e:
+        run.serve(replace(original, platform=other), record=False)
+        return [{"platform": other, "hosts": _phase(run), "finished_at": _now()}]
+    except PlanRefusedError as e:  # refused before anything was restarted: nothing to put back
+        refused = True
         run.warn(f"--compare-platforms: no {other} platform here ({e.message}); only the deployed one was measured")
         return []
-    try:
-        return [{"platform": other, "hosts": _phase(run), "finished_at": _now()}]
     finally:
-        run.serve(original)
+        if not refused:  # the switch may have restarted some servers, even if it failed later
+            _restore(run, original, other)
+
+
+def _restore(run: _Run, original: ServeRequest, other: str) -> None:
+    """Put the servers back as recorded, even after Ctrl-C (a fresh cancel event), or say where they were left."""
+    try:
+        run.serve(original, cancel=threading.Event())
+    except ZenopsError as e:
+        raise ZenopsError(
+            f"--compare-platforms could not put the servers back: they may still run on the {other} platform "
+            f"({e.message})",
+            hint=f"start them as before with `zenops up --inventory {run.inventory} --model {original.model}`",
+        ) from e

@@ -283,6 +283,7 @@ def serve_inventory(
     sink: ProgressSink | None = None,
     cancel: threading.Event | None = None,
     note: Callable[[str], None] = lambda _text: None,
+    record: bool = True,
 ) -> ServeResult:
     warnings: list[str] = []
 
@@ -370,7 +371,7 @@ def serve_inventory(
     endpoints = {h: list(serve_run.host_facts.get(h, {}).get("zenops_endpoints") or []) for h in plans}
     images = {h: dict(serve_run.host_facts.get(h, {}).get("zenops_image") or {}) for h in plans}
     served_name = req.served_model_name or (model_dir.name if model_dir else model.name)
-    if not check:
+    if record and not check:  # not for a temporary state (`zenops bench --compare-platforms`'s other platform)
         save_serving_record(
             config,
             inventory,

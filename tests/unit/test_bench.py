@@ -118,7 +118,7 @@ def _argv(**kw: Any) -> list[str]:
         "platform": "zen",
         "cpuset": "0",
         "env_file": "/var/lib/zenops/secrets/bench-r1.env",
-        "metadata": {"host": "h1", "flavor": "gp.5.24.96", "cloud": None},
+        "metadata": {"host": "h1", "flavor": "gp.5.24.96", "cloud": None, "zentorch": "2.13.0.1"},
     }
     args.update(kw)
     return bench.bench_argv(run, SERVER, **args)
@@ -129,8 +129,9 @@ def _flag(argv: list[str], flag: str) -> str:
 
 
 def test_client_runs_in_the_servers_image_with_its_volumes_on_spare_cpus():
-    argv = _argv()
-    assert argv[:3] == ["docker", "run", "--rm"]
+    argv = _argv(timeout=600)
+    assert argv[:6] == ["timeout", "--kill-after=30", "600", "docker", "run", "--rm"]  # stopped when over time
+    assert _flag(argv, "--name") == "zenops-bench-r1-0-zen-c4"  # one client per run, instance and level
     assert _flag(argv, "--entrypoint") == "vllm"
     image_at = argv.index("sha256:abc")  # the image the server runs, by id
     assert argv[image_at + 1 : image_at + 3] == ["bench", "serve"]
@@ -158,6 +159,10 @@ def test_client_runs_the_profile_and_saves_a_named_result_with_metadata():
     assert pairs["host"] == "h1"
     assert pairs["flavor"] == "gp.5.24.96"
     assert "cloud" not in pairs  # unset metadata stays out
+    assert pairs["zentorch"] == "2.13.0.1"
+    stock = _argv(platform="cpu")
+    assert "zentorch=2.13.0.1" not in stock  # installed, but not what served the stock platform's requests
+    assert _flag(stock, "--result-filename") == "cpu-c4.json"
 
 
 def test_api_key_reaches_the_client_only_through_the_env_file():
@@ -208,13 +213,13 @@ def test_failures_name_the_run_and_why():
     results = [
         {"item": [SERVER, runs[0]], "rc": 0},
         {"item": [SERVER, runs[1]], "rc": 1, "stderr": "Traceback\nboom\nConnectionRefusedError: [Errno 111]"},
-        {"item": [SERVER, runs[2]], "msg": "The command action failed to execute in the expected time frame"},
+        {"item": [SERVER, runs[2]], "rc": 124, "stderr": ""},
     ]
     files = ["/d/0/zen-c1.json"]
     out = bench.run_failures(results, result_dir="/d", platforms={"zenops-vllm-0": "zen"}, files=files)
     assert out[0].startswith("zenops-vllm-0 zen-c2: exit 1: ")
     assert "ConnectionRefusedError" in out[0]
-    assert out[1].startswith("zenops-vllm-0 zen-c4: timed out")
+    assert out[1] == "zenops-vllm-0 zen-c4: timed out (--timeout)"
     assert len(out) == 2
     missing = bench.run_failures(results[:1], result_dir="/d", platforms={"zenops-vllm-0": "zen"}, files=[])
     assert missing == ["zenops-vllm-0 zen-c1: exit 0 but no result file"]
@@ -425,7 +430,7 @@ def test_compare_platforms_restarts_on_the_other_platform_and_always_restores(tm
     config, inv = _served(tmp_path)
     calls: list[str] = []
 
-    def serve(self: bench._Run, request: ServeRequest) -> None:
+    def serve(self: bench._Run, request: ServeRequest, **_kw: Any) -> None:
         calls.append(f"serve {request.platform}")
 
     platforms = iter(["zen", "cpu"])
@@ -460,7 +465,7 @@ def test_compare_platforms_on_a_host_without_zentorch_measures_what_it_can(tmp_p
     config, inv = _served(tmp_path)
     calls: list[str] = []
 
-    def serve(self: bench._Run, request: ServeRequest) -> None:
+    def serve(self: bench._Run, request: ServeRequest, **_kw: Any) -> None:
         calls.append(f"serve {request.platform}")
         raise PlanRefusedError("no-avx512", "zentorch needs AVX-512", hint="use platform cpu")
 
@@ -473,3 +478,50 @@ def test_compare_platforms_on_a_host_without_zentorch_measures_what_it_can(tmp_p
     out = bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True))
     assert calls == ["bench", "serve zen"]  # refused before anything restarted: nothing to restore
     assert any("no zen platform here" in w for w in out.warnings)
+
+
+def test_a_failed_switch_to_the_other_platform_is_still_put_back(tmp_path, monkeypatch):
+    """TEST DOUBLES for the Ansible runs: the switch fails after restarting some servers."""
+    from zenops.errors import HostFailure, RunFailedError  # noqa: PLC0415
+
+    config, inv = _served(tmp_path)
+    calls: list[str] = []
+
+    def serve(self: bench._Run, request: ServeRequest, **kw: Any) -> None:
+        calls.append(f"serve {request.platform} record={kw.get('record', True)}")
+        if request.platform == "cpu":
+            raise RunFailedError("serve", [HostFailure("h1", "Prove each server healthy", "timed out")])
+
+    def phase(run: bench._Run) -> dict[str, Any]:
+        calls.append("bench")
+        return fake_phase(GOOD)(run) | {"h1": {"servers": [{"name": "zenops-vllm-0", "platform": "zen"}]}}
+
+    monkeypatch.setattr(bench._Run, "serve", serve)
+    monkeypatch.setattr(bench, "_phase", phase)
+    with pytest.raises(RunFailedError):
+        bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True))
+    # the other platform is never recorded as how the servers run; the restore is
+    assert calls == ["bench", "serve cpu record=False", "serve auto record=True"]
+
+
+def test_hosts_without_servers_map_to_exit_13(tmp_path, monkeypatch):
+    """TEST DOUBLE for ansible-runner: the role's failure on a host that runs no server."""
+    from zenops.errors import HostFailure, RunFailedError  # noqa: PLC0415
+
+    config, inv = _served(tmp_path)
+    message = f"{bench.NO_SERVER_MESSAGE} (deployment hosts) on h1: start one with `zenops up ...`"
+
+    def run_playbook(*_a: Any, **_kw: Any) -> None:
+        raise RunFailedError("bench", [HostFailure("h1", "Fail when the host runs no zenops vLLM server", message)])
+
+    monkeypatch.setattr(bench, "run_playbook", run_playbook)
+    with pytest.raises(NoServerError, match="on h1") as info:
+        bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs"))
+    assert info.value.exit_code == ExitCode.NO_SERVER
+
+
+@pytest.mark.parametrize("run_id", ["../escape", "a/b", "", "-x", "x" * 65])
+def test_run_ids_that_are_not_plain_names_are_refused(tmp_path, run_id):
+    config, inv = _served(tmp_path)
+    with pytest.raises(UsageError, match="--run-id"):
+        bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", run_id=run_id or "/"))
