@@ -220,6 +220,8 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
         check_bench_run(runs / "sweep", sweep, hostname, plan, p, levels=[1, 2], prompts=4, phases=len(platforms))
     restored = json.loads(in_host(dev.container, "docker", "inspect", ep["container"]))[0]
     assert not [e for e in restored["Config"]["Env"] if e.startswith("PYTHONPATH=")]  # zentorch visible again
+    # no artifact held a secret: none had to be hidden by the safety net, none holds one now
+    assert not [w for r in (seed, sweep) for w in r["warnings"] if "secret" in w]
     for secret in (key, FAKE_HF_TOKEN):
         holders = [p for p in runs.rglob("*") if p.is_file() and secret in p.read_text("latin-1")]
         assert holders == [], holders
