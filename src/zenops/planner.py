@@ -126,24 +126,22 @@ class Topology:
                 if cpu["cpu"] in allowed:
                     by_core.setdefault((cpu["package"], cpu["core_id"]), []).append(cpu["cpu"])
                     node_of[cpu["cpu"]] = cpu["node"]
+            total = int(facts["memory_total_kib"]) * 1024
+            # One NUMA node holds all the memory: plan with the system total, never with the node's own meminfo,
+            # which on VMs with hot-plugged memory counts only (a varying part of) the boot memory. The facts
+            # (cpu_topology's notes, printed by `zenops facts`) say so once; the plan quotes no live number, so a
+            # plan made twice from the same host is the same plan.
+            single_node = len(facts["numa_nodes"]) == 1
             nodes = []
             for n in sorted(facts["numa_nodes"], key=lambda n: n["id"]):
                 cores = sorted(
                     (Core(min(cs), tuple(sorted(cs))) for cs in by_core.values() if node_of[min(cs)] == n["id"]),
                     key=lambda c: c.primary,
                 )
-                memory = int(n["memory_total_kib"]) * 1024
+                memory = total if single_node else int(n["memory_total_kib"]) * 1024
                 if cores and memory > 0:
                     nodes.append(Node(int(n["id"]), tuple(cores), memory))
-            total = int(facts["memory_total_kib"]) * 1024
             notes: list[str] = []
-            if len(facts["numa_nodes"]) == 1 and nodes and nodes[0].memory_bytes < total * 0.9:
-                # seen on VMs with hot-plugged memory: the node's meminfo counts only the boot memory
-                notes.append(
-                    f"node {nodes[0].id}'s meminfo reports {nodes[0].memory_bytes / GIB:.2f} GiB but the system has "
-                    f"{total / GIB:.2f} GiB and one NUMA node: planned with the system total"
-                )
-                nodes[0] = Node(nodes[0].id, nodes[0].cores, total)
             return cls(
                 vendor=str(facts.get("vendor") or ""),
                 model_name=str(facts.get("model_name") or ""),
