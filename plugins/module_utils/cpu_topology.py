@@ -273,6 +273,7 @@ def gather(root: str = "/", allowed_cpus: set[int] | None = None) -> dict[str, A
 
     threads_per_core = max((len(c["siblings"]) for c in cpus), default=1)
     flags = sorted(cpuinfo["all_flags"] & INTERESTING_FLAGS)
+    notes = _notes(nodes, meminfo)
     return {
         "schema": SCHEMA,
         "architecture": _architecture(root),
@@ -294,4 +295,19 @@ def gather(root: str = "/", allowed_cpus: set[int] | None = None) -> dict[str, A
         "memory_available_kib": meminfo.get("MemAvailable", meminfo.get("MemFree", 0)),
         "hypervisor": _hypervisor(root, cpuinfo["all_flags"]),
         "kernel": _kernel(root),
+        "notes": notes,
     }
+
+
+def _notes(nodes: list[dict[str, Any]], meminfo: dict[str, int]) -> list[str]:
+    """Oddities of this host an operator should hear about once (``zenops facts`` prints them), not in every plan."""
+    notes: list[str] = []
+    total = meminfo.get("MemTotal", 0)
+    if len(nodes) == 1 and total > 0 and nodes[0]["memory_total_kib"] < total * 0.9:
+        # seen on VMs with hot-plugged memory: the node's meminfo counts only (a varying part of) the boot memory
+        notes.append(
+            f"node {nodes[0]['id']}'s meminfo counts {nodes[0]['memory_total_kib'] / 1048576:.2f} GiB of the "
+            f"system's {total / 1048576:.2f} GiB (a VM with hot-plugged memory?); with one NUMA node zenops plans "
+            "with the system total"
+        )
+    return notes

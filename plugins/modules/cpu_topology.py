@@ -228,6 +228,15 @@ topology:
       returned: always
       type: str
       sample: 6.1.0-18-amd64
+    notes:
+      description:
+        - Oddities of the host an operator should know of once, in words (C(zenops facts) prints them), e.g. a
+          single NUMA node whose own meminfo counts much less than C(/proc/meminfo) (VMs with hot-plugged memory).
+        - The planner does not repeat them in every plan.
+      returned: always
+      type: list
+      elements: str
+      sample: []
 ansible_facts:
   description: Facts set by the module.
   returned: always

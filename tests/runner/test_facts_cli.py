@@ -15,6 +15,7 @@ from tests.fixtures import sysfs
 from tests.unit.test_cpu_topology import check_invariants
 from zenops.cli import main as cli_main
 from zenops.cli.facts import facts as facts_command
+from zenops.cli.facts import summary_lines
 from zenops.config import load
 from zenops.errors import ExitCode, UsageError
 from zenops.facts import facts_path, gather_facts, load_facts_file
@@ -86,6 +87,29 @@ def test_facts_command_human_output(local_inventory):
     for label in ("localhost", "CPU", "cores", "node 0", "memory", "allowed", "flags", "hypervisor", "saved"):
         assert label in result.stdout
     assert "localhost.json" in result.stdout
+
+
+def test_facts_command_prints_this_machines_notes_once(local_inventory):
+    """Whatever the facts of this machine note (e.g. a VM's hot-plugged memory) is printed, one `note` row each."""
+    result = CliRunner().invoke(facts_command, ["--inventory", str(local_inventory)], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    saved = json.loads(facts_path(load(), "localhost").read_text())
+    rows = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("note ")]
+    assert [r.removeprefix("note").strip() for r in rows] == saved["notes"]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "notes"),
+    [("zen4-vm-hotplug", ["node 0's meminfo counts 5.59 GiB of the system's 23.54 GiB"]), ("gp-5-24-96", [])],
+)
+def test_summary_lines_show_the_notes_of_the_facts(fixture, notes):
+    t = load_facts_file(sysfs.FACTS_DIR / f"{fixture}.json")
+    rows = [text for label, text in summary_lines(t) if label == "note"]
+    assert len(rows) == len(notes)
+    for row, start in zip(rows, notes, strict=True):
+        assert row.startswith(start)
+    # facts written by an older zenops have no notes: nothing to print, no error
+    assert [label for label, _ in summary_lines({k: v for k, v in t.items() if k != "notes"})].count("note") == 0
 
 
 @pytest.mark.parametrize("extra", [[], ["--local", "--inventory", "INV"]])

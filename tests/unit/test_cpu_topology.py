@@ -37,6 +37,7 @@ SCHEMA_KEYS = {
     "memory_available_kib",
     "hypervisor",
     "kernel",
+    "notes",
 }
 NODE_KEYS = {"id", "cpus", "memory_total_kib", "memory_free_kib", "distances"}
 CPU_KEYS = {"cpu", "core_id", "package", "node", "siblings"}
@@ -65,6 +66,8 @@ def check_invariants(t: dict[str, Any]) -> None:
     assert set(t["flags"]) <= topo.INTERESTING_FLAGS
     assert t["smt_active"] == (t["threads_per_core"] > 1)
     assert 1 <= t["sockets"] <= t["physical_cores"] <= len(t["online_cpus"])
+    assert isinstance(t["notes"], list)
+    assert all(isinstance(n, str) and n for n in t["notes"])
     json.dumps(t)  # JSON-ready
 
 
@@ -128,6 +131,7 @@ def test_gp_5_24_96_openstack_vm(tmp_path):
     assert not {"amx_tile", "avx512_fp16"} & set(t["flags"])
     assert t["hypervisor"] == "OpenStack Foundation"
     assert t["kernel"] == "6.1.0-18-amd64"
+    assert t["notes"] == []  # node 0 holds all the memory: nothing odd to say
     assert t["architecture"] == "x86_64"
 
 
@@ -271,6 +275,42 @@ def test_memory_only_node_has_no_cpus(tmp_path):
     assert t["numa_nodes"][1]["memory_total_kib"] == 64 * GIB
 
 
+def test_amd_epyc_vm_with_avx2_but_no_avx512(tmp_path):
+    t = sysfs.topology_of(sysfs.epyc_7763_vm(), tmp_path)
+    check_invariants(t)
+    assert (t["vendor"], t["family"], t["model"]) == ("AuthenticAMD", 25, 1)
+    assert {"avx", "avx2", "hypervisor"} <= set(t["flags"])
+    assert not [f for f in t["flags"] if f.startswith("avx512")]
+    assert t["physical_cores"] == 8
+    assert t["hypervisor"] == "QEMU"
+    assert t["notes"] == []
+
+
+def test_single_node_whose_meminfo_counts_only_the_boot_memory_is_noted_once_in_the_facts(tmp_path):
+    """A VM with hot-plugged memory: node 0's meminfo counts 5.59 GiB of 23.54 GiB. The facts say so, in words."""
+    t = sysfs.topology_of(sysfs.zen4_vm_hotplug(), tmp_path)
+    check_invariants(t)
+    assert t["numa_nodes"][0]["memory_total_kib"] == 5_859_532  # reported as read: facts are what the kernel says
+    assert t["memory_total_kib"] == 24_684_084
+    assert len(t["notes"]) == 1
+    note = t["notes"][0]
+    assert "node 0's meminfo counts 5.59 GiB of the system's 23.54 GiB" in note
+    assert "system total" in note
+
+
+@pytest.mark.parametrize("node0_kib", [24_684_084, 23_000_000])
+def test_no_note_when_the_single_node_counts_about_all_the_memory(node0_kib, tmp_path):
+    t = sysfs.topology_of(sysfs.zen4_vm_hotplug(node0_kib), tmp_path)
+    assert t["notes"] == []
+
+
+def test_no_note_for_several_nodes_even_when_they_differ(tmp_path):
+    host = sysfs.xeon_e5_2680v4_2s()
+    host.nodes = [host.nodes[0], sysfs.Node(1, "14-27,42-55", 1_000_000, 900_000, (21, 10))]  # type: ignore[index]
+    t = sysfs.topology_of(host, tmp_path)
+    assert t["notes"] == []
+
+
 # --- the committed fixtures -------------------------------------------------------------------------------------
 
 
@@ -343,6 +383,10 @@ def test_this_machine():
     assert t["architecture"] == os.uname().machine
     assert t["kernel"] == os.uname().release
     assert all(n["memory_total_kib"] >= 0 for n in t["numa_nodes"])
+    # a VM whose single node counts only its boot memory (hot-plugged memory) must be told so in the facts, once
+    nodes = t["numa_nodes"]
+    undercounted = len(nodes) == 1 and nodes[0]["memory_total_kib"] < 0.9 * t["memory_total_kib"]
+    assert len(t["notes"]) == (1 if undercounted else 0), t["notes"]
 
 
 def test_this_machine_with_an_explicit_root_path():

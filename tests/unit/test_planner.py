@@ -294,6 +294,54 @@ def test_malformed_facts_are_a_usage_error():
         Topology.from_facts({"schema": 1, "cpus": []})
 
 
+# --- a plan made twice from the same host is the same plan --------------------------------------------------------
+
+
+def with_node0_kib(facts: dict[str, Any], kib: int) -> dict[str, Any]:
+    """The same facts, with node 0's own meminfo counting ``kib`` (on VMs with hot-plugged memory it varies)."""
+    out = json.loads(json.dumps(facts))
+    out["numa_nodes"][0]["memory_total_kib"] = kib
+    out["numa_nodes"][0]["memory_free_kib"] = min(kib, out["numa_nodes"][0]["memory_free_kib"])
+    return out
+
+
+@pytest.mark.parametrize("fixture_name", ["zen4-vm-hotplug", "epyc-7763-vm", "gp-5-24-96"])
+def test_single_node_plans_do_not_depend_on_node_0s_hot_plug_meminfo(fixture_name):
+    """The issue's VM: node 0's meminfo said 15.84 GiB, then 15.46 GiB as memory was used; the plans must be equal."""
+    facts = fixture(fixture_name)
+    assert len(facts["numa_nodes"]) == 1
+    total = facts["memory_total_kib"]
+    model = catalog.get_model(QWEN3_4B)
+    plans = [
+        plan(Topology.from_facts(with_node0_kib(facts, kib)), model).to_dict()
+        for kib in (16_609_443, 16_210_985, int(total * 0.89), total)  # 15.84, 15.46 GiB, just under 90%, all of it
+    ]
+    assert all(p == plans[0] for p in plans[1:])
+    # planned with the system total, and no live number quoted: nothing about node meminfo in the plan's words
+    assert plans[0]["instances"][0]["memory_share_gib"] == pytest.approx(total / 1024 / 1024, abs=0.01)
+    words = json.dumps([plans[0]["warnings"], plans[0]["reasons"]])
+    assert "meminfo" not in words
+    assert "15.84" not in words
+    assert "15.46" not in words
+
+
+def test_the_hot_plug_vm_plans_like_a_vm_whose_node_counts_everything():
+    facts = fixture("zen4-vm-hotplug")
+    assert facts["notes"]  # the facts say it once ...
+    model = catalog.get_model(QWEN3_4B)
+    odd = plan(Topology.from_facts(facts), model).to_dict()
+    normal = plan(Topology.from_facts(with_node0_kib(facts, facts["memory_total_kib"])), model).to_dict()
+    assert odd == normal  # ... and no plan repeats it
+
+
+def test_several_nodes_still_plan_with_each_nodes_own_memory():
+    """The system total only stands in for the node's meminfo with one node: two nodes keep their own memory."""
+    facts = synthetic_facts(2, 16, 1, 64)
+    facts["numa_nodes"][1]["memory_total_kib"] = 32 * 1024 * 1024
+    t = Topology.from_facts(facts)
+    assert [n.memory_bytes for n in t.nodes] == [64 * GIB, 32 * GIB]
+
+
 # --- invariants --------------------------------------------------------------------------------------------------
 
 MODELS = sorted(catalog.models())

@@ -79,6 +79,7 @@ def summary_lines(topology: dict[str, Any]) -> list[tuple[str, str]]:
     )
     rows.append(("flags", " ".join(t["flags"]) or "-"))
     rows.append(("hypervisor", t.get("hypervisor") or "none (bare metal)"))
+    rows.extend(("note", note) for note in t.get("notes") or ())  # facts of older zenops have no notes
     return rows
 
 
