@@ -14,9 +14,9 @@ description:
   - Waits until C(GET /health) answers 200, probing with short HTTP timeouts (vLLM opens its socket before the
     engine is ready), and fails early when the container exits or restarts.
   - Then checks that C(GET /v1/models) lists O(served_model_name), that one real completion returns tokens, and
-    which platform vLLM loaded (Zen platform with zentorch, or the stock CPU platform): from its log when the log
-    says, else by asking C(vllm.platforms.current_platform) inside the same container (vLLM 0.32 decides the
-    platform before its logging is set up, so its log has no such line).
+    which platform vLLM loaded (Zen platform with zentorch, or the stock CPU platform). The log tells when it says
+    so; otherwise the module asks C(vllm.platforms.current_platform) inside the same container (vLLM 0.32 decides
+    the platform before its logging is set up, so its log has no such line).
   - On any failure the last O(log_lines) lines of the container's log are returned and shown in the message.
   - Never changes anything.
 author:
