@@ -579,6 +579,10 @@ def bench_inventory(
         warnings.append(text)
         note(text)
 
+    # bad usage first, before any other check; an empty --run-id is refused, not replaced by the default
+    run_id = new_run_id() if req.run_id is None else req.run_id
+    if not RUN_ID.fullmatch(run_id):
+        raise UsageError(f"--run-id {run_id!r}: letters, digits, '.', '_' and '-' only (64 at most)")
     runs = runs_for(
         req.profile,
         concurrency=req.concurrency,
@@ -605,9 +609,6 @@ def bench_inventory(
     if price is None and req.flavor:
         price = catalog.get_flavor(req.flavor, config.flavors).price_per_hour
 
-    run_id = req.run_id or new_run_id()
-    if not RUN_ID.match(run_id):
-        raise UsageError(f"--run-id {run_id!r}: letters, digits, '.', '_' and '-' only (64 at most)")
     run_dir = req.runs_dir / run_id
     if run_dir.exists():
         raise UsageError(f"{run_dir} exists already", hint="pass another --run-id, or move that directory away")

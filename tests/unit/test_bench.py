@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from zenops import bench
 from zenops.config import Config
-from zenops.errors import BenchFailedError, ExitCode, NoServerError, UsageError
+from zenops.errors import BenchFailedError, ExitCode, HostFailure, NoServerError, RunFailedError, UsageError
 from zenops.serve import (
     ServeRequest,
     load_serving_record,
@@ -274,6 +275,11 @@ def _served(tmp_path: Path) -> tuple[Config, Path]:
     config = Config(state_dir=tmp_path / "state")
     inv = tmp_path / "hosts.yml"
     inv.write_text("all: {}\n")
+    return _served_in(config, tmp_path, inv)
+
+
+def _served_in(config: Config, tmp_path: Path, inv: Path) -> tuple[Config, Path]:
+    """The serving record `zenops up --model` leaves for ``inv`` in ``config``'s state dir."""
     key = tmp_path / "key"
     key.write_text(KEY)
     key.chmod(0o600)
@@ -504,24 +510,84 @@ def test_a_failed_switch_to_the_other_platform_is_still_put_back(tmp_path, monke
     assert calls == ["bench", "serve cpu record=False", "serve auto record=True"]
 
 
-def test_hosts_without_servers_map_to_exit_13(tmp_path, monkeypatch):
-    """TEST DOUBLE for ansible-runner: the role's failure on a host that runs no server."""
-    from zenops.errors import HostFailure, RunFailedError  # noqa: PLC0415
+ROLE_BENCH_TASKS = Path(__file__).resolve().parents[2] / "roles" / "vllm_server" / "tasks" / "bench.yml"
 
+
+def role_failure(task_name: str, **variables: Any) -> HostFailure:
+    """The failure the role's task reports: its own message, rendered by Ansible's templar as a run would."""
+    from ansible.parsing.dataloader import DataLoader  # noqa: PLC0415
+    from ansible.template import Templar, trust_as_template  # noqa: PLC0415
+
+    tasks = yaml.safe_load(ROLE_BENCH_TASKS.read_text())
+    found = [t for t in tasks if t.get("name") == task_name]
+    assert found, f"{ROLE_BENCH_TASKS} has no task named {task_name!r} (renamed? update this test)"
+    msg = found[0]["ansible.builtin.fail"]["msg"]
+    text = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(msg))
+    return HostFailure(str(variables["inventory_hostname"]), task_name, str(text))
+
+
+@pytest.mark.parametrize("task", ["Fail when the host runs no zenops vLLM server", "Fail when the host has no Docker"])
+def test_hosts_without_servers_map_to_exit_13(tmp_path, monkeypatch, task):
+    """TEST DOUBLE for ansible-runner, raising what the role's own task says on a host that runs no server."""
     config, inv = _served(tmp_path)
-    message = f"{bench.NO_SERVER_MESSAGE} (deployment hosts) on h1: start one with `zenops up ...`"
+    failure = role_failure(task, inventory_hostname="h1", vllm_server_deployment="hosts")
 
     def run_playbook(*_a: Any, **_kw: Any) -> None:
-        raise RunFailedError("bench", [HostFailure("h1", "Fail when the host runs no zenops vLLM server", message)])
+        raise RunFailedError("bench", [failure])
 
     monkeypatch.setattr(bench, "run_playbook", run_playbook)
-    with pytest.raises(NoServerError, match="on h1") as info:
+    with pytest.raises(NoServerError) as info:
         bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs"))
-    assert info.value.exit_code == ExitCode.NO_SERVER
+    assert info.value.exit_code == ExitCode.NO_SERVER == 13
+    assert failure.message in str(info.value)
 
 
-@pytest.mark.parametrize("run_id", ["../escape", "a/b", "", "-x", "x" * 65])
-def test_run_ids_that_are_not_plain_names_are_refused(tmp_path, run_id):
+def test_stopped_servers_or_other_failures_are_not_exit_13(tmp_path, monkeypatch):
+    """A host whose servers exist but are down, or a mix with another failure, stays a failed run (exit 5)."""
     config, inv = _served(tmp_path)
-    with pytest.raises(UsageError, match="--run-id"):
-        bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", run_id=run_id or "/"))
+    stopped = role_failure(
+        "Fail when a server is not running",
+        inventory_hostname="h1",
+        _vllm_server_bench_down=[{"name": "zenops-vllm-0", "status": "exited"}],
+    )
+    none = role_failure(
+        "Fail when the host runs no zenops vLLM server", inventory_hostname="h2", vllm_server_deployment="hosts"
+    )
+    for n, failures in enumerate(([stopped], [stopped, none])):
+
+        def run_playbook(*_a: Any, _failures: list[HostFailure] = failures, **_kw: Any) -> None:
+            raise RunFailedError("bench", _failures)
+
+        monkeypatch.setattr(bench, "run_playbook", run_playbook)
+        with pytest.raises(RunFailedError) as info:
+            bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", run_id=f"r{n}"))
+        assert not isinstance(info.value, NoServerError)
+        assert info.value.exit_code == ExitCode.RUN_FAILED
+        assert "zenops-vllm-0 is exited" in str(info.value)
+
+
+@pytest.mark.parametrize("run_id", ["../escape", "a/b", "", "-x", "x" * 65, "trailing-newline\n"])
+def test_run_ids_that_are_not_plain_names_are_refused(tmp_path, monkeypatch, run_id):
+    config, inv = _served(tmp_path)
+    monkeypatch.setattr(bench, "_phase", lambda *a, **k: pytest.fail("no run may start"))
+    with pytest.raises(UsageError, match="--run-id") as info:
+        bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", run_id=run_id))
+    assert info.value.exit_code == ExitCode.USAGE == 2
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("run_id", ["", "a/b"])
+def test_cli_refuses_an_empty_or_bad_run_id_with_exit_2(run, tmp_path, monkeypatch, run_id):
+    """Through the command line, servers recorded or not: `--run-id ""` is refused, not replaced by the date."""
+    monkeypatch.setattr(bench, "_phase", lambda *a, **k: pytest.fail("no run may start"))
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all: {}\n")
+    args = ["bench", "-i", str(inv), "--runs-dir", str(tmp_path / "runs"), "--run-id", run_id]
+    r = run(args)
+    assert r.exit_code == 2, r.output
+    assert "--run-id" in r.output
+    _served_in(Config(), tmp_path, inv)  # the servers zenops started, in the state dir the CLI reads
+    r = run(args)
+    assert r.exit_code == 2, r.output
+    assert "--run-id" in r.output
+    assert not (tmp_path / "runs").exists()
