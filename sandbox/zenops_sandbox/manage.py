@@ -30,7 +30,7 @@ from zenops_sandbox import FIP_CHAIN, GUARD_ROUTE_METRIC, LABEL, netutil
 REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "sandbox"
 S = Path(os.environ.get("ZENOPS_SANDBOX_DIR") or REPO / ".cache" / "sandbox").resolve()
-VENV = S / "venv"
+VENV = Path(os.environ.get("ZENOPS_SANDBOX_VENV") or S / "venv").resolve()
 BIN = VENV / "bin"
 ETC, LOG, RUN, STATE = S / "etc", S / "log", S / "run", S / "state"
 CLOUDS = S / "clouds.yaml"
