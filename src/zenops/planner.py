@@ -7,9 +7,16 @@ What it decides, and the rules (each shows up in ``Plan.reasons`` with its input
 
 * platform: ``zen`` (vLLM + zentorch) needs an AMD CPU (AuthenticAMD) with AVX-512; other x86 CPUs with AVX2 get the
   stock vLLM CPU platform; no AVX2 at all is refused (vLLM's CPU kernels need it).
-* instances: one per NUMA node, never spanning nodes, except: a model that fits no single node is tensor-parallel
-  across nodes; on several nodes with low expected concurrency (< DP_TP_CROSSOVER) one tensor-parallel instance beats
-  one instance per node (data parallel), above it data parallel wins.
+* layout (../shared/reference/serving-layouts.md): one instance per NUMA node, never spanning nodes. Tensor parallel
+  only when the model does not fit one node (or --tensor-parallel asks for it): cross-socket TP was measured slower
+  than one socket at 1 and at 4 concurrent requests. TP sizes are the ones vLLM accepts (attention heads divisible by
+  TP; KV heads divisible by TP or, replicated, dividing it); KV per rank counts vLLM's max(1, kv_heads // tp) heads.
+* objective: latency keeps one instance per node; throughput splits nodes with many cores into several instances of
+  whole cores (whole L3 groups when the facts have them), each with its node's memory, a reserved core and a port,
+  the instances' seats summing to at least the expected concurrency (AMD: 1.1-2.2x on one socket). The default
+  follows the expected concurrency (THROUGHPUT_CONCURRENCY).
+* roofline: each instance's decode ceiling at its concurrency, step time >= max(bytes read / bandwidth, FLOPs /
+  FLOP/s), from measured figures in the facts (`zenops facts --bandwidth`) or the catalogue's theoretical ones.
 * CPUs: OpenMP threads are bound to one logical CPU per physical core (SMT siblings skipped), NUMA-local, with
   RESERVED_CORES_PER_RANK core(s) per rank left out for the API server / engine frontend (vLLM #25818). The container's
   cpuset holds the whole slice (siblings and reserved cores included) so the frontend has somewhere to run.
@@ -27,14 +34,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from zenops.catalog import DTYPE_BYTES, GIB, FlavorSpec, ModelSpec
+from zenops.catalog import DTYPE_BYTES, GIB, FlavorSpec, ModelSpec, cpu_spec
 from zenops.errors import ExitCode, UsageError, ZenopsError
 
 MIB = 1024 * 1024
 
 # --- constants, each a named, explained estimate ------------------------------------------------------------------
 DEFAULT_VLLM_VERSION = "0.25.1"  # the tested default pairing is vLLM 0.25.1 + zentorch 2.11.0.3 (AMD's image pin)
-DP_TP_CROSSOVER = 6  # concurrent requests above which one instance per NUMA node beats cross-socket tensor parallel
+THROUGHPUT_CONCURRENCY = 6  # default objective throughput from this expected concurrency (serving-layouts.md 1:
+# one node saturated near 4 concurrent requests and several instances won above the crossover, ~6 there)
+CORES_PER_THROUGHPUT_INSTANCE = 64  # AMD (serving-layouts.md 2): two 64-core instances per 128-core socket
+# saturated DRAM bandwidth where one 128-core instance did poorly; nodes are split into instances of about this size
+FREEZING_MIN_VLLM = (0, 12, 0)  # TORCHINDUCTOR_FREEZING=1 as AMD runs it needs vLLM >= 0.12 (serving-layouts.md 2)
+ROOFLINE_CONTEXT = 256  # tokens of context per sequence for the plan's ceiling: the seed benchmark's 128 in + 128 out
 RESERVED_CORES_PER_RANK = 1  # physical cores per rank kept free of OpenMP threads for the frontend (vLLM #25818)
 OS_HEADROOM_MIN = 2 * GIB  # memory left to the OS, sshd, Docker, page cache, per NUMA node ...
 OS_HEADROOM_FRACTION = 0.04  # ... or this fraction of the node, whichever is larger
@@ -83,6 +95,7 @@ def cpulist(cpus: Sequence[int]) -> str:
 class Core:
     primary: int  # the logical CPU OpenMP binds to (lowest allowed id of the core)
     cpus: tuple[int, ...]  # all allowed logical CPUs of the core (primary + SMT siblings)
+    l3: int | None = None  # the L3 (CCD/CCX) group the core belongs to, when the facts say
 
 
 @dataclass(frozen=True)
@@ -90,10 +103,35 @@ class Node:
     id: int
     cores: tuple[Core, ...]  # allowed physical cores of this node, by primary CPU
     memory_bytes: int
+    package: int = 0  # the socket its cores are on
+    distances: tuple[tuple[int, int], ...] = ()  # (other node id, SLIT distance) as the facts give them
+
+    def distance_to(self, other: int) -> int | None:
+        return dict(self.distances).get(other)
+
+    @property
+    def l3_groups(self) -> tuple[tuple[Core, ...], ...]:
+        """The node's cores grouped by L3 (in core order); () when the facts do not say."""
+        if not self.cores or any(c.l3 is None for c in self.cores):
+            return ()
+        groups: dict[int, list[Core]] = {}
+        for core in self.cores:
+            groups.setdefault(core.l3 or 0, []).append(core)
+        return tuple(tuple(g) for g in groups.values())
 
     @property
     def cpus(self) -> tuple[int, ...]:
         return tuple(sorted(c for core in self.cores for c in core.cpus))
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One node's measured roofs (`zenops facts --bandwidth`): sustained memory bandwidth and matrix throughput."""
+
+    gbps: float
+    gflops: float | None
+    method: str
+    cores: int | None = None  # cores the GEMM ran on (None: the node's)
 
 
 @dataclass(frozen=True)
@@ -108,10 +146,14 @@ class Topology:
     hypervisor: str | None
     source: str  # "facts" or "flavor <name> (projected)"
     notes: tuple[str, ...] = ()  # oddities of the facts the plan should mention
+    measurements: tuple[tuple[int, Measurement], ...] = ()  # (node id, measured roofs) from the facts
 
     @property
     def physical_cores(self) -> int:
         return sum(len(n.cores) for n in self.nodes)
+
+    def measurement(self, node: int) -> Measurement | None:
+        return dict(self.measurements).get(node)
 
     @classmethod
     def from_facts(cls, facts: Mapping[str, Any]) -> Topology:
@@ -122,10 +164,15 @@ class Topology:
             allowed = set(facts["allowed_cpus"]) & set(facts["online_cpus"])
             by_core: dict[tuple[int, int], list[int]] = {}
             node_of: dict[int, int] = {}
+            package_of: dict[int, int] = {}
+            l3_of: dict[int, int | None] = {}
             for cpu in facts["cpus"]:
                 if cpu["cpu"] in allowed:
                     by_core.setdefault((cpu["package"], cpu["core_id"]), []).append(cpu["cpu"])
                     node_of[cpu["cpu"]] = cpu["node"]
+                    package_of[cpu["cpu"]] = int(cpu["package"])
+                    l3_of[cpu["cpu"]] = None if cpu.get("l3") is None else int(cpu["l3"])
+            node_ids = [int(n["id"]) for n in facts["numa_nodes"]]
             total = int(facts["memory_total_kib"]) * 1024
             # One NUMA node holds all the memory: plan with the system total, never with the node's own meminfo,
             # which on VMs with hot-plugged memory counts only (a varying part of) the boot memory. The facts
@@ -135,13 +182,28 @@ class Topology:
             nodes = []
             for n in sorted(facts["numa_nodes"], key=lambda n: n["id"]):
                 cores = sorted(
-                    (Core(min(cs), tuple(sorted(cs))) for cs in by_core.values() if node_of[min(cs)] == n["id"]),
+                    (
+                        Core(min(cs), tuple(sorted(cs)), l3_of[min(cs)])
+                        for cs in by_core.values()
+                        if node_of[min(cs)] == n["id"]
+                    ),
                     key=lambda c: c.primary,
                 )
                 memory = total if single_node else int(n["memory_total_kib"]) * 1024
                 if cores and memory > 0:
-                    nodes.append(Node(int(n["id"]), tuple(cores), memory))
+                    packages = [package_of[c.primary] for c in cores]
+                    distances = tuple(zip(node_ids, (int(d) for d in n.get("distances") or ()), strict=False))
+                    nodes.append(
+                        Node(
+                            int(n["id"]),
+                            tuple(cores),
+                            memory,
+                            max(set(packages), key=packages.count),
+                            distances,
+                        )
+                    )
             notes: list[str] = []
+            measurements = _measurements(facts.get("bandwidth"), notes)
             return cls(
                 vendor=str(facts.get("vendor") or ""),
                 model_name=str(facts.get("model_name") or ""),
@@ -153,6 +215,7 @@ class Topology:
                 hypervisor=facts.get("hypervisor"),
                 source="facts",
                 notes=tuple(notes),
+                measurements=measurements,
             )
         except (KeyError, TypeError, ValueError) as e:
             raise UsageError(
@@ -182,6 +245,31 @@ class Topology:
         )
 
 
+def _measurements(raw: Any, notes: list[str]) -> tuple[tuple[int, Measurement], ...]:
+    """The facts' ``bandwidth: {nodes: {<id>: {gbps, gflops, method[, cores]}}}``; a malformed entry is noted and
+    left out (the plan then says it has no measurement), never fatal."""
+    if raw is None:
+        return ()
+    nodes = raw.get("nodes") if isinstance(raw, Mapping) else None
+    if not isinstance(nodes, Mapping):
+        notes.append(
+            "the facts' bandwidth measurement has no `nodes` mapping: ignored (re-run `zenops facts --bandwidth`)"
+        )
+        return ()
+    out: list[tuple[int, Measurement]] = []
+    for key, m in sorted(nodes.items(), key=lambda kv: str(kv[0])):
+        try:
+            gbps = float(m["gbps"])
+            gflops = None if m.get("gflops") is None else float(m["gflops"])
+            cores = None if m.get("cores") is None else int(m["cores"])
+            if gbps <= 0 or (gflops is not None and gflops <= 0) or (cores is not None and cores < 1):
+                raise ValueError("not positive")
+            out.append((int(key), Measurement(gbps, gflops, str(m.get("method") or "unknown method"), cores)))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            notes.append(f"the facts' bandwidth measurement of node {key} is unreadable ({e}): ignored")
+    return tuple(sorted(out))
+
+
 # --- options and plan ----------------------------------------------------------------------------------------------
 
 
@@ -203,6 +291,8 @@ class PlanOptions:
     concurrency: int = DEFAULT_CONCURRENCY
     instances: int | None = None  # None: auto
     platform: str = "auto"  # auto | zen | cpu
+    objective: str = "auto"  # auto (from the concurrency) | latency | throughput
+    tensor_parallel: int | None = None  # None: only when the model fits no node
     vllm_version: str = DEFAULT_VLLM_VERSION
     base_port: int = 8000
 
@@ -233,6 +323,9 @@ class Instance:
     env: dict[str, str] = field(default_factory=dict)
     args: list[str] = field(default_factory=list)
     container: dict[str, Any] = field(default_factory=dict)
+    max_num_seqs: int = 0  # seats: sequences this instance runs at once
+    kv_heads_per_rank: int = 0
+    roofline: dict[str, Any] | None = None  # the decode ceiling (see Roofline.to_dict), None without figures
 
     @property
     def numa_node(self) -> int:
@@ -252,6 +345,7 @@ class Plan:
     reasons: list[Reason]
     warnings: list[str]
     topology: str
+    objective: str = "latency"  # latency | throughput
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -327,10 +421,163 @@ def _kv_budget(slot: _Slot, weights_per_rank: int, unit: int) -> int:
     return math.floor(left / unit) * unit
 
 
+def _whole(node: Node) -> _Slot:
+    return _Slot(node, node.cores, node.memory_bytes, _headroom(node.memory_bytes))
+
+
+def _fits(slots: Sequence[_Slot], weights: int, per_rank_token: int, seqs: int = 1) -> bool:
+    """Every rank keeps its share of the weights plus KV for ``seqs`` sequences of MIN_MAX_MODEL_LEN tokens."""
+    tp = len(slots)
+    return all(_kv_budget(s, weights // tp, MIB) >= seqs * MIN_MAX_MODEL_LEN * per_rank_token for s in slots)
+
+
+def _where(nodes: Sequence[Node]) -> str:
+    """'node 0', 'nodes 0-3 of one socket (package 0, distance 12)', 'nodes 0,1 across 2 sockets (distance 32)'."""
+    ids = cpulist([n.id for n in nodes])
+    if len(nodes) == 1:
+        return f"node {ids}"
+    packages = sorted({n.package for n in nodes})
+    far = [d for a in nodes for b in nodes if a.id != b.id and (d := a.distance_to(b.id)) is not None]
+    dist = f", distance {max(far)}" if far else ""
+    if len(packages) == 1:
+        return f"nodes {ids} of one socket (package {packages[0]}{dist})"
+    return f"nodes {ids} across {len(packages)} sockets (packages {cpulist(packages)}{dist})"
+
+
+def _groups(nodes: Sequence[Node], size: int) -> list[list[Node]]:
+    """Groups of ``size`` nodes, each within one socket while a socket has enough nodes left, then across sockets."""
+    by_package: dict[int, list[Node]] = {}
+    for n in nodes:
+        by_package.setdefault(n.package, []).append(n)
+    groups: list[list[Node]] = []
+    rest: list[Node] = []
+    for members in by_package.values():
+        full = len(members) // size * size
+        groups += [members[i : i + size] for i in range(0, full, size)]
+        rest += members[full:]
+    while len(rest) >= size:
+        groups.append(rest[:size])
+        rest = rest[size:]
+    return groups
+
+
+def _split(node: Node, parts: int) -> list[_Slot]:
+    """``parts`` instances on one node: whole cores (whole L3 groups when known and enough), a share of its memory."""
+    groups = node.l3_groups
+    chunks: list[tuple[Core, ...]] = []
+    units: Sequence[tuple[Core, ...]] = groups if len(groups) >= parts else tuple((c,) for c in node.cores)
+    start = 0
+    for i in range(parts):
+        n = len(units) // parts + (1 if i < len(units) % parts else 0)
+        chunks.append(tuple(c for unit in units[start : start + n] for c in unit))
+        start += n
+    share = node.memory_bytes // parts
+    return [_Slot(node, chunk, share, _headroom(node.memory_bytes) // parts) for chunk in chunks]
+
+
+def _tp_sizes(model: ModelSpec, largest: int) -> tuple[list[int], list[str]]:
+    """Tensor-parallel sizes 2..largest vLLM accepts for the model, and why the others are refused."""
+    valid, refused = [], []
+    for tp in range(2, largest + 1):
+        problem = model.tensor_parallel_problem(tp)
+        if problem is None:
+            valid.append(tp)
+        else:
+            refused.append(f"TP {tp}: {problem}")
+    return valid, refused
+
+
+@dataclass
+class _Layout:
+    instances: list[list[_Slot]]
+    seats: int  # max_num_seqs per instance, unless asked for
+
+
+def _seats(objective: str, concurrency: int, instances: int) -> int:
+    if objective == "throughput":
+        return math.ceil(concurrency / instances) + 1
+    return concurrency + 1
+
+
+def _tensor_parallel_layout(
+    topo: Topology, model: ModelSpec, opts: PlanOptions, dtype: str, weights: int, reasons: list[Reason]
+) -> list[list[_Slot]] | None:
+    """--tensor-parallel N as asked (or the nearest size vLLM accepts, said); None when not asked."""
+    asked = opts.tensor_parallel
+    if asked is None or asked == 1:
+        return None
+    nodes = list(topo.nodes)
+    if asked < 1:
+        raise PlanRefusedError("bad_options", "--tensor-parallel must be at least 1", hint="e.g. --tensor-parallel 2")
+    tp = asked
+    problem = model.tensor_parallel_problem(asked)
+    if problem is not None:
+        candidates = [
+            n
+            for n in range(2, max(asked, len(nodes)) * 2 + 1)
+            if model.tensor_parallel_problem(n) is None and (n <= len(nodes) or n % len(nodes) == 0)
+        ]
+        if not candidates:
+            raise PlanRefusedError(
+                "bad_options",
+                f"--tensor-parallel {asked}: vLLM refuses it for {model.name} ({problem}) and no other size fits "
+                f"{len(nodes)} NUMA node(s)",
+                hint="leave --tensor-parallel out (one instance per NUMA node)",
+            )
+        tp = min(candidates, key=lambda n: (abs(n - asked), n))
+    if tp <= len(nodes):
+        groups = _groups(nodes, tp)
+        layout = [[_whole(n) for n in g] for g in groups]
+        placed = f"{len(groups)} instance(s) of {tp} ranks, one rank per NUMA node: " + "; ".join(
+            _where(g) for g in groups
+        )
+        idle = [n.id for n in nodes if all(n not in g for g in groups)]
+        if idle:
+            placed += f"; node(s) {cpulist(idle)} stay idle"
+    elif tp % len(nodes) == 0:
+        per_node = tp // len(nodes)
+        if any(len(n.cores) < per_node * (1 + RESERVED_CORES_PER_RANK) for n in nodes):
+            raise PlanRefusedError(
+                "bad_options",
+                f"--tensor-parallel {tp}: {per_node} ranks per node need {1 + RESERVED_CORES_PER_RANK} cores each",
+                hint=f"use --tensor-parallel {len(nodes)} or less",
+            )
+        layout = [[slot for n in nodes for slot in _split(n, per_node)]]
+        placed = f"1 instance of {tp} ranks, {per_node} per NUMA node on {_where(nodes)}"
+    else:
+        raise PlanRefusedError(
+            "bad_options",
+            f"--tensor-parallel {tp} cannot be placed on {len(nodes)} NUMA node(s): a rank never spans nodes",
+            hint=f"use a size up to {len(nodes)} or a multiple of it",
+        )
+    said = (
+        f"--tensor-parallel {asked} as asked"
+        if tp == asked
+        else (
+            f"--tensor-parallel {asked} asked, but vLLM refuses it for {model.name} ({problem}): TP {tp}, the nearest "
+            "size it accepts"
+        )
+    )
+    reasons.append(
+        Reason(
+            "instances",
+            f"{said}: {placed}; KV heads per rank max(1, {model.kv_heads} // {tp}) = {model.kv_heads_per_rank(tp)}",
+        )
+    )
+    return layout
+
+
 def _layout(
-    topo: Topology, model: ModelSpec, opts: PlanOptions, weights: int, reasons: list[Reason]
-) -> list[list[_Slot]]:
-    """Instances as lists of rank slots."""
+    topo: Topology,
+    model: ModelSpec,
+    opts: PlanOptions,
+    dtype: str,
+    weights: int,
+    objective: str,
+    reasons: list[Reason],
+    flavors: Sequence[FlavorSpec],
+) -> _Layout:
+    """Instances as lists of rank slots, and the seats each instance gets."""
     nodes = topo.nodes
     if not nodes:
         raise PlanRefusedError(
@@ -338,45 +585,137 @@ def _layout(
             "no allowed CPU with memory on any NUMA node",
             hint="check the CPU affinity / cpuset this host gives zenops",
         )
+    per_token = model.kv_bytes_per_token(dtype)
+    asked_tp = _tensor_parallel_layout(topo, model, opts, dtype, weights, reasons)
+    if asked_tp is not None:
+        return _Layout(asked_tp, _seats(objective, opts.concurrency, len(asked_tp)))
+    if opts.instances is not None:
+        out = _asked_instances(nodes, opts.instances, reasons)
+        return _Layout(out, _seats(objective, opts.concurrency, len(out)))
 
-    def whole(node: Node) -> _Slot:
-        return _Slot(node, node.cores, node.memory_bytes, _headroom(node.memory_bytes))
+    rule = (
+        "serving-layouts.md rule 1: tensor parallel only when the model does not fit one node (one socket beat "
+        "cross-socket TP-2: 255 vs 403 ms ITL at 1 request, 43% vs 25% of requests completed at 4)"
+    )
+    fitting = [n for n in nodes if _fits([_whole(n)], weights, per_token)]
+    if not fitting:
+        return _Layout(*_tp_when_needed(topo, model, opts, dtype, weights, objective, rule, reasons, flavors))
+    if len(fitting) < len(nodes):
+        small = cpulist([n.id for n in nodes if n not in fitting])
+        reasons.append(Reason("idle_nodes", f"node(s) {small} stay idle: too little memory for {model.name}"))
 
-    fits_one_node = max(_kv_budget(whole(n), weights, MIB) for n in nodes) > 0
-    if opts.instances is None:
-        if len(nodes) == 1:
-            reasons.append(Reason("instances", f"1 instance: one NUMA node (node {nodes[0].id})"))
-            return [[whole(nodes[0])]]
-        if not fits_one_node:
-            reasons.append(
-                Reason(
-                    "instances",
-                    f"1 tensor-parallel instance over {len(nodes)} NUMA nodes: "
-                    f"{model.name} weights ({_gib(weights)} GiB) do not fit one node",
-                )
-            )
-            return [[whole(n) for n in nodes]]
-        if opts.concurrency < DP_TP_CROSSOVER:
-            reasons.append(
-                Reason(
-                    "instances",
-                    f"1 tensor-parallel instance over {len(nodes)} NUMA nodes: expected "
-                    f"concurrency {opts.concurrency} < {DP_TP_CROSSOVER}, where cross-socket tensor "
-                    "parallel gives lower latency than one instance per node",
-                )
-            )
-            return [[whole(n) for n in nodes]]
+    if objective == "throughput":
+        return _throughput_layout(fitting, model, opts, weights, per_token, rule, reasons)
+    if len(fitting) == 1 and len(nodes) == 1:
+        reasons.append(Reason("instances", f"1 instance: one NUMA node (node {fitting[0].id})"))
+    else:
         reasons.append(
             Reason(
                 "instances",
-                f"{len(nodes)} instances, one per NUMA node (data parallel): expected "
-                f"concurrency {opts.concurrency} >= {DP_TP_CROSSOVER}, where separate instances beat "
-                "cross-socket tensor parallel",
+                f"{len(fitting)} instances, one per NUMA node ({_where(fitting)}; none spans nodes): {model.name} "
+                f"fits one node ({_gib(weights)} GiB of weights); {rule}",
             )
         )
-        return [[whole(n)] for n in nodes]
+    return _Layout([[_whole(n)] for n in fitting], _seats(objective, opts.concurrency, len(fitting)))
 
-    wanted = opts.instances
+
+def _tp_when_needed(
+    topo: Topology,
+    model: ModelSpec,
+    opts: PlanOptions,
+    dtype: str,
+    weights: int,
+    objective: str,
+    rule: str,
+    reasons: list[Reason],
+    flavors: Sequence[FlavorSpec],
+) -> tuple[list[list[_Slot]], int]:
+    """The model fits no node: the smallest tensor-parallel size vLLM accepts whose ranks fit, within a socket first."""
+    nodes = list(topo.nodes)
+    valid, refused = _tp_sizes(model, len(nodes))
+    for tp in valid:
+        groups = _groups(nodes, tp)
+        layout = [[_whole(n) for n in g] for g in groups]
+        per_rank = model.kv_bytes_per_token(dtype, tp)
+        if groups and all(_fits(slots, weights, per_rank) for slots in layout):
+            skipped = [r for r in refused if int(r.split()[1].rstrip(":")) < tp]
+            text = (
+                f"{len(groups)} tensor-parallel instance(s) of TP {tp}: {model.name} ({_gib(weights)} GiB of weights) "
+                f"fits no single node; {rule}. Ranks: " + "; ".join(_where(g) for g in groups)
+            )
+            if skipped:
+                text += f". Sizes vLLM refuses were skipped ({'; '.join(skipped)})"
+            text += f"; KV heads per rank max(1, {model.kv_heads} // {tp}) = {model.kv_heads_per_rank(tp)}"
+            idle = [n.id for n in nodes if all(n not in g for g in groups)]
+            if idle:
+                text += f"; node(s) {cpulist(idle)} stay idle"
+            reasons.append(Reason("instances", text))
+            return layout, _seats(objective, opts.concurrency, len(layout))
+    need = (
+        _headroom(max(n.memory_bytes for n in nodes))
+        + weights
+        + _overhead(weights)
+        + int(MIN_MAX_MODEL_LEN * model.kv_bytes_per_token(dtype))
+    )
+    where = f"one NUMA node of {topo.source}" + (
+        f", nor tensor parallel over up to {len(nodes)} nodes in a size vLLM accepts" if len(nodes) > 1 else ""
+    )
+    raise _refuse_too_big(model, opts, topo, need, flavors, where)
+
+
+def _throughput_layout(
+    nodes: Sequence[Node],
+    model: ModelSpec,
+    opts: PlanOptions,
+    weights: int,
+    per_token: int,
+    rule: str,
+    reasons: list[Reason],
+) -> _Layout:
+    """Several instances per node with many cores: about CORES_PER_THROUGHPUT_INSTANCE cores each, whole L3 groups
+    where known, fewer when the node's memory cannot hold that many copies of the weights with KV for their seats."""
+    smallest = min(nodes, key=lambda n: len(n.cores))
+    wanted = max(1, int(len(smallest.cores) / CORES_PER_THROUGHPUT_INSTANCE + 0.5))
+    wanted = min(wanted, max(1, len(smallest.cores) // (1 + RESERVED_CORES_PER_RANK)))
+    if smallest.l3_groups and wanted > 1:
+        wanted = min(wanted, len(smallest.l3_groups))
+    per_node = wanted
+    while per_node > 1:
+        seats = _seats("throughput", opts.concurrency, per_node * len(nodes))
+        if all(_fits([slot], weights, per_token, seats) for n in nodes for slot in _split(n, per_node)):
+            break
+        per_node -= 1
+    layout = [[slot] for n in nodes for slot in _split(n, per_node)]
+    seats = _seats("throughput", opts.concurrency, len(layout))
+    sizes = sorted({len(s[0].cores) for s in layout})
+    how = "whole L3 groups" if smallest.l3_groups and len(smallest.l3_groups) >= per_node else "whole cores"
+    amd = (
+        f"about {CORES_PER_THROUGHPUT_INSTANCE} cores per instance, as AMD measured (serving-layouts.md 2: two "
+        "64-core instances per 128-core socket, each on its own cores and local memory, 1.1-2.2x the decode "
+        "throughput of one wide instance)"
+    )
+    if per_node > 1:
+        text = (
+            f"{len(layout)} instances, {per_node} per NUMA node ({_where(nodes)}; none spans nodes), "
+            f"{'-'.join(map(str, sizes))} cores each ({how}), each on its node's memory with its own reserved core "
+            f"and port: {amd}; {rule}"
+        )
+    else:
+        text = (
+            f"{len(layout)} instance(s), one per NUMA node ({_where(nodes)}; none spans nodes): nodes of "
+            f"{len(smallest.cores)} cores are not split further ({amd}); {rule}"
+        )
+    if per_node < wanted:
+        text += (
+            f". {wanted} per node would not leave KV for {_seats('throughput', opts.concurrency, wanted * len(nodes))}"
+            f" sequences of {MIN_MAX_MODEL_LEN} tokens beside each copy of the weights: {per_node}"
+        )
+    reasons.append(Reason("instances", text))
+    return _Layout(layout, seats)
+
+
+def _asked_instances(nodes: Sequence[Node], wanted: int, reasons: list[Reason]) -> list[list[_Slot]]:
+    """--instances N: N instances over the nodes, never spanning one."""
     if wanted < 1:
         raise PlanRefusedError("bad_options", "--instances must be at least 1", hint="use --instances auto or N >= 1")
     if wanted < len(nodes):
@@ -387,7 +726,7 @@ def _layout(
                 f"{', '.join(str(n.id) for n in nodes[wanted:])} stay idle",
             )
         )
-        return [[whole(n)] for n in nodes[:wanted]]
+        return [[_whole(n)] for n in nodes[:wanted]]
     if wanted % len(nodes):
         raise PlanRefusedError(
             "bad_options",
@@ -397,19 +736,14 @@ def _layout(
     per_node = wanted // len(nodes)
     out: list[list[_Slot]] = []
     for node in nodes:
-        size = len(node.cores) // per_node
-        if size < 1 + RESERVED_CORES_PER_RANK:
+        if len(node.cores) // per_node < 1 + RESERVED_CORES_PER_RANK:
             raise PlanRefusedError(
                 "bad_options",
                 f"--instances {wanted}: node {node.id} has {len(node.cores)} physical cores, too few for {per_node} "
                 f"instances of at least {1 + RESERVED_CORES_PER_RANK} cores each",
                 hint=f"use at most {max(len(node.cores) // (1 + RESERVED_CORES_PER_RANK), 1) * len(nodes)} instances",
             )
-        share = node.memory_bytes // per_node
-        for k in range(per_node):
-            out.append(
-                [_Slot(node, node.cores[k * size : (k + 1) * size], share, _headroom(node.memory_bytes) // per_node)]
-            )
+        out += [[slot] for slot in _split(node, per_node)]
     reasons.append(
         Reason(
             "instances",
@@ -533,6 +867,32 @@ def _choose_max_model_len(
     return max_model_len
 
 
+def _choose_objective(opts: PlanOptions, reasons: list[Reason]) -> str:
+    if opts.objective in ("latency", "throughput"):
+        reasons.append(Reason("objective", f"{opts.objective}, as asked (--objective {opts.objective})"))
+        return opts.objective
+    if opts.objective != "auto":
+        raise PlanRefusedError(
+            "bad_options",
+            f"--objective {opts.objective} is not one of auto, latency, throughput",
+            hint="use --objective latency or --objective throughput",
+        )
+    if opts.concurrency >= THROUGHPUT_CONCURRENCY:
+        objective = "throughput"
+        why = f"expected concurrency {opts.concurrency} >= {THROUGHPUT_CONCURRENCY}"
+    else:
+        objective = "latency"
+        why = f"expected concurrency {opts.concurrency} < {THROUGHPUT_CONCURRENCY}"
+    reasons.append(
+        Reason(
+            "objective",
+            f"{objective} (default: {why}, the single-node crossover measured in serving-layouts.md 1; "
+            "pass --objective latency|throughput to choose)",
+        )
+    )
+    return objective
+
+
 def plan(
     facts: Topology,
     model: ModelSpec,
@@ -552,18 +912,9 @@ def plan(
     _check_options(model, opts, warnings)
     platform, platform_reason = choose_platform(topo, opts.platform)
     reasons.append(Reason("platform", platform_reason))
+    objective = _choose_objective(opts, reasons)
 
     dtype = _choose_dtype(opts.dtype, platform, topo, reasons, warnings)
-
-    max_num_seqs = opts.max_num_seqs or opts.concurrency + 1
-    if opts.max_num_seqs is None:
-        reasons.append(
-            Reason(
-                "max_num_seqs",
-                f"{max_num_seqs} = expected concurrency {opts.concurrency} + 1 slot of "
-                "slack (the write-up ran 4 concurrent requests with --max-num-seqs=5)",
-            )
-        )
 
     weights = model.weight_bytes(dtype)
     per_token = model.kv_bytes_per_token(dtype)
@@ -577,19 +928,33 @@ def plan(
         )
     )
 
-    layout = _layout(topo, model, opts, weights, reasons)
+    layout = _layout(topo, model, opts, dtype, weights, objective, reasons, flavors)
+    max_num_seqs = opts.max_num_seqs or layout.seats
+    if opts.max_num_seqs is None:
+        n = len(layout.instances)
+        if objective == "throughput":
+            text = (
+                f"{max_num_seqs} per instance = ceil(expected concurrency {opts.concurrency} / {n} instance(s)) + 1 "
+                f"slot of slack: {n} x {max_num_seqs} = {n * max_num_seqs} seats >= {opts.concurrency}"
+            )
+        else:
+            text = (
+                f"{max_num_seqs} = expected concurrency {opts.concurrency} + 1 slot of "
+                "slack (the write-up ran 4 concurrent requests with --max-num-seqs=5)"
+            )
+        reasons.append(Reason("max_num_seqs", text))
 
-    # memory per rank and the max_model_len that fits
+    # memory per rank and the max_model_len that fits: the rank whose KV budget holds the fewest tokens decides
     budgets = []
-    for slots in layout:
+    for slots in layout.instances:
         tp = len(slots)
+        rank_token = model.kv_bytes_per_token(dtype, tp)
         for slot in slots:
-            budgets.append((_kv_budget(slot, weights // tp, kv_unit(version)), tp))
-    min_budget, tp_of_min = min(budgets)
-    per_rank_token = per_token / tp_of_min  # KV heads are split over tensor-parallel ranks
-    min_kv = MIN_MAX_MODEL_LEN * per_rank_token
-    if min_budget < min_kv:
-        worst = min(layout, key=lambda s: sum(x.memory_bytes for x in s))
+            budget = _kv_budget(slot, weights // tp, kv_unit(version))
+            budgets.append((budget / rank_token, budget, rank_token))
+    _, min_budget, per_rank_token = min(budgets)
+    if min_budget < MIN_MAX_MODEL_LEN * per_rank_token:
+        worst = min(layout.instances, key=lambda s: sum(x.memory_bytes for x in s))
         need = (
             sum(x.headroom_bytes for x in worst)
             + weights
@@ -598,7 +963,8 @@ def plan(
         )
         where = (
             f"{'node ' + str(worst[0].node.id) if len(worst) == 1 else str(len(worst)) + ' NUMA nodes'}"
-            f" of {topo.source}"
+            + (" (a share of its memory)" if worst[0].memory_bytes < worst[0].node.memory_bytes else "")
+            + f" of {topo.source}"
         )
         raise _refuse_too_big(model, opts, topo, need, flavors, where)
 
@@ -606,18 +972,18 @@ def plan(
 
     instances = []
     port = opts.base_port
-    for index, slots in enumerate(layout):
+    for index, slots in enumerate(layout.instances):
         inst = _instance(
             index,
             port,
             slots,
-            weights,
-            per_token,
+            model,
             max_model_len,
             max_num_seqs,
             dtype,
             version,
             platform,
+            objective,
             topo,
             reasons if index == 0 else None,
             warnings,
@@ -626,6 +992,7 @@ def plan(
         port += 1
     if len(instances) > 1:
         reasons.append(Reason("ports", f"ports {opts.base_port}-{port - 1}, one per instance"))
+    _rooflines(topo, model, dtype, layout.instances, instances, opts.concurrency, max_model_len, reasons)
 
     return Plan(
         platform=platform,
@@ -639,7 +1006,184 @@ def plan(
         reasons=reasons,
         warnings=warnings,
         topology=topo.source,
+        objective=objective,
     )
+
+
+# --- the roofline ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """The decode ceiling of one instance at concurrency C (see :func:`roofline`)."""
+
+    concurrency: int
+    context_tokens: int
+    bandwidth_gbps: float
+    gflops: float | None
+    bytes_per_step: int
+    flops_per_step: float
+    memory_ms: float
+    compute_ms: float | None
+    step_ms: float
+    ceiling_tok_s: float
+    binding: str  # "memory" | "compute"
+    source: str  # "measured: ..." or "theoretical: ..."
+
+    @property
+    def next_purchase(self) -> str:
+        if self.binding == "memory":
+            return "more memory bandwidth per instance (memory channels, faster DIMMs, fewer instances per node)"
+        return "more cores (or faster matrix units) per instance"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "next_purchase": self.next_purchase}
+
+
+def roofline(
+    *,
+    bandwidth_gbps: float,
+    gflops: float | None,
+    weight_bytes: int,
+    kv_bytes_per_token: int,
+    context_tokens: int,
+    params: float,
+    concurrency: int,
+    attention_flops_per_context_token: int = 0,
+    source: str = "",
+) -> Roofline:
+    """Decode is bounded by two roofs. Each step reads every weight byte once plus each sequence's KV cache, and
+    does about 2 FLOPs per parameter per sequence (plus attention over the context):
+
+        bytes  = weight_bytes + C x kv_bytes_per_token x context_tokens
+        FLOPs  = C x (2 x params + attention_flops_per_context_token x context_tokens)
+        step  >= max(bytes / bandwidth, FLOPs / FLOP/s)        output tok/s <= C / step
+
+    ``gflops`` None: the compute roof is unknown and only the memory roof is applied (binding "memory").
+    Figures in GB/s and GFLOP/s (10^9); times in milliseconds.
+    """
+    if bandwidth_gbps <= 0 or (gflops is not None and gflops <= 0) or concurrency < 1 or context_tokens < 0:
+        raise ValueError("roofline: bandwidth, GFLOP/s and concurrency must be positive")
+    bytes_per_step = weight_bytes + concurrency * kv_bytes_per_token * context_tokens
+    flops = concurrency * (2 * params + attention_flops_per_context_token * context_tokens)
+    memory_ms = bytes_per_step / (bandwidth_gbps * 1e9) * 1000
+    compute_ms = None if gflops is None else flops / (gflops * 1e9) * 1000
+    step_ms = max(memory_ms, compute_ms or 0.0)
+    return Roofline(
+        concurrency=concurrency,
+        context_tokens=context_tokens,
+        bandwidth_gbps=round(bandwidth_gbps, 2),
+        gflops=None if gflops is None else round(gflops, 1),
+        bytes_per_step=int(bytes_per_step),
+        flops_per_step=flops,
+        memory_ms=round(memory_ms, 4),
+        compute_ms=None if compute_ms is None else round(compute_ms, 4),
+        step_ms=round(step_ms, 4),
+        ceiling_tok_s=round(concurrency / (step_ms / 1000), 2),
+        binding="compute" if compute_ms is not None and compute_ms > memory_ms else "memory",
+        source=source,
+    )
+
+
+def _node_roofs(topo: Topology, slot: _Slot, omp_cores: int, dtype: str) -> tuple[float, float | None, str] | None:
+    """(GB/s, GFLOP/s, label) one rank can use: its share of the node's bandwidth (instances on a node share it),
+    and matrix throughput of its OpenMP cores. Measured figures first, else the catalogue's theoretical ones."""
+    node = slot.node
+    share = len(slot.cores) / len(node.cores)
+    m = topo.measurement(node.id)
+    shared = f", x {len(slot.cores)}/{len(node.cores)} cores of the node" if share < 1 else ""
+    if m is not None:
+        ran_on = m.cores or max(len(node.cores) - RESERVED_CORES_PER_RANK, 1)
+        gflops = None if m.gflops is None else m.gflops * omp_cores / ran_on
+        label = f"measured ({m.method}): node {node.id} {m.gbps:g} GB/s{shared}"
+        if m.gflops is not None:
+            label += f", {m.gflops:g} GFLOP/s on {ran_on} cores scaled to {omp_cores}"
+        return m.gbps * share, gflops, label
+    spec = cpu_spec(topo.model_name)
+    if spec is None:
+        return None
+    nodes_of_socket = sum(1 for n in topo.nodes if n.package == node.package) or 1
+    gbps = spec.socket_bandwidth_gbps / nodes_of_socket
+    label = (
+        f"theoretical (catalogue {spec.name}: {spec.memory_channels} channels x {spec.memory_mts} MT/s x 8 bytes"
+        + (f" / {nodes_of_socket} nodes of the socket" if nodes_of_socket > 1 else "")
+        + f"{shared}; {omp_cores} cores x {spec.base_ghz} GHz x {spec.gflops(1, dtype) / spec.base_ghz:g} FLOP/cycle"
+        + ("; a VM shares the socket's channels with other guests" if topo.hypervisor else "")
+        + ")"
+    )
+    return gbps * share, spec.gflops(omp_cores, dtype), label
+
+
+def _rooflines(
+    topo: Topology,
+    model: ModelSpec,
+    dtype: str,
+    layout: list[list[_Slot]],
+    instances: list[Instance],
+    concurrency: int,
+    max_model_len: int,
+    reasons: list[Reason],
+) -> None:
+    """Each instance's ceiling at its share of the expected concurrency (per rank: the slowest rank sets the step;
+    the all-reduce between tensor-parallel ranks is not counted, so a TP ceiling is optimistic)."""
+    per_instance = max(1, math.ceil(concurrency / len(instances)))
+    for inst, slots in zip(instances, layout, strict=True):
+        tp = len(slots)
+        binds = inst.omp_threads_bind.split("|")
+        ranks = [_node_roofs(topo, slot, _count(bind), dtype) for slot, bind in zip(slots, binds, strict=True)]
+        if any(r is None for r in ranks):
+            continue
+        lines = [
+            roofline(
+                bandwidth_gbps=r[0],
+                gflops=r[1],
+                weight_bytes=model.weight_bytes(dtype) // tp,
+                kv_bytes_per_token=model.kv_bytes_per_token(dtype, tp),
+                context_tokens=min(ROOFLINE_CONTEXT, max_model_len),
+                params=model.params_b * 1e9 / tp,
+                concurrency=per_instance,
+                attention_flops_per_context_token=model.attention_flops_per_context_token() // tp,
+                source=r[2] + (f"; per rank of TP {tp}, all-reduce not counted" if tp > 1 else ""),
+            )
+            for r in ranks
+            if r is not None
+        ]
+        inst.roofline = min(lines, key=lambda x: x.ceiling_tok_s).to_dict()
+    first = instances[0].roofline
+    if first is None:
+        reasons.append(
+            Reason(
+                "roofline",
+                "no ceiling: the facts carry no bandwidth measurement (`zenops facts --bandwidth` measures one) and "
+                f"the catalogue has no figures for {topo.model_name or 'this CPU'}",
+            )
+        )
+        return
+    reasons.append(
+        Reason(
+            "roofline",
+            f"instance 0 at {first['concurrency']} concurrent sequence(s) of {first['context_tokens']} tokens: "
+            f"step >= max({first['bytes_per_step'] / 1e9:.2f} GB / {first['bandwidth_gbps']:g} GB/s = "
+            f"{first['memory_ms']:.2f} ms, "
+            + (
+                f"{first['flops_per_step'] / 1e9:.1f} GFLOP / {first['gflops']:g} GFLOP/s = "
+                f"{first['compute_ms']:.2f} ms"
+                if first["gflops"] is not None
+                else "compute roof unknown"
+            )
+            + f") -> ceiling {first['ceiling_tok_s']:g} output tok/s, {first['binding']} bound (next: "
+            f"{first['next_purchase']}); {first['source']}",
+        )
+    )
+
+
+def _count(cpus: str) -> int:
+    """Number of CPUs in a cpulist string such as '1-23' or '1,3-5'."""
+    total = 0
+    for part in filter(None, cpus.split(",")):
+        lo, _, hi = part.partition("-")
+        total += int(hi or lo) - int(lo) + 1
+    return total
 
 
 @dataclass(frozen=True)
@@ -665,6 +1209,8 @@ def _explain(
     kv: _KvFigures,
     max_num_seqs: int,
     max_model_len: int,
+    model: ModelSpec,
+    env: Mapping[str, str],
 ) -> None:
     """The reasons for one instance's numbers (given once: every instance follows the same rules)."""
     tp = len(slots)
@@ -690,7 +1236,14 @@ def _explain(
             f"{_gib(first.memory_bytes)} GiB node share - {_gib(first.headroom_bytes)} OS headroom - "
             f"{_gib(weights_rank)} weights - {_gib(overhead)} runtime overhead = {_gib(budget)} GiB; "
             f"planned min(need rounded up, budget rounded down), holding {kv_tokens} tokens. "
-            "The write-up's 75% of RAM allocates KV that is never used and risks the OOM killer",
+            "The write-up's 75% of RAM allocates KV that is never used and risks the OOM killer"
+            + (
+                f". Per rank of TP {tp}: vLLM keeps max(1, {model.kv_heads} // {tp}) = "
+                f"{model.kv_heads_per_rank(tp)} KV head(s) on every rank"
+                + (" (replicated: TP exceeds the KV heads)" if tp > model.kv_heads else "")
+                if tp > 1
+                else ""
+            ),
         )
     )
     if version >= (0, 20, 0):
@@ -716,10 +1269,20 @@ def _explain(
             "container",
             f"--shm-size {container['shm_size']} ({SHM_PER_RANK // GIB} GiB per rank) "
             "instead of the write-up's total-1 GiB (tmpfs only holds what the message queues use); "
-            f"cpuset {container['cpuset_cpus']} on memory node(s) {container['cpuset_mems']}; "
+            f"cpuset {container['cpuset_cpus']} on memory node(s) {container['cpuset_mems']} (memory bound to the "
+            "instance's node, as AMD's numactl --membind runs and the NUMA study's --membind=0; serving-layouts.md); "
             "--cap-add SYS_NICE and seccomp=unconfined instead of --privileged",
         )
     )
+    if "TORCHINDUCTOR_FREEZING" in env:
+        reasons.append(
+            Reason(
+                "amd_settings",
+                "TORCHINDUCTOR_FREEZING=1 (AMD's multi-instance runs, serving-layouts.md 2; vLLM >= 0.12) with "
+                "VLLM_USE_AOT_COMPILE=0 and TORCHINDUCTOR_AUTOGRAD_CACHE=0 (zentorch's README; vllm-zentorch.md: "
+                "FREEZING without them fails with 'expected OutputCode, got function' on vLLM 0.22/zentorch 2.11.0.1)",
+            )
+        )
     if platform == "zen":
         how = (
             "VLLM_PLUGINS=zentorch loads the out-of-tree plugin"
@@ -733,21 +1296,22 @@ def _instance(
     index: int,
     port: int,
     slots: list[_Slot],
-    weights: int,
-    per_token: int,
+    model: ModelSpec,
     max_model_len: int,
     max_num_seqs: int,
     dtype: str,
     version: tuple[int, int, int],
     platform: str,
+    objective: str,
     topo: Topology,
     reasons: list[Reason] | None,
     warnings: list[str],
 ) -> Instance:
     tp = len(slots)
+    weights = model.weight_bytes(dtype)
     weights_rank = weights // tp
     overhead = _overhead(weights_rank)
-    per_rank_token = per_token / tp
+    per_rank_token = model.kv_bytes_per_token(dtype, tp)  # vLLM's max(1, kv_heads // tp) heads on every rank
     need_all = math.ceil(max_num_seqs * max_model_len * per_rank_token)
     unit = kv_unit(version)
     budget = min(_kv_budget(s, weights_rank, unit) for s in slots)
@@ -789,6 +1353,8 @@ def _instance(
         env["VLLM_CPU_KVCACHE_SPACE"] = str(kv_bytes // GIB)
     if platform == "zen" and version < (0, 18, 0):
         env["VLLM_PLUGINS"] = "zentorch"
+    if platform == "zen" and objective == "throughput" and version >= FREEZING_MIN_VLLM:
+        env.update({"TORCHINDUCTOR_FREEZING": "1", "VLLM_USE_AOT_COMPILE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"})
 
     container: dict[str, Any] = {
         "cpuset_cpus": cpulist(all_cpus),
@@ -819,6 +1385,8 @@ def _instance(
             _KvFigures(kv_gib, need_all, budget, kv_tokens, weights_rank, overhead, per_rank_token),
             max_num_seqs,
             max_model_len,
+            model,
+            env,
         )
 
     return Instance(
@@ -840,4 +1408,6 @@ def _instance(
         env=env,
         args=args,
         container=container,
+        max_num_seqs=max_num_seqs,
+        kv_heads_per_rank=model.kv_heads_per_rank(tp),
     )

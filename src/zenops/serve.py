@@ -50,6 +50,7 @@ class ServeRequest:
     max_model_len: int | None = None
     max_num_seqs: int | None = None
     concurrency: int = 4
+    objective: str = "auto"  # auto | latency | throughput (the planner's)
     instances: int | None = None
     base_image_archive: Path | None = None  # pip route: a `docker save` tarball of the base image (air-gapped)
     base_image: str | None = None
@@ -298,6 +299,7 @@ def serve_inventory(
         max_model_len=req.max_model_len,
         max_num_seqs=req.max_num_seqs,
         concurrency=req.concurrency,
+        objective=req.objective,
         instances=req.instances,
         platform=req.platform,
         vllm_version=combo.vllm,

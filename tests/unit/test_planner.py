@@ -179,26 +179,79 @@ def test_two_instances_on_one_node_split_cores_and_memory():
 # --- two-socket machines -----------------------------------------------------------------------------------------
 
 
-def test_epyc_9755_high_concurrency_one_instance_per_node():
-    p = plan(topo("epyc-9755-2s"), catalog.get_model(QWEN3_4B), PlanOptions(concurrency=16))
+def test_epyc_9755_latency_one_instance_per_node():
+    p = plan(topo("epyc-9755-2s"), catalog.get_model(QWEN3_4B), PlanOptions(concurrency=16, objective="latency"))
     assert p.platform == "zen"
+    assert p.objective == "latency"
     assert [i.numa_nodes for i in p.instances] == [[0], [1]]
     assert [i.tensor_parallel_size for i in p.instances] == [1, 1]
     assert [len(i.cpus) for i in p.instances] == [127, 127]
     assert p.max_model_len == 40960
+    assert all("TORCHINDUCTOR_FREEZING" not in i.env for i in p.instances)
 
 
-def test_epyc_9755_low_concurrency_one_tensor_parallel_instance():
-    p = plan(topo("epyc-9755-2s"), catalog.get_model(QWEN3_4B), PlanOptions(concurrency=2))
-    (inst,) = p.instances
-    assert inst.tensor_parallel_size == 2
-    assert "|" in inst.omp_threads_bind
-    assert inst.args[inst.args.index("--tensor-parallel-size") + 1] == "2"
-    assert inst.container["cpuset_mems"] == "0,1"
+def test_epyc_9755_high_concurrency_defaults_to_throughput_two_instances_per_socket():
+    """AMD's multi-instance layout: two 64-core instances per 128-core socket, each with its own port etc."""
+    facts = fixture("epyc-9755-2s")
+    p = plan(Topology.from_facts(facts), catalog.get_model(QWEN3_4B), PlanOptions(concurrency=16))
+    assert p.objective == "throughput"
+    assert any(r.topic == "objective" and "default" in r.text and "16" in r.text for r in p.reasons)
+    assert [i.numa_nodes for i in p.instances] == [[0], [0], [1], [1]]
+    assert [len(i.cpus) for i in p.instances] == [63, 63, 63, 63]
+    assert [i.port for i in p.instances] == [8000, 8001, 8002, 8003]
+    reserved = [c for i in p.instances for c in i.reserved_cpus]
+    assert len(reserved) == len(set(reserved)) == 4
+    node_of = {c["cpu"]: c["node"] for c in facts["cpus"]}
+    for inst in p.instances:
+        assert {node_of[c] for c in inst.cpus} == set(inst.numa_nodes)
+        assert inst.container["cpuset_mems"] == str(inst.numa_node)
+        util = float(inst.args[inst.args.index("--gpu-memory-utilization") + 1])
+        assert 0 < util <= 0.5  # half a node each: the startup check must not ask for the whole node
+        assert inst.env["TORCHINDUCTOR_FREEZING"] == "1"  # AMD's setting, vLLM 0.25.1 >= 0.12
+        assert inst.env["VLLM_USE_AOT_COMPILE"] == "0"
+    assert sum(i.max_num_seqs for i in p.instances) >= 16
+    assert p.max_num_seqs == math.ceil(16 / 4) + 1
+    assert any("serving-layouts.md" in r.text for r in p.reasons if r.topic == "amd_settings")
+
+
+def test_freezing_needs_vllm_0_12_and_zen():
+    model = catalog.get_model(QWEN3_4B)
+    old = plan(topo("epyc-9755-2s"), model, PlanOptions(concurrency=16, vllm_version="0.11.0"))
+    assert all("TORCHINDUCTOR_FREEZING" not in i.env for i in old.instances)
+    stock = plan(topo("epyc-9755-2s"), model, PlanOptions(concurrency=16, platform="cpu"))
+    assert all("TORCHINDUCTOR_FREEZING" not in i.env for i in stock.instances)
+
+
+@pytest.mark.parametrize(
+    "model", [QWEN3_4B, "Qwen/Qwen3-8B", "meta-llama/Llama-3.1-8B-Instruct", "google/gemma-3-1b-it"]
+)
+@pytest.mark.parametrize("concurrency", [1, 2, 4])
+def test_two_sockets_at_low_concurrency_get_no_cross_socket_tensor_parallel(model, concurrency):
+    """The issue: these got one TP instance over both sockets; the NUMA study measured that as the worst layout."""
+    p = plan(topo("epyc-9755-2s"), catalog.get_model(model), PlanOptions(concurrency=concurrency))
+    assert [i.tensor_parallel_size for i in p.instances] == [1, 1]
+    assert [i.numa_nodes for i in p.instances] == [[0], [1]]
+    text = " ".join(r.text for r in p.reasons)
+    assert "lower latency" not in text
+    assert "tensor parallel only when the model does not fit one node" in text
+    assert "across 2 sockets" in text
+
+
+def test_llama_70b_fits_one_epyc_node_without_tensor_parallel():
+    p = plan(
+        topo("epyc-9755-2s"),
+        catalog.get_model("meta-llama/Llama-3.3-70B-Instruct"),
+        PlanOptions(concurrency=4),
+    )
+    assert [i.tensor_parallel_size for i in p.instances] == [1, 1]
 
 
 def test_llama_70b_fits_one_epyc_node_and_not_a_gp_5_24_96():
-    p = plan(topo("epyc-9755-2s"), catalog.get_model("meta-llama/Llama-3.3-70B-Instruct"), PlanOptions(concurrency=8))
+    p = plan(
+        topo("epyc-9755-2s"),
+        catalog.get_model("meta-llama/Llama-3.3-70B-Instruct"),
+        PlanOptions(concurrency=8, objective="latency"),
+    )
     assert len(p.instances) == 2
     with pytest.raises(PlanRefusedError) as info:
         plan(

@@ -62,9 +62,30 @@ class ModelSpec:
     notes: str = ""
     provenance: str = ""  # where the numbers come from (the catalogue's `source:` note, or how params were found)
 
-    def kv_bytes_per_token(self, dtype: str) -> int:
-        """KV cache per token, every layer counted as global (conservative for sliding-window models)."""
-        return 2 * self.layers * self.kv_heads * self.head_dim * dtype_bytes(dtype)
+    def kv_heads_per_rank(self, tensor_parallel: int = 1) -> int:
+        """KV heads vLLM keeps on each tensor-parallel rank: ``max(1, kv_heads // tp)``. When TP exceeds the KV
+        heads, every rank holds a replica of one head, so the cache per rank does not shrink any further."""
+        return max(1, self.kv_heads // tensor_parallel)
+
+    def kv_bytes_per_token(self, dtype: str, tensor_parallel: int = 1) -> int:
+        """KV cache per token on one rank, every layer counted as global (conservative for sliding-window models)."""
+        return 2 * self.layers * self.kv_heads_per_rank(tensor_parallel) * self.head_dim * dtype_bytes(dtype)
+
+    def tensor_parallel_problem(self, tensor_parallel: int) -> str | None:
+        """Why vLLM refuses this tensor-parallel size for the model, or None when it accepts it: the attention heads
+        must divide by TP, and the KV heads must divide by TP or (replicated) divide TP."""
+        tp = tensor_parallel
+        if tp < 1:
+            return f"tensor parallel {tp} is not a size"
+        if self.attention_heads % tp:
+            return f"{self.attention_heads} attention heads do not divide by {tp}"
+        if self.kv_heads % tp and tp % self.kv_heads:
+            return f"{self.kv_heads} KV heads neither divide by {tp} nor divide {tp} (replication)"
+        return None
+
+    def attention_flops_per_context_token(self) -> int:
+        """Decode FLOPs per generated token per token of context: q.k and p.v, 2 FLOPs each multiply-add."""
+        return 4 * self.layers * self.attention_heads * self.head_dim
 
     def weight_bytes(self, dtype: str) -> int:
         return round(self.params_b * 1e9 * dtype_bytes(dtype))
@@ -499,3 +520,63 @@ def flavors_that_fit(
         if f.ram_gib >= required_ram_gib and (not need_avx512 or "avx512f" in f.cpu_flags)
     ]
     return sorted(fitting, key=lambda f: (f.price_per_hour is None, f.price_per_hour or 0.0, f.ram_mib, f.name))
+
+
+# --- CPUs: theoretical roofs ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CpuSpec:
+    """A CPU model's spec-sheet roofs (``cpus.yaml``): upper bounds for the roofline, labelled theoretical."""
+
+    name: str
+    microarchitecture: str
+    cores: int  # per socket
+    memory_channels: int  # per socket
+    memory_mts: int
+    base_ghz: float
+    flops_per_cycle: Mapping[str, int]  # per core, by dtype
+    source: str
+
+    @property
+    def socket_bandwidth_gbps(self) -> float:
+        """channels x MT/s x 8 bytes, in GB/s (10^9 bytes)."""
+        return self.memory_channels * self.memory_mts * 8 / 1000
+
+    def gflops(self, cores: int, dtype: str) -> float:
+        """cores x base clock x FLOPs per cycle for ``dtype`` (float16 counts as bfloat16), in GFLOP/s."""
+        per_cycle = self.flops_per_cycle.get("bfloat16" if dtype == "float16" else dtype)
+        if per_cycle is None:
+            per_cycle = self.flops_per_cycle.get("float32", 0)
+        return cores * self.base_ghz * per_cycle
+
+
+@functools.cache
+def _catalogue_cpus() -> dict[str, CpuSpec]:
+    where, entries = _load_resource("cpus.yaml", "cpus")
+    result = {}
+    for name, entry in entries.items():
+        try:
+            result[str(name)] = CpuSpec(
+                name=str(name),
+                microarchitecture=str(entry["microarchitecture"]),
+                cores=int(entry["cores"]),
+                memory_channels=int(entry["memory_channels"]),
+                memory_mts=int(entry["memory_mts"]),
+                base_ghz=float(entry["base_ghz"]),
+                flops_per_cycle={str(k): int(v) for k, v in dict(entry["flops_per_cycle"]).items()},
+                source=str(entry["source"]),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ConfigError(
+                where, f"cpus.{name}", f"missing or bad field ({e})", hint="fix the catalogue entry"
+            ) from e
+    return result
+
+
+def cpu_spec(model_name: str) -> CpuSpec | None:
+    """The catalogue CPU whose name occurs in ``model_name`` (/proc/cpuinfo's model name), longest name first."""
+    for name in sorted(_catalogue_cpus(), key=len, reverse=True):
+        if name.lower() in (model_name or "").lower():
+            return _catalogue_cpus()[name]
+    return None

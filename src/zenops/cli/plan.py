@@ -14,7 +14,6 @@ from zenops import catalog
 from zenops.cli.context import App, get_app
 from zenops.cli.options import inventory_option, json_option, limit_option
 from zenops.errors import UsageError
-from zenops.facts import gather_facts, load_facts_file
 from zenops.planner import DEFAULT_VLLM_VERSION, Plan, PlanOptions, Topology, plan
 
 
@@ -59,7 +58,21 @@ def _instances(value: str) -> int | None:
     type=click.IntRange(min=1),
     default=4,
     show_default=True,
-    help="Expected concurrent requests (decides data vs tensor parallel on several NUMA nodes).",
+    help="Expected concurrent requests (sizes max-num-seqs and KV; picks the default objective).",
+)
+@click.option(
+    "--objective",
+    type=click.Choice(["auto", "latency", "throughput"]),
+    default="auto",
+    show_default=True,
+    help="latency: one instance per NUMA node; throughput: big nodes split into several instances "
+    "(auto: throughput from concurrency 6).",
+)
+@click.option(
+    "--tensor-parallel",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Tensor-parallel ranks per instance (default: only when the model fits no NUMA node).",
 )
 @click.option("--instances", default="auto", show_default=True, metavar="auto|N", help="Server instances per host.")
 @click.option(
@@ -92,6 +105,8 @@ def plan_cmd(
     max_model_len: int | None,
     max_num_seqs: int | None,
     concurrency: int,
+    objective: str,
+    tensor_parallel: int | None,
     instances: str,
     platform: str,
     vllm_version: str,
@@ -112,6 +127,10 @@ def plan_cmd(
       zenops plan --flavor gp.5.24.96 --model Qwen/Qwen3-4B
       zenops plan --local --model Qwen/Qwen3-0.6B --json
       zenops plan --facts epyc.json --model meta-llama/Llama-3.3-70B-Instruct --concurrency 16
+      zenops plan --facts epyc.json --model Qwen/Qwen3-8B --objective throughput
+
+    Each instance shows its decode ceiling (roofline) when the facts carry a bandwidth measurement
+    (`zenops facts --bandwidth`) or the catalogue knows the CPU (then labelled theoretical).
 
     A refusal (model too big, CPU cannot run zentorch, no AVX2, contradictory options) exits 7 and names the fix.
     """
@@ -134,7 +153,11 @@ def plan_cmd(
         instances=_instances(instances),
         platform=platform,
         vllm_version=vllm_version,
+        objective=objective,
+        tensor_parallel=tensor_parallel,
     )
+
+    from zenops.facts import gather_facts, load_facts_file  # noqa: PLC0415
 
     topologies: dict[str, Topology] = {}
     if facts_file is not None:
@@ -177,12 +200,20 @@ def _print_plan(app: App, host: str, p: Plan, price: float | None) -> None:
     out.print(f"  platform [bold]{p.platform}[/] ({escape(p.platform_reason)})")
     out.print(
         f"  model {escape(p.model)}, vLLM {p.vllm_version}, {p.dtype}, max-model-len {p.max_model_len}, "
-        f"max-num-seqs {p.max_num_seqs}" + (f", ${price}/h" if price is not None else "")
+        f"max-num-seqs {p.max_num_seqs}, objective {p.objective}" + (f", ${price}/h" if price is not None else "")
     )
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    for col in ("#", "port", "node", "TP", "OpenMP CPUs", "reserved", "KV GiB", "KV tokens", "cpuset", "shm"):
+    columns = ["#", "port", "node", "TP", "OpenMP CPUs", "reserved", "KV GiB", "KV tokens", "cpuset", "shm", "ceiling"]
+    for col in columns:
         table.add_column(col)
     for i in p.instances:
+        roof = i.roofline
+        ceiling = (
+            f"{roof['ceiling_tok_s']:g} tok/s @{roof['concurrency']} ({roof['binding']}"
+            + (", theoretical)" if str(roof["source"]).startswith("theoretical") else ")")
+            if roof
+            else "no measurement"
+        )
         table.add_row(
             str(i.index),
             str(i.port),
@@ -194,6 +225,7 @@ def _print_plan(app: App, host: str, p: Plan, price: float | None) -> None:
             str(i.kv_tokens),
             i.cpuset,
             str(i.container["shm_size"]),
+            ceiling,
         )
     out.print(table)
     for i in p.instances:

@@ -68,6 +68,13 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
     show_default=True,
     help="Expected concurrent requests (shapes the plan).",
 )
+@click.option(
+    "--objective",
+    type=click.Choice(["auto", "latency", "throughput"]),
+    default="auto",
+    show_default=True,
+    help="Plan for latency (one instance per NUMA node) or throughput (big nodes split into several instances).",
+)
 @click.option("--instances", type=click.IntRange(min=1), help="Server instances per host (default: from the plan).")
 @click.option(
     "--base-image", metavar="REF", help="With --image-source pip: the base image (default debian:bookworm-slim)."
@@ -111,6 +118,7 @@ def up(
     max_model_len: int | None,
     max_num_seqs: int | None,
     concurrency: int,
+    objective: str,
     instances: int | None,
     base_image: str | None,
     base_image_archive: Path | None,
@@ -162,6 +170,7 @@ def up(
             max_model_len=max_model_len,
             max_num_seqs=max_num_seqs,
             concurrency=concurrency,
+            objective=objective,
             instances=instances,
             base_image=base_image,
             base_image_archive=base_image_archive,
