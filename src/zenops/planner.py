@@ -1328,7 +1328,7 @@ def _instance(
         bind_ranks.append([c.primary for c in s.cores[keep:]])
     all_cpus = sorted(c for s in slots for core in s.cores for c in core.cpus)
     omp = "|".join(cpulist(r) for r in bind_ranks)
-    nodes = [s.node.id for s in slots]
+    nodes = list(dict.fromkeys(s.node.id for s in slots))  # ranks of one node name it once
 
     env: dict[str, str] = {"VLLM_CPU_OMP_THREADS_BIND": omp}
     args = [

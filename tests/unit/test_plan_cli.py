@@ -107,3 +107,27 @@ def test_user_flavor_from_config_is_planned_and_priced(run, tmp_path, monkeypatc
     data = json.loads(r.output)
     assert data["price_per_hour"] == 4.2
     assert data["instances"][0]["omp_threads_bind"] == "1-63"
+
+
+def test_plan_objective_and_tensor_parallel_options(run):
+    facts = str(FIXTURES / "epyc-9755-2s.json")
+    r = run(["plan", "--facts", facts, "--model", "Qwen/Qwen3-8B", "--objective", "throughput", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["objective"] == "throughput"
+    assert [i["numa_node"] for i in data["instances"]] == [0, 0, 1, 1]
+    assert data["instances"][0]["roofline"]["source"].startswith("theoretical")
+    r = run(["plan", "--facts", facts, "--model", "Qwen/Qwen3-8B", "--objective", "latency", "--concurrency", "32"])
+    assert r.exit_code == 0, r.output
+    assert "objective latency" in r.output
+    assert "tok/s" in r.output  # the ceiling column
+    r = run(["plan", "--facts", facts, "--model", "google/gemma-3-1b-it", "--tensor-parallel", "8", "--json"])
+    assert r.exit_code == 0, r.output  # 4 heads: TP 8 is refused by vLLM, TP 4 is 2 ranks on each of 2 nodes
+    data = json.loads(r.output)
+    (inst,) = data["instances"]
+    assert inst["tensor_parallel_size"] == 4
+    assert inst["container"]["cpuset_mems"] == "0,1"
+    assert any("vLLM refuses" in x["text"] for x in data["reasons"])
+    r = run(["plan", "--facts", facts, "--model", "Qwen/Qwen3-8B", "--tensor-parallel", "3", "--json"])
+    assert r.exit_code == 0, r.output  # 32 heads do not divide by 3: the nearest size vLLM accepts, said
+    assert [i["tensor_parallel_size"] for i in json.loads(r.output)["instances"]] == [2]

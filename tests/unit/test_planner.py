@@ -20,6 +20,7 @@ from zenops.planner import (
     Topology,
     cpulist,
     plan,
+    roofline,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
@@ -455,3 +456,323 @@ def test_cpulist():
     assert cpulist([0, 1, 2, 3, 8, 10, 11]) == "0-3,8,10-11"
     assert cpulist([5]) == "5"
     assert cpulist([]) == ""
+
+
+# --- host classes: every fixture, a set of models, both objectives ------------------------------------------------
+
+HOSTS = sorted(p.stem for p in FIXTURES.glob("*.json"))
+HOST_MODELS = [
+    "Qwen/Qwen3-0.6B",
+    "google/gemma-3-1b-it",
+    QWEN3_4B,
+    "Qwen/Qwen2.5-7B-Instruct",
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "microsoft/phi-4",
+    "mistralai/Mixtral-8x7B-Instruct-v0.1",
+    "meta-llama/Llama-3.3-70B-Instruct",
+]
+
+
+def vllm_accepts(spec: catalog.ModelSpec, tp: int) -> bool:
+    """vLLM's rule, as its QKV projection checks it: heads divide by TP; KV heads divide by TP or TP by them."""
+    return spec.attention_heads % tp == 0 and (spec.kv_heads % tp == 0 or tp % spec.kv_heads == 0)
+
+
+def check_plan(facts: dict[str, Any], spec: catalog.ModelSpec, opts: PlanOptions) -> None:
+    """The issue's invariants for one plan, or a refusal that exits 7 with a fix."""
+    t = Topology.from_facts(facts)
+    try:
+        p = plan(t, spec, opts)
+    except PlanRefusedError as e:
+        refusal: PlanRefusedError | None = e
+    else:
+        refusal = None
+    if refusal is not None:
+        assert refusal.exit_code == ExitCode.PLAN_REFUSED == 7
+        assert refusal.hint
+        return
+    siblings = {c["cpu"] for c in facts["cpus"] if c["cpu"] != min(c["siblings"])}
+    node_of = {c["cpu"]: c["node"] for c in facts["cpus"]}
+    core_of = {c["cpu"]: (c["package"], c["core_id"]) for c in facts["cpus"]}
+    bound = [c for i in p.instances for c in i.cpus]
+    assert not siblings & set(bound), "an SMT sibling is bound"
+    assert len({core_of[c] for c in bound}) == len(bound), "two threads of one core are bound"
+    for inst in p.instances:
+        tp = inst.tensor_parallel_size
+        assert vllm_accepts(spec, tp), f"TP {tp} is refused by vLLM for {spec.name}"
+        if tp == 1:
+            assert len(inst.numa_nodes) == 1
+            assert {node_of[c] for c in inst.cpus} == set(inst.numa_nodes), "an instance spans nodes without TP"
+        # KV per rank holds max-num-seqs full-length sequences at vLLM's per-rank KV heads, or the plan warns
+        per_rank = 2 * spec.layers * max(1, spec.kv_heads // tp) * spec.head_dim * catalog.DTYPE_BYTES[p.dtype]
+        if inst.kv_cache_bytes < inst.max_num_seqs * p.max_model_len * per_rank:
+            assert any(f"instance {inst.index}" in w and "full-length" in w for w in p.warnings)
+    if any(i.tensor_parallel_size > 1 for i in p.instances) and not opts.tensor_parallel:
+        # TP only when the model fits no node: one instance per node must then be refused
+        with pytest.raises(PlanRefusedError):
+            plan(t, spec, PlanOptions(instances=len(t.nodes), concurrency=opts.concurrency, dtype=opts.dtype))
+    if p.objective == "throughput":
+        assert sum(i.max_num_seqs for i in p.instances) >= opts.concurrency
+    assert "lower latency" not in " ".join(r.text for r in p.reasons)
+
+
+@pytest.mark.parametrize("host", HOSTS)
+@pytest.mark.parametrize("model", HOST_MODELS)
+@pytest.mark.parametrize(("objective", "concurrency"), [("auto", 1), ("auto", 4), ("auto", 32), ("latency", 64)])
+def test_host_classes_keep_the_invariants(host, model, objective, concurrency):
+    check_plan(fixture(host), catalog.get_model(model), PlanOptions(objective=objective, concurrency=concurrency))
+
+
+@pytest.mark.parametrize("host", ["vm-8-smt-adjacent", "vm-8-smt-interleaved"])
+def test_small_vms_with_smt_bind_one_thread_per_core_whatever_the_numbering(host):
+    facts = fixture(host)
+    p = plan(Topology.from_facts(facts), catalog.get_model("Qwen/Qwen3-0.6B"))
+    (inst,) = p.instances
+    firsts = sorted(min(c["siblings"]) for c in facts["cpus"] if c["cpu"] == min(c["siblings"]))
+    assert len(firsts) == 4
+    assert inst.reserved_cpus == firsts[:1]
+    assert inst.cpus == firsts[1:]  # adjacent: 2,4,6; interleaved: 1,2,3
+    assert inst.cpuset == "0-7"  # the frontend may use the siblings
+
+
+def test_small_vm_like_this_machine_plans_what_it_did():
+    """zen4-vm-hotplug is this project's CI machine (2 vCPUs, one node): one instance, CPU 1 bound, CPU 0 reserved."""
+    p = plan(topo("zen4-vm-hotplug"), catalog.get_model("Qwen/Qwen3-0.6B"))
+    (inst,) = p.instances
+    assert (inst.cpus, inst.reserved_cpus, inst.cpuset) == ([1], [0], "0-1")
+    assert p.objective == "latency"
+    assert p.max_num_seqs == 5
+    assert "TORCHINDUCTOR_FREEZING" not in inst.env
+    # even at high concurrency a 2-core node is not split
+    assert (
+        len(plan(topo("zen4-vm-hotplug"), catalog.get_model("Qwen/Qwen3-0.6B"), PlanOptions(concurrency=32)).instances)
+        == 1
+    )
+
+
+def test_192_core_zen5_node_latency_one_instance_throughput_three():
+    model = catalog.get_model("Qwen/Qwen3-8B")
+    lat = plan(topo("epyc-9965-1s"), model, PlanOptions(objective="latency", concurrency=32))
+    (wide,) = lat.instances
+    assert len(wide.cpus) == 191
+    thr = plan(topo("epyc-9965-1s"), model, PlanOptions(objective="throughput", concurrency=32))
+    assert [len(i.cpus) for i in thr.instances] == [63, 63, 63]
+    assert len({c for i in thr.instances for c in i.cpus}) == 189  # disjoint
+    assert [i.port for i in thr.instances] == [8000, 8001, 8002]
+    assert thr.max_num_seqs == math.ceil(32 / 3) + 1
+    assert all(i.memory_share_gib <= wide.memory_share_gib / 3 + 0.01 for i in thr.instances)
+
+
+def test_throughput_instances_take_whole_l3_groups_when_the_facts_have_them():
+    facts = synthetic_facts(1, 120, 1, 512)
+    for c in facts["cpus"]:
+        c["l3"] = c["core_id"] // 8  # 15 CCDs of 8 cores
+    p = plan(Topology.from_facts(facts), catalog.get_model(QWEN3_4B), PlanOptions(objective="throughput"))
+    groups = [{c // 8 for c in [*i.reserved_cpus, *i.cpus]} for i in p.instances]
+    assert len(groups) == 2
+    assert not groups[0] & groups[1], "an L3 group is split between instances"
+    assert sorted(len(i.cpus) + len(i.reserved_cpus) for i in p.instances) == [56, 64]
+    # without L3 facts the same node is split by cores: 60 + 60
+    facts_plain = synthetic_facts(1, 120, 1, 512)
+    plain = plan(Topology.from_facts(facts_plain), catalog.get_model(QWEN3_4B), PlanOptions(objective="throughput"))
+    assert [len(i.cpus) + len(i.reserved_cpus) for i in plain.instances] == [60, 60]
+
+
+def test_throughput_split_is_limited_by_memory_and_says_so():
+    # 128 cores but only 40 GiB: two copies of Qwen3-8B's 15 GiB with KV for their seats do not fit
+    t = Topology.from_facts(synthetic_facts(1, 128, 1, 40))
+    p = plan(t, catalog.get_model("Qwen/Qwen3-8B"), PlanOptions(objective="throughput", concurrency=16))
+    assert len(p.instances) == 1
+    assert any(r.topic == "instances" and "would not leave KV" in r.text for r in p.reasons)
+
+
+# --- tensor parallel: only when needed, only in sizes vLLM accepts ------------------------------------------------
+
+
+def two_socket_facts(nodes_per_socket: int, cores: int, mem_gib: float) -> dict[str, Any]:
+    """synthetic_facts with NPS-style nodes: ``nodes_per_socket`` nodes per package, distances 10 / 12 / 32."""
+    facts = synthetic_facts(2 * nodes_per_socket, cores, 1, mem_gib)
+    for c in facts["cpus"]:
+        c["package"] = c["node"] // nodes_per_socket
+        c["core_id"] += (c["node"] % nodes_per_socket) * cores  # core ids are unique within a package
+    for n in facts["numa_nodes"]:
+        n["distances"] = [
+            10 if m == n["id"] else 12 if m // nodes_per_socket == n["id"] // nodes_per_socket else 32
+            for m in range(2 * nodes_per_socket)
+        ]
+    facts["sockets"] = 2
+    return facts
+
+
+def test_a_model_that_fits_no_node_gets_the_smallest_valid_tp_within_a_socket():
+    # Qwen2.5-7B (28 heads, 4 KV heads, 14.2 GiB) on 8 nodes of 10 GiB: TP 2 does not fit, TP 3 is refused by vLLM
+    spec = catalog.get_model("Qwen/Qwen2.5-7B-Instruct")
+    p = plan(Topology.from_facts(two_socket_facts(4, 8, 10)), spec, PlanOptions(concurrency=2))
+    assert [i.tensor_parallel_size for i in p.instances] == [4, 4]
+    assert [i.numa_nodes for i in p.instances] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    text = next(r.text for r in p.reasons if r.topic == "instances")
+    assert "of one socket" in text
+    assert "TP 3: 28 attention heads do not divide by 3" in text
+    assert "fits no single node" in text
+    assert all(i.kv_heads_per_rank == 1 for i in p.instances)
+
+
+def test_tp_skips_sizes_whose_kv_heads_vllm_refuses():
+    # phi-4: 40 heads, 10 KV heads; TP 4 and 8 are refused (10 % 4, 4 % 10), TP 5 is accepted
+    spec = catalog.get_model("microsoft/phi-4")
+    p = plan(Topology.from_facts(two_socket_facts(4, 8, 16)), spec)
+    (inst,) = p.instances
+    assert inst.tensor_parallel_size == 5
+    text = next(r.text for r in p.reasons if r.topic == "instances")
+    assert "TP 4: 10 KV heads neither divide by 4" in text
+    assert "across 2 sockets" in text
+
+
+def test_kv_per_rank_uses_vllms_replicated_kv_heads():
+    """gemma-3-1b has 1 KV head: at TP 4 every rank still holds one head, the cache per token does not shrink."""
+    spec = catalog.get_model("google/gemma-3-1b-it")
+    p = plan(topo("epyc-9654-2s-nps4"), spec, PlanOptions(tensor_parallel=4))
+    per_rank = 2 * spec.layers * 1 * spec.head_dim * 2
+    for inst in p.instances:
+        assert inst.tensor_parallel_size == 4
+        assert inst.kv_heads_per_rank == 1
+        assert inst.kv_tokens == inst.kv_cache_bytes // per_rank
+        assert inst.kv_cache_bytes >= p.max_num_seqs * p.max_model_len * per_rank
+    assert any("replicated" in r.text for r in p.reasons)
+
+
+@pytest.mark.parametrize(
+    ("model", "asked", "planned"),
+    [("google/gemma-3-1b-it", 8, 4), ("microsoft/phi-4", 8, 5), ("Qwen/Qwen2.5-7B-Instruct", 8, 4)],
+)
+def test_asked_tp_that_vllm_refuses_becomes_the_nearest_valid_size_said(model, asked, planned):
+    spec = catalog.get_model(model)
+    p = plan(topo("epyc-9654-2s-nps4"), spec, PlanOptions(tensor_parallel=asked))
+    assert {i.tensor_parallel_size for i in p.instances} == {planned}
+    assert vllm_accepts(spec, planned)
+    assert any(f"--tensor-parallel {asked} asked, but vLLM refuses it" in r.text for r in p.reasons)
+
+
+def test_asked_tp_for_a_model_that_fits_is_honoured():
+    p = plan(topo("epyc-9755-2s"), catalog.get_model(QWEN3_4B), PlanOptions(tensor_parallel=2))
+    (inst,) = p.instances
+    assert inst.numa_nodes == [0, 1]
+    assert inst.args[inst.args.index("--tensor-parallel-size") + 1] == "2"
+    assert any("--tensor-parallel 2 as asked" in r.text for r in p.reasons)
+
+
+def test_nothing_fits_is_refused_with_exit_7():
+    t = Topology.from_facts(two_socket_facts(4, 8, 8))
+    with pytest.raises(PlanRefusedError) as info:
+        plan(t, catalog.get_model("meta-llama/Llama-3.3-70B-Instruct"), flavors=list(catalog.flavors().values()))
+    assert info.value.exit_code == 7
+    assert info.value.code == "model_too_big"
+    assert "tensor parallel" in info.value.message
+
+
+# --- the roofline ------------------------------------------------------------------------------------------------
+
+
+def test_roofline_arithmetic_memory_bound():
+    r = roofline(
+        bandwidth_gbps=100,
+        gflops=1000,
+        weight_bytes=8 * 10**9,
+        kv_bytes_per_token=100_000,
+        context_tokens=1000,
+        params=4e9,
+        concurrency=10,
+    )
+    assert r.bytes_per_step == 8 * 10**9 + 10 * 100_000 * 1000  # 9 GB
+    assert r.memory_ms == pytest.approx(90.0)
+    assert r.compute_ms == pytest.approx(10 * 2 * 4e9 / 1e12 * 1000)  # 80 ms
+    assert r.step_ms == pytest.approx(90.0)
+    assert r.ceiling_tok_s == pytest.approx(10 / 0.09, rel=1e-3)
+    assert r.binding == "memory"
+    assert "memory" in r.next_purchase
+
+
+def test_roofline_arithmetic_compute_bound_and_attention():
+    r = roofline(
+        bandwidth_gbps=400,
+        gflops=200,
+        weight_bytes=10**9,
+        kv_bytes_per_token=0,
+        context_tokens=500,
+        params=5e8,
+        concurrency=4,
+        attention_flops_per_context_token=1000,
+    )
+    flops = 4 * (2 * 5e8 + 1000 * 500)
+    assert r.flops_per_step == flops
+    assert r.compute_ms == pytest.approx(flops / 200e9 * 1000)
+    assert r.binding == "compute"
+    assert r.ceiling_tok_s == pytest.approx(4 / (flops / 200e9), rel=1e-3)
+    assert "cores" in r.next_purchase
+    only_memory = roofline(
+        bandwidth_gbps=400,
+        gflops=None,
+        weight_bytes=10**9,
+        kv_bytes_per_token=0,
+        context_tokens=0,
+        params=1,
+        concurrency=1,
+    )
+    assert only_memory.binding == "memory"
+    assert only_memory.compute_ms is None
+    with pytest.raises(ValueError, match="positive"):
+        roofline(
+            bandwidth_gbps=0, gflops=1, weight_bytes=1, kv_bytes_per_token=1, context_tokens=1, params=1, concurrency=1
+        )
+
+
+def with_bandwidth(facts: dict[str, Any], per_node: dict[str, Any]) -> dict[str, Any]:
+    out = json.loads(json.dumps(facts))
+    out["bandwidth"] = {"nodes": per_node}
+    return out
+
+
+def test_plan_roofline_from_a_measurement_shares_the_node_between_its_instances():
+    facts = with_bandwidth(
+        fixture("epyc-9755-2s"),
+        {str(n): {"gbps": 400.0, "gflops": 12700.0, "method": "triad + bf16 GEMM", "cores": 127} for n in (0, 1)},
+    )
+    spec = catalog.get_model(QWEN3_4B)
+    p = plan(Topology.from_facts(facts), spec, PlanOptions(objective="throughput", concurrency=16))
+    for inst in p.instances:
+        roof = inst.roofline
+        assert roof is not None
+        assert roof["source"].startswith("measured (triad + bf16 GEMM)")
+        assert roof["bandwidth_gbps"] == pytest.approx(200.0)  # two instances on a node share its 400 GB/s
+        assert roof["gflops"] == pytest.approx(12700.0 * 63 / 127, rel=1e-3)
+        assert roof["concurrency"] == 4
+        expected = roofline(
+            bandwidth_gbps=200.0,
+            gflops=12700.0 * 63 / 127,
+            weight_bytes=spec.weight_bytes("bfloat16"),
+            kv_bytes_per_token=spec.kv_bytes_per_token("bfloat16"),
+            context_tokens=roof["context_tokens"],
+            params=spec.params_b * 1e9,
+            concurrency=4,
+            attention_flops_per_context_token=spec.attention_flops_per_context_token(),
+        )
+        assert roof["ceiling_tok_s"] == pytest.approx(expected.ceiling_tok_s)
+    assert any(r.topic == "roofline" and "measured" in r.text for r in p.reasons)
+
+
+def test_plan_roofline_theoretical_is_labelled_and_none_without_figures():
+    gp = plan(topo("gp-5-24-96"), catalog.get_model(QWEN3_4B))
+    roof = gp.instances[0].roofline
+    assert roof is not None
+    assert roof["source"].startswith("theoretical")
+    assert roof["bandwidth_gbps"] == pytest.approx(12 * 4800 * 8 / 1000)
+    vm = plan(topo("zen4-vm-hotplug"), catalog.get_model(QWEN3_4B))  # "AMD EPYC": no catalogue figures
+    assert vm.instances[0].roofline is None
+    assert any(r.topic == "roofline" and "no bandwidth measurement" in r.text for r in vm.reasons)
+
+
+def test_a_malformed_measurement_is_noted_not_fatal():
+    facts = with_bandwidth(fixture("zen4-vm-hotplug"), {"0": {"gbps": "fast"}})
+    p = plan(Topology.from_facts(facts), catalog.get_model("Qwen/Qwen3-0.6B"))
+    assert p.instances[0].roofline is None
+    assert any("bandwidth measurement of node 0" in w for w in p.warnings)
