@@ -12,7 +12,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(autouse=True)
 def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own XDG dirs: no test reads or writes the operator's real config or state."""
+    """Every test gets its own XDG dirs: no test reads or writes the operator's real config or state.
+
+    $ZENOPS_IMAGE_CACHE is let through on purpose: the machine's image cache (tarballs keyed by their inputs digest,
+    see roles/vllm_image) is shared by the e2e tests, Molecule and the demo; without it the role would use this
+    test's empty XDG_CACHE_HOME and build the engine image again."""
     home = tmp_path_factory.mktemp("home")
     for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_STATE_HOME", "state"), ("XDG_CACHE_HOME", "cache")):
         monkeypatch.setenv(var, str(home / sub))

@@ -7,7 +7,9 @@ Dockerfile templates with them:
   sources at a release, by the combo's Dockerfile route);
 - ``vllm_image_pip_info``: what a pip package list installs (normalized names, whether vLLM / torch / zentorch are
   in it, what the sanity check imports);
-- ``vllm_image_digest``: the sha256 of the build inputs, the value of the ``io.zenops.inputs`` label.
+- ``vllm_image_digest``: the sha256 of the build inputs, the value of the ``io.zenops.inputs`` label;
+- ``vllm_image_cache_dir``, ``vllm_image_cache_name``, ``vllm_image_cache_evict``: the controller's image cache
+  (where it is, the tarball of an image by its tag and inputs digest, which tarballs to drop).
 """
 
 from __future__ import annotations
@@ -240,6 +242,63 @@ def vllm_image_is_version(value: Any) -> bool:
     return is_version(value)
 
 
+# --- the controller's image cache -------------------------------------------------------------------------------------
+
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+def vllm_image_cache_dir(explicit: Any = "", xdg_cache_home: Any = "") -> str:
+    """The cache directory: ``explicit`` (``$ZENOPS_IMAGE_CACHE``) when set, else ``$XDG_CACHE_HOME/zenops/images``
+    (``~/.cache`` when XDG_CACHE_HOME is unset or empty). ``~`` is left for the caller to expand."""
+    if explicit and str(explicit).strip():
+        return str(explicit).strip()
+    base = str(xdg_cache_home).strip() if xdg_cache_home else ""
+    return f"{(base or '~/.cache').rstrip('/')}/zenops/images"
+
+
+def cache_slug(tag: str) -> str:
+    """A tag as a file name part: ``zenops/vllm-zen:x`` -> ``zenops_vllm-zen_x``."""
+    if not tag:
+        raise _error("vllm_image_tag is empty")
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(tag))
+
+
+def vllm_image_cache_name(tag: str, digest: str) -> str:
+    """File name of the tarball (``docker save``) of the image ``tag`` built from inputs ``digest``."""
+    if not _DIGEST.match(str(digest)):
+        raise _error(f"not an inputs digest (64 hex digits): {digest!r}")
+    return f"{cache_slug(tag)}-{digest}.tar"
+
+
+def vllm_image_cache_evict(files: Sequence[Mapping[str, Any]], tag: str, digest: str, keep: Any = 2) -> list[str]:
+    """Paths to remove from the cache so at most ``keep`` tarballs of ``tag`` stay: the newest by mtime (a cache hit
+    touches its tarball, so this is least recently used), the one of ``digest`` always among them. Leftover
+    ``.partial`` files of other digests of the tag go too. Files of other tags, or not named by the cache, are never
+    touched. ``files`` are ``ansible.builtin.find`` results (path, mtime)."""
+    try:
+        keep = int(keep)
+    except (TypeError, ValueError):
+        keep = 0
+    if keep < 1:
+        raise _error(f"vllm_image_cache_keep must be a whole number, 1 or more (got {keep!r})")
+    pattern = re.compile(rf"^{re.escape(cache_slug(tag))}-([0-9a-f]{{64}})\.tar(\.partial)?$")
+    tarballs: list[tuple[float, str, str]] = []
+    drop: list[str] = []
+    for f in files:
+        path = str(f["path"])
+        match = pattern.match(path.rsplit("/", 1)[-1])
+        if not match:
+            continue
+        if match.group(2):
+            if match.group(1) != digest:
+                drop.append(path)
+            continue
+        tarballs.append((float(f.get("mtime") or 0), path, match.group(1)))
+    tarballs.sort(key=lambda t: (t[2] != digest, -t[0], t[1]))  # the current one first, then newest first
+    drop += [path for _, path, _ in tarballs[keep:]]
+    return sorted(drop)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -249,4 +308,7 @@ class FilterModule:
             "vllm_image_digest": vllm_image_digest,
             "vllm_image_base_tag": base_tag,
             "vllm_image_is_version": vllm_image_is_version,
+            "vllm_image_cache_dir": vllm_image_cache_dir,
+            "vllm_image_cache_name": vllm_image_cache_name,
+            "vllm_image_cache_evict": vllm_image_cache_evict,
         }
