@@ -273,6 +273,10 @@ def _report_serve(app: App, served: ServeResult, check: bool, dep: Deployment | 
     _report(app, served.up, check, dep)
     combo = served.combo
     app.out.print(f"engine: vLLM {combo.vllm} + zentorch {combo.zentorch} ({combo.id}, {combo.status})")
+    how = {"present": "present", "built": "built", "cache": "loaded from the image cache", "copied": "copied"}
+    for host, image in served.images.items():
+        got = how.get(str(image.get("how") or ""), "?")
+        app.out.print(f"image on {host}: {escape(str(image.get('ref') or '-'))} ({got})")
     table = Table(title=f"serving {served.model}", title_justify="left")
     for col in ("host", "endpoint", "platform", "KV cache", "CPUs (OpenMP)", "ready after", "memory"):
         table.add_column(col)
