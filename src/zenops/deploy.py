@@ -17,20 +17,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import yaml
 
 from zenops import catalog
-from zenops.cloud import ledger, ops
+from zenops.cloud import ledger
 from zenops.cloud import marks as m
-from zenops.cloud.errors import CloudError
 from zenops.cloud.preflight import cost_so_far
 from zenops.config import Config
 from zenops.errors import CanceledError, ExitCode, RunFailedError, UsageError, ZenopsError
-from zenops.runner import ProgressSink, RunSpec, run_playbook, settings_from_config
-from zenops.up import UpResult, summarize
+
+if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functions that use them: the CLI starts fast
+    from zenops.runner import ProgressSink
+    from zenops.up import UpResult
 
 Note = Callable[[str], None]
 
@@ -116,6 +117,10 @@ def up_cloud(
     profile = config.cloud_profile(req.cloud)
     mode = req.network_mode or profile.network_mode
     image = req.image or profile.image
+    from zenops.cloud import ops  # noqa: PLC0415
+    from zenops.runner import RunSpec, run_playbook, settings_from_config  # noqa: PLC0415
+    from zenops.up import UpResult, summarize  # noqa: PLC0415
+
     flavor_spec = catalog.flavors(config.flavors).get(req.flavor)
     price = flavor_spec.price_per_hour if flavor_spec else None
 
@@ -275,6 +280,9 @@ def down(
             "say what to remove: exactly one of --name D, --campaign C, --all-mine",
             hint="see `zenops status` for the deployments",
         )
+    from zenops.cloud import ops  # noqa: PLC0415
+    from zenops.cloud.errors import CloudError  # noqa: PLC0415
+
     cloud = _cloud_for(config, cloud, name)
     deps = ledger.all_deployments(config.state_dir, cloud)
     selected = [d for d in deps if all_mine or d.name == name or (campaign and d.campaign == campaign)]
@@ -322,6 +330,8 @@ class LeaksFoundError(ZenopsError):
 
 def leaks(config: Config, cloud: str) -> list[dict[str, Any]]:
     """zenops-marked resources whose deployment is not alive in the ledger (exit non-zero through LeaksFoundError)."""
+    from zenops.cloud import ops  # noqa: PLC0415
+
     deps = ledger.all_deployments(config.state_dir, cloud)
     alive = {d.name for d in deps}
     conn = ops.connect(cloud)
@@ -346,6 +356,8 @@ def _ssh_answers(address: str | None, timeout: float = 2.0) -> bool:
 
 
 def status(config: Config, cloud: str | None = None) -> list[dict[str, Any]]:
+    from zenops.cloud import ops  # noqa: PLC0415
+
     out = []
     by_cloud: dict[str, list[ledger.Deployment]] = {}
     for d in ledger.all_deployments(config.state_dir, cloud):

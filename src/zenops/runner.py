@@ -26,8 +26,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-import ansible_runner
-
 from zenops import paths
 from zenops.config import Config
 from zenops.errors import CanceledError, HostFailure, RunFailedError, UsageError, ZenopsError
@@ -419,6 +417,8 @@ def run_playbook(
     collections = paths.collections_path()
     run_id, run_dir, cfg = _prepare_run_dir(settings, playbook, collections)
     cmdline = (["--check"] if spec.check else []) + (["--limit", spec.limit] if spec.limit else [])
+    import ansible_runner  # noqa: PLC0415  (not at the top: --help and commands without Ansible start fast)
+
     translator = _EventTranslator(sink)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()

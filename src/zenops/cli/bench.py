@@ -3,23 +3,33 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
 
-from zenops import bench as lib
-from zenops import report as report_lib
 from zenops.cli.context import App, get_app
-from zenops.cli.options import inventory_option, json_option, limit_option
+from zenops.cli.options import LazyChoice, inventory_option, json_option, limit_option
 from zenops.cli.report import check_failures, print_comparison, print_table
 from zenops.cloud import ledger
 from zenops.config import Config
-from zenops.deploy import _cloud_for
 from zenops.errors import NoServerError, UsageError
+
+if TYPE_CHECKING:  # zenops.bench imports ansible-runner: only a benchmark loads it, not --help
+    from zenops import bench as lib
 
 
 def _levels(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+    from zenops import bench as lib  # noqa: PLC0415
+
     return lib.parse_levels(value) if value else None
+
+
+def _profile_names() -> list[str]:
+    """The profiles of zenops/catalog/bench.yaml by name (what zenops.bench.profiles() reads), for --profile."""
+    from zenops import catalog  # noqa: PLC0415
+
+    return sorted(catalog._load_resource("bench.yaml", "profiles")[1])
 
 
 @click.command("bench")
@@ -30,7 +40,7 @@ def _levels(_ctx: click.Context, _param: click.Parameter, value: str | None) -> 
 @click.option("--cloud", metavar="NAME", help="With --deployment: the cloud it is in (default: where the ledger says).")
 @click.option(
     "--profile",
-    type=click.Choice(sorted(lib.profiles())),
+    type=LazyChoice(_profile_names),
     default="seed",
     show_default=True,
     help="seed: the write-up's run (random 128 in/128 out, 20 prompts, concurrency 4, temperature 0.7); "
@@ -103,6 +113,8 @@ def bench(
       zenops bench -i hosts.yml --compare-platforms                zentorch on and off
       zenops report runs/20261121-140000 --plot sweep.png          tables, costs and plots afterwards
     """
+    from zenops import bench as lib  # noqa: PLC0415
+
     app = get_app(ctx)
     inv, dep = _target(app.config, inventory, deployment, cloud)
     if dep is not None:
@@ -147,6 +159,8 @@ def _target(
             hint="the inventory `zenops up --inventory` served, or the deployment `zenops up --cloud` made "
             "(`zenops status` lists them)",
         )
+    from zenops.deploy import _cloud_for  # noqa: PLC0415
+
     dep = ledger.load(config.state_dir, _cloud_for(config, cloud, deployment), deployment)
     if dep is None or not dep.inventory or not Path(dep.inventory).is_file():
         raise NoServerError(
@@ -157,6 +171,8 @@ def _target(
 
 
 def _report(app: App, outcome: lib.BenchOutcome) -> None:
+    from zenops import report as report_lib  # noqa: PLC0415
+
     results = outcome.report.results
     if app.json:
         app.emit_json({"type": "result", "command": "bench", "ok": not outcome.report.flagged, **outcome.to_dict()})

@@ -6,14 +6,16 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 from rich.text import Text
 
 from zenops.config import Config, load
-from zenops.progress import JsonProgress, RichProgress
+
+if TYPE_CHECKING:  # zenops.progress imports ansible-runner: loaded by the commands that run Ansible, not by --help
+    from zenops.progress import JsonProgress, RichProgress
 
 
 def make_console(stderr: bool) -> Console:
@@ -32,6 +34,8 @@ class App:
     err: Console = field(default_factory=lambda: make_console(stderr=True))
 
     def progress(self) -> RichProgress | JsonProgress:
+        from zenops.progress import JsonProgress, RichProgress  # noqa: PLC0415
+
         return JsonProgress() if self.json else RichProgress(self.err, self.verbose)
 
     def note(self, text: str) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from zenops import devhost as lib
 from zenops.cli.context import get_app
 from zenops.cli.options import json_option
 from zenops.errors import UsageError
@@ -32,6 +31,8 @@ def devhost() -> None:
 @click.pass_context
 def up_cmd(ctx: click.Context, name: str, count: int) -> None:
     """Start (or reuse) the hosts and write their inventory."""
+    from zenops import devhost as lib  # noqa: PLC0415
+
     app = get_app(ctx)
     inv, hosts = lib.up(app.config.state_dir, name, count)
     if app.json:
@@ -49,6 +50,8 @@ def up_cmd(ctx: click.Context, name: str, count: int) -> None:
 @click.pass_context
 def inventory_cmd(ctx: click.Context, name: str) -> None:
     """Print the path of the hosts' inventory."""
+    from zenops import devhost as lib  # noqa: PLC0415
+
     inv = lib.inventory_path(get_app(ctx).config.state_dir, name)
     if not inv.is_file():
         raise UsageError(f"no devhost set named '{name}'", hint=f"start it: zenops devhost up --name {name}")
@@ -60,6 +63,8 @@ def inventory_cmd(ctx: click.Context, name: str) -> None:
 @click.pass_context
 def status_cmd(ctx: click.Context) -> None:
     """List every devhost container."""
+    from zenops import devhost as lib  # noqa: PLC0415
+
     app = get_app(ctx)
     hosts = lib.list_hosts()
     if app.json:
@@ -77,6 +82,8 @@ def status_cmd(ctx: click.Context) -> None:
 @click.pass_context
 def down_cmd(ctx: click.Context, name: str) -> None:
     """Remove the hosts, their volumes, key and inventory."""
+    from zenops import devhost as lib  # noqa: PLC0415
+
     app = get_app(ctx)
     removed = lib.down(app.config.state_dir, name)
     if app.json:

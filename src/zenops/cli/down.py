@@ -11,9 +11,7 @@ from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import inventory_option, json_option, limit_option
-from zenops.deploy import down as down_lib
 from zenops.errors import UsageError
-from zenops.serve import down_inventory
 
 
 @click.command()
@@ -79,6 +77,8 @@ def down(
             app.err.print(f"  {r['kind']:<15} {escape(str(r['name']))}  (deployment {r['deployment']})")
         return click.confirm(f"remove these {len(plan)} resource(s)?", default=False, err=True)
 
+    from zenops.deploy import down as down_lib  # noqa: PLC0415
+
     result = down_lib(
         app.config,
         cloud=cloud,
@@ -105,6 +105,8 @@ def down(
 
 
 def _down_inventory(app: App, inventory: Path, *, images: bool, data: bool, limit: str | None) -> None:
+    from zenops.serve import down_inventory  # noqa: PLC0415
+
     with app.progress() as sink:
         run, hosts = down_inventory(app.config, inventory, images=images, data=data, limit=limit, sink=sink)
     if app.json:

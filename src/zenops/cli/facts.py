@@ -10,7 +10,6 @@ import click
 from zenops.cli.context import App, get_app
 from zenops.cli.options import inventory_option, json_option, limit_option
 from zenops.errors import UsageError
-from zenops.facts import facts_path, format_cpulist, gather_facts
 
 _GIB_IN_KIB = 1024 * 1024
 
@@ -31,6 +30,8 @@ def facts(ctx: click.Context, inventory: Path | None, local: bool, limit: str | 
 
     Each host's topology is also saved as <state_dir>/facts/<host>.json. Nothing changes on the hosts.
     """
+    from zenops.facts import facts_path, gather_facts  # noqa: PLC0415
+
     app = get_app(ctx)
     if local == (inventory is not None):
         raise UsageError(
@@ -55,6 +56,8 @@ def _gib(kib: int) -> str:
 
 def summary_lines(topology: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, text) rows describing one host's topology for people."""
+    from zenops.facts import format_cpulist  # noqa: PLC0415
+
     t = topology
     cpu_id = ", ".join(f"{k} {t[k]}" for k in ("family", "model", "stepping") if t.get(k) is not None)
     cpu = " ".join(x for x in (t.get("vendor"), t.get("model_name")) if x) or "unknown CPU"

@@ -6,7 +6,6 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from zenops import compat
 from zenops.cli.context import get_app
 from zenops.cli.options import json_option
 
@@ -27,6 +26,8 @@ def images(ctx: click.Context, vllm_version: str | None, zentorch: str | None, f
 
     A pair the table marks broken, or does not know, exits 11 and names a working pair.
     """
+    from zenops import compat  # noqa: PLC0415
+
     app = get_app(ctx)
     t = compat.table()
     if vllm_version or zentorch:

@@ -7,8 +7,6 @@ from rich.markup import escape
 
 from zenops.cli.context import get_app
 from zenops.cli.options import json_option
-from zenops.deploy import LeaksFoundError
-from zenops.deploy import leaks as leaks_lib
 
 
 @click.command()
@@ -20,6 +18,9 @@ def leaks(ctx: click.Context, cloud: str) -> None:
 
     Exits 0 when there are none, 10 when there are (remove them with `zenops down --all-mine` or --name).
     """
+    from zenops.deploy import LeaksFoundError  # noqa: PLC0415
+    from zenops.deploy import leaks as leaks_lib  # noqa: PLC0415
+
     app = get_app(ctx)
     found = leaks_lib(app.config, cloud)
     if app.json:

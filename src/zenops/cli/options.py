@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,35 @@ limit_option = click.option("--limit", metavar="PATTERN", help="Only these hosts
 check_option = click.option(
     "--check", is_flag=True, help="Dry run: report what would change on the hosts, change nothing."
 )
+
+
+class LazyChoice(click.Choice[str]):
+    """A click.Choice whose choices come from ``load`` the first time they are needed (help, parsing, completion),
+    not when the command is defined: the CLI starts without importing or reading what lists them."""
+
+    def __init__(self, load: Callable[[], Iterable[str]], case_sensitive: bool = True) -> None:
+        self._load = load
+        self._choices: tuple[str, ...] | None = None
+        self.case_sensitive = case_sensitive
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        if self._choices is None:
+            self._choices = tuple(self._load())
+        return self._choices
+
+    @choices.setter
+    def choices(self, value: Iterable[str]) -> None:
+        self._choices = tuple(value)
+
+
+class LazyDefaultOption(click.Option):
+    """An option whose ``default`` is a function called when the default is needed (help, parsing), not when the
+    command is defined. Unlike a plain callable default, --help shows the value it returns, not "(dynamic)"."""
+
+    def get_default(self, ctx: click.Context, call: bool = True) -> Any:
+        value = super().get_default(ctx, call=call)
+        return value() if callable(value) else value
 
 
 def command_option_names(command: click.Command) -> dict[str, click.Parameter]:

@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich import box
 from rich.markup import escape
-from rich.table import Table
 
-from zenops import catalog
 from zenops.cli.context import App, get_app
-from zenops.cli.options import inventory_option, json_option, limit_option
+from zenops.cli.options import LazyDefaultOption, inventory_option, json_option, limit_option
 from zenops.errors import UsageError
-from zenops.planner import DEFAULT_VLLM_VERSION, Plan, PlanOptions, Topology, plan
+
+if TYPE_CHECKING:
+    from zenops.planner import Plan
+
+
+def _default_vllm_version() -> str:
+    from zenops.planner import DEFAULT_VLLM_VERSION  # noqa: PLC0415
+
+    return DEFAULT_VLLM_VERSION
 
 
 def _instances(value: str) -> int | None:
@@ -85,7 +90,8 @@ def _instances(value: str) -> int | None:
 @click.option(
     "--vllm",
     "vllm_version",
-    default=DEFAULT_VLLM_VERSION,
+    cls=LazyDefaultOption,
+    default=_default_vllm_version,
     show_default=True,
     metavar="VERSION",
     help="vLLM release the settings are for (env var semantics changed across releases).",
@@ -134,6 +140,10 @@ def plan_cmd(
 
     A refusal (model too big, CPU cannot run zentorch, no AVX2, contradictory options) exits 7 and names the fix.
     """
+    from zenops import catalog  # noqa: PLC0415
+    from zenops.facts import gather_facts, load_facts_file  # noqa: PLC0415
+    from zenops.planner import PlanOptions, Topology, plan  # noqa: PLC0415
+
     app = get_app(ctx)
     sources = [name for name, on in (("--facts", facts_file), ("--inventory", inventory), ("--local", local)) if on]
     if len(sources) > 1:
@@ -156,8 +166,6 @@ def plan_cmd(
         objective=objective,
         tensor_parallel=tensor_parallel,
     )
-
-    from zenops.facts import gather_facts, load_facts_file  # noqa: PLC0415
 
     topologies: dict[str, Topology] = {}
     if facts_file is not None:
@@ -195,6 +203,9 @@ def plan_cmd(
 
 
 def _print_plan(app: App, host: str, p: Plan, price: float | None) -> None:
+    from rich import box  # noqa: PLC0415
+    from rich.table import Table  # noqa: PLC0415
+
     out = app.out
     out.print(f"[bold]{escape(host)}[/]: {escape(p.topology)}")
     out.print(f"  platform [bold]{p.platform}[/] ({escape(p.platform_reason)})")

@@ -5,17 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
-from zenops import catalog
-from zenops import report as lib
 from zenops.cli.context import App, get_app
 from zenops.cli.options import json_option
 from zenops.errors import BenchFailedError, UsageError
+
+if TYPE_CHECKING:
+    from zenops import report as lib
 
 
 @click.command("report")
@@ -87,6 +87,9 @@ def report(
     A result with failed requests, or none completed, is flagged on stderr and the command exits 12
     (`vllm bench serve` exits 0 even when every request failed); --allow-failed keeps the exit code 0.
     """
+    from zenops import catalog  # noqa: PLC0415
+    from zenops import report as lib  # noqa: PLC0415
+
     app = get_app(ctx)
     if app.json:
         output_format = "json"
@@ -158,6 +161,8 @@ def _plot(app: App, current: lib.Report, baseline: lib.Report | None, path: Path
         raise UsageError(f"--plot {path}: the plot is a PNG", hint="name the file with .png")
     if not path.parent.is_dir():
         raise UsageError(f"--plot {path}: directory {path.parent} does not exist", hint="create it, or pick another")
+    from zenops import report as lib  # noqa: PLC0415
+
     try:
         n = lib.plot(current.results, path, baseline=baseline.results if baseline else ())
     except OSError as e:
@@ -168,6 +173,8 @@ def _plot(app: App, current: lib.Report, baseline: lib.Report | None, path: Path
 
 
 def _pct_cell(pct: float | None, *, higher_is_better: bool) -> str:
+    from zenops import report as lib  # noqa: PLC0415
+
     text = lib.fmt_pct(pct)
     if pct is None or abs(pct) < 0.05:
         return text
@@ -181,6 +188,10 @@ def _failed_cell(r: lib.BenchResult) -> str:
 
 
 def print_table(app: App, results: Sequence[lib.BenchResult]) -> None:
+    from rich.table import Table  # noqa: PLC0415
+
+    from zenops import report as lib  # noqa: PLC0415
+
     rows = lib.ordered(results)
     cost_title, show_price = lib.cost_header(rows)
     show_flavor = len({r.flavor for r in rows}) > 1
@@ -219,6 +230,10 @@ def print_table(app: App, results: Sequence[lib.BenchResult]) -> None:
 
 def print_comparison(app: App, comp: lib.Comparison, baseline_path: Path | None) -> None:
     """This report's numbers and their change against the baseline (the baseline's own numbers: md, csv, json)."""
+    from rich.table import Table  # noqa: PLC0415
+
+    from zenops import report as lib  # noqa: PLC0415
+
     table = Table(title=f"compared with {escape(str(baseline_path))}", title_justify="left")
     table.add_column("model", no_wrap=True)
     for col in ("concurrency", "output tok/s", "Δ", "median TTFT ms", "Δ", "median TPOT ms", "Δ", "$/1M out", "Δ"):

@@ -8,7 +8,6 @@ from rich.table import Table
 
 from zenops.cli.context import get_app
 from zenops.cli.options import json_option
-from zenops.deploy import status as status_lib
 
 
 @click.command()
@@ -17,6 +16,8 @@ from zenops.deploy import status as status_lib
 @click.pass_context
 def status(ctx: click.Context, cloud: str | None) -> None:
     """List deployments: servers, addresses, flavor, age, cost so far, SSH reachability."""
+    from zenops.deploy import status as status_lib  # noqa: PLC0415
+
     app = get_app(ctx)
     deps = status_lib(app.config, cloud)
     if app.json:

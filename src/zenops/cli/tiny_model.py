@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from zenops import tinymodel
 from zenops.cli.context import get_app
 from zenops.cli.options import json_option
 
@@ -28,6 +27,8 @@ def tiny_model(ctx: click.Context, out_dir: Path, seed: int, force: bool) -> Non
     it is for checking that a server starts, streams and can be benchmarked. The same seed gives the same files;
     a model already made with the same settings is left as it is.
     """
+    from zenops import tinymodel  # noqa: PLC0415
+
     app = get_app(ctx)
     model = tinymodel.generate(out_dir, seed=seed, force=force)
     if app.json:

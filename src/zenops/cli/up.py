@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
 from rich.table import Table
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import check_option, inventory_option, json_option, limit_option
-from zenops.cloud.ledger import Deployment
-from zenops.deploy import CloudRequest, up_cloud
+from zenops.cli.options import LazyChoice, check_option, inventory_option, json_option, limit_option
 from zenops.errors import UsageError
-from zenops.serve import IMAGE_SOURCES, ServeRequest, ServeResult, serve_inventory
-from zenops.up import UpResult, up_inventory
+
+if TYPE_CHECKING:
+    from zenops.cloud.ledger import Deployment
+    from zenops.serve import ServeResult
+    from zenops.up import UpResult
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+def _image_sources() -> tuple[str, ...]:
+    from zenops.serve import IMAGE_SOURCES  # noqa: PLC0415
+
+    return IMAGE_SOURCES
 
 
 @click.command()
@@ -40,7 +48,7 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 )
 @click.option(
     "--image-source",
-    type=click.Choice(IMAGE_SOURCES),
+    type=LazyChoice(_image_sources),
     default="build",
     show_default=True,
     help="How the engine image is made: build from vLLM's source, a prebuilt image, or pip from a package index.",
@@ -154,6 +162,10 @@ def up(
 
     Docker settings (source distro|upstream, users, log rotation) come from the `docker:` section of the config.
     """
+    from zenops.deploy import CloudRequest, up_cloud  # noqa: PLC0415
+    from zenops.serve import ServeRequest, serve_inventory  # noqa: PLC0415
+    from zenops.up import up_inventory  # noqa: PLC0415
+
     app = get_app(ctx)
     serve_req = (
         ServeRequest(
