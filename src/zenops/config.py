@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from zenops.errors import ConfigError
 from zenops.paths import default_state_dir
 
@@ -326,6 +324,8 @@ def validate(data: Any, path: str) -> dict[str, Any]:
 
 
 def read_file(path: Path) -> dict[str, Any]:
+    import yaml  # noqa: PLC0415  (only when a config file exists: the CLI's --help starts without it)
+
     try:
         text = path.read_text()
     except OSError as e:

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
 from zenops.cli.context import get_app
 from zenops.cli.options import json_option
@@ -45,6 +44,8 @@ def show(ctx: click.Context) -> None:
     sources = data.pop("sources")
     click.echo(f"# read from: {', '.join(sources) if sources else 'no file (built-in defaults)'}")
     click.echo(f"# searched: {', '.join(searched)}")
+    import yaml  # noqa: PLC0415
+
     click.echo(yaml.safe_dump(data, sort_keys=False).rstrip())
 
 

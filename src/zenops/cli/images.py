@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from zenops.cli.context import get_app
 from zenops.cli.options import json_option
@@ -54,6 +53,8 @@ def images(ctx: click.Context, vllm_version: str | None, zentorch: str | None, f
             }
         )
         return
+    from rich.table import Table  # noqa: PLC0415
+
     table = Table(title="vLLM + zentorch combinations", title_justify="left")
     for col in ("id", "vLLM", "zentorch", "torch", "status", "made by", "why"):
         table.add_column(col)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from zenops.cli.context import get_app
 from zenops.cli.options import json_option
@@ -26,6 +25,8 @@ def status(ctx: click.Context, cloud: str | None) -> None:
     if not deps:
         app.out.print("no deployments")
         return
+    from rich.table import Table  # noqa: PLC0415
+
     table = Table(title="zenops deployments", title_justify="left")
     for col in ("deployment", "cloud", "state", "server", "address", "status", "ssh", "flavor", "age", "cost so far"):
         table.add_column(col)

@@ -7,10 +7,9 @@ from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
-from rich.table import Table
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import LazyChoice, check_option, inventory_option, json_option, limit_option
+from zenops.cli.options import check_option, inventory_option, json_option, limit_option
 from zenops.errors import UsageError
 
 if TYPE_CHECKING:
@@ -19,12 +18,9 @@ if TYPE_CHECKING:
     from zenops.up import UpResult
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
-
-
-def _image_sources() -> tuple[str, ...]:
-    from zenops.serve import IMAGE_SOURCES  # noqa: PLC0415
-
-    return IMAGE_SOURCES
+# zenops.serve.IMAGE_SOURCES, spelled out: importing zenops.serve for it would load the whole serving path on every
+# `zenops up --help` (tests/unit/test_cli_imports.py checks the two are the same)
+IMAGE_SOURCES = ("pip", "build", "prebuilt")
 
 
 @click.command()
@@ -48,7 +44,7 @@ def _image_sources() -> tuple[str, ...]:
 )
 @click.option(
     "--image-source",
-    type=LazyChoice(_image_sources),
+    type=click.Choice(IMAGE_SOURCES),
     default="build",
     show_default=True,
     help="How the engine image is made: build from vLLM's source, a prebuilt image, or pip from a package index.",
@@ -247,6 +243,8 @@ def up(
 
 
 def _report(app: App, result: UpResult, check: bool, dep: Deployment | None = None) -> None:
+    from rich.table import Table  # noqa: PLC0415
+
     if app.json:
         extra = {"deployment": dep.to_dict()} if dep else {}
         app.emit_json({"type": "result", "command": "up", "ok": True, "check": check, **result.to_dict(), **extra})
@@ -278,6 +276,8 @@ def _report(app: App, result: UpResult, check: bool, dep: Deployment | None = No
 
 
 def _report_serve(app: App, served: ServeResult, check: bool, dep: Deployment | None = None) -> None:
+    from rich.table import Table  # noqa: PLC0415
+
     if app.json:
         extra = {"deployment": dep.to_dict()} if dep else {}
         app.emit_json({"type": "result", "command": "up", "ok": True, "check": check, **served.to_dict(), **extra})
