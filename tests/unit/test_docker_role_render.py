@@ -1,83 +1,33 @@
-"""Render the templates of the role zenops.inference.docker with plain Jinja2, no Ansible run.
+"""Render the templates of the role zenops.inference.docker the way the role does, through Ansible.
 
-Variables come from the role's defaults/main.yml and vars/main.yml, resolved in file order the way Ansible would
-(a value that is one ``{{ expression }}`` keeps its type, anything else renders to a string). The two Ansible-only
-filters the role's templates use (combine, to_nice_json) get minimal equivalents here.
+Every case is one play of a single ``ansible-playbook`` run (a module-scoped fixture) on a local host whose facts are
+the case's fixture facts: the role's own preflight tasks run first (``include_role`` with ``tasks_from:
+preflight.yml``, its defaults and vars made public), then Ansible's template lookup renders the role's templates with
+them (the engine and template variables of the ``ansible.builtin.template`` tasks of tasks/configure.yml and
+tasks/install-upstream.yml, without writing to /etc). Ansible resolves the defaults and vars and provides the filters
+(combine, to_nice_json): a change in the role shows here.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
-import jinja2
 import pytest
 import yaml
 
+from tests.unit.ansible_play import RESULT_FACT, run_cases
+
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "docker"
-_SINGLE_EXPRESSION = re.compile(r"\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}", re.DOTALL)
-
-
-def _combine(base: dict[str, Any], *others: dict[str, Any], recursive: bool = False) -> dict[str, Any]:
-    result = dict(base)
-    for other in others:
-        for key, value in other.items():
-            if recursive and isinstance(result.get(key), dict) and isinstance(value, dict):
-                result[key] = _combine(result[key], value, recursive=True)
-            else:
-                result[key] = value
-    return result
-
-
-def _to_nice_json(value: Any, indent: int = 4, sort_keys: bool = True) -> str:
-    return json.dumps(value, indent=indent, sort_keys=sort_keys, separators=(",", ": "), ensure_ascii=False)
-
-
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(ROLE / "templates"),
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    env.filters["combine"] = _combine
-    env.filters["to_nice_json"] = _to_nice_json
-    return env
-
-
-def _resolve(env: jinja2.Environment, value: Any, ctx: dict[str, Any]) -> Any:
-    if isinstance(value, dict):
-        return {key: _resolve(env, item, ctx) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_resolve(env, item, ctx) for item in value]
-    if isinstance(value, str) and "{{" in value:
-        single = _SINGLE_EXPRESSION.fullmatch(value.strip())
-        if single:
-            return env.compile_expression(single.group("expr"), undefined_to_none=False)(**ctx)
-        return env.from_string(value).render(**ctx)
-    return value
+TEMPLATES = ["docker.sources.j2", "daemon.json.j2"]
+RECORDED = ["_docker_upstream_gpg_url", "_docker_packages", "_docker_daemon_config"]
 
 
 def _load(name: str) -> dict[str, Any]:
     data = yaml.safe_load((ROLE / name).read_text())
     assert isinstance(data, dict), f"{name} is not a mapping"
     return data
-
-
-def role_vars(facts: dict[str, Any], **overrides: Any) -> dict[str, Any]:
-    """Facts + defaults + vars, overrides (inventory or play vars) winning over defaults."""
-    env = _environment()
-    ctx: dict[str, Any] = {"ansible_facts": facts, "ansible_managed": "Ansible managed", **overrides}
-    for name, raw in [*_load("defaults/main.yml").items(), *_load("vars/main.yml").items()]:
-        if name in overrides and not name.startswith("_"):
-            continue
-        ctx[name] = _resolve(env, raw, ctx)
-    return ctx
-
-
-def render(template: str, ctx: dict[str, Any]) -> str:
-    return _environment().get_template(template).render(**ctx)
 
 
 def parse_deb822(text: str) -> list[dict[str, str]]:
@@ -105,12 +55,67 @@ def parse_deb822(text: str) -> list[dict[str, str]]:
 DEBIAN_BOOKWORM_AMD64 = {"distribution": "Debian", "distribution_release": "bookworm", "architecture": "x86_64"}
 UBUNTU_NOBLE_ARM64 = {"distribution": "Ubuntu", "distribution_release": "noble", "architecture": "aarch64"}
 
+CASES: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
+    "debian-bookworm-amd64": (DEBIAN_BOOKWORM_AMD64, {}),
+    "ubuntu-noble-arm64": (UBUNTU_NOBLE_ARM64, {}),
+    "debian-mirror": (
+        DEBIAN_BOOKWORM_AMD64,
+        {"docker_upstream_base_url": "https://mirror.example/docker/", "docker_upstream_channel": "test"},
+    ),
+    "ubuntu-upstream": (UBUNTU_NOBLE_ARM64, {"docker_source": "upstream"}),
+    "debian-daemon-options": (
+        DEBIAN_BOOKWORM_AMD64,
+        {
+            "docker_log_max_size": "50m",
+            "docker_log_max_file": 5,  # an int from an inventory must still reach dockerd as "5"
+            "docker_daemon_options": {"storage-driver": "vfs", "log-opts": {"labels": "zenops"}},
+        },
+    ),
+    "debian-journald": (DEBIAN_BOOKWORM_AMD64, {"docker_daemon_options": {"log-driver": "journald"}}),
+}
+
+
+def _play(facts: dict[str, str], overrides: dict[str, Any]) -> dict[str, Any]:
+    rendered = {
+        template.removesuffix(".j2"): f"{{{{ lookup('ansible.builtin.template', '{ROLE / 'templates' / template}') }}}}"
+        for template in TEMPLATES
+    }
+    return {
+        # the host's facts as gathered (play vars win over the fact cache), and the caller's variables
+        "vars": {"ansible_facts": facts, "docker_cloud_init_wait": False, **overrides},
+        "tasks": [
+            {
+                "name": "Run the role's preflight (its defaults and vars public for the task below)",
+                "ansible.builtin.include_role": {
+                    "name": "zenops.inference.docker",
+                    "tasks_from": "preflight.yml",
+                    "public": True,
+                },
+            },
+            {
+                "name": "Render the role's templates and record its variables",
+                "ansible.builtin.set_fact": {
+                    RESULT_FACT: {**{name: f"{{{{ {name} }}}}" for name in RECORDED}, **rendered}
+                },
+            },
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Case name -> the role's recorded variables and its rendered templates (by file name without .j2)."""
+    work = tmp_path_factory.mktemp("docker-render")
+    plays = {name.replace("-", "_"): _play(facts, overrides) for name, (facts, overrides) in CASES.items()}
+    results = run_cases(work, plays)
+    return {name: results[name.replace("-", "_")] for name in CASES}
+
 
 @pytest.mark.parametrize(
     ("facts", "expected"),
     [
         pytest.param(
-            DEBIAN_BOOKWORM_AMD64,
+            "debian-bookworm-amd64",
             {
                 "Types": "deb",
                 "URIs": "https://download.docker.com/linux/debian",
@@ -122,7 +127,7 @@ UBUNTU_NOBLE_ARM64 = {"distribution": "Ubuntu", "distribution_release": "noble",
             id="debian-bookworm-amd64",
         ),
         pytest.param(
-            UBUNTU_NOBLE_ARM64,
+            "ubuntu-noble-arm64",
             {
                 "Types": "deb",
                 "URIs": "https://download.docker.com/linux/ubuntu",
@@ -135,24 +140,22 @@ UBUNTU_NOBLE_ARM64 = {"distribution": "Ubuntu", "distribution_release": "noble",
         ),
     ],
 )
-def test_docker_sources_deb822(facts: dict[str, Any], expected: dict[str, str]) -> None:
-    text = render("docker.sources.j2", role_vars(facts))
+def test_docker_sources_deb822(rendered, facts: str, expected: dict[str, str]) -> None:
+    text = rendered[facts]["docker.sources"]
     assert parse_deb822(text) == [expected]
     assert text.startswith("# Ansible managed\n")
 
 
-def test_docker_sources_follow_overrides() -> None:
-    ctx = role_vars(
-        DEBIAN_BOOKWORM_AMD64, docker_upstream_base_url="https://mirror.example/docker/", docker_upstream_channel="test"
-    )
-    (stanza,) = parse_deb822(render("docker.sources.j2", ctx))
+def test_docker_sources_follow_overrides(rendered) -> None:
+    ctx = rendered["debian-mirror"]
+    (stanza,) = parse_deb822(ctx["docker.sources"])
     assert stanza["URIs"] == "https://mirror.example/docker/debian"
     assert stanza["Components"] == "test"
     assert ctx["_docker_upstream_gpg_url"] == "https://mirror.example/docker/debian/gpg"
 
 
-def test_upstream_key_url_and_packages() -> None:
-    ctx = role_vars(UBUNTU_NOBLE_ARM64, docker_source="upstream")
+def test_upstream_key_url_and_packages(rendered) -> None:
+    ctx = rendered["ubuntu-upstream"]
     assert ctx["_docker_upstream_gpg_url"] == "https://download.docker.com/linux/ubuntu/gpg"
     assert ctx["_docker_packages"] == [
         "docker-ce",
@@ -161,22 +164,16 @@ def test_upstream_key_url_and_packages() -> None:
         "docker-buildx-plugin",
         "docker-compose-plugin",
     ]
-    assert role_vars(UBUNTU_NOBLE_ARM64)["_docker_packages"] == ["docker.io"]
+    assert rendered["ubuntu-noble-arm64"]["_docker_packages"] == ["docker.io"]
 
 
-def test_daemon_json_defaults_rotate_logs_with_string_values() -> None:
-    daemon = json.loads(render("daemon.json.j2", role_vars(DEBIAN_BOOKWORM_AMD64)))
+def test_daemon_json_defaults_rotate_logs_with_string_values(rendered) -> None:
+    daemon = json.loads(rendered["debian-bookworm-amd64"]["daemon.json"])
     assert daemon == {"log-driver": "json-file", "log-opts": {"max-size": "10m", "max-file": "3"}}
 
 
-def test_daemon_json_merges_options_recursively_and_stringifies_rotation() -> None:
-    ctx = role_vars(
-        DEBIAN_BOOKWORM_AMD64,
-        docker_log_max_size="50m",
-        docker_log_max_file=5,  # an int from an inventory must still reach dockerd as "5"
-        docker_daemon_options={"storage-driver": "vfs", "log-opts": {"labels": "zenops"}},
-    )
-    daemon = json.loads(render("daemon.json.j2", ctx))
+def test_daemon_json_merges_options_recursively_and_stringifies_rotation(rendered) -> None:
+    daemon = json.loads(rendered["debian-daemon-options"]["daemon.json"])
     assert daemon == {
         "log-driver": "json-file",
         "log-opts": {"max-size": "50m", "max-file": "5", "labels": "zenops"},
@@ -184,9 +181,8 @@ def test_daemon_json_merges_options_recursively_and_stringifies_rotation() -> No
     }
 
 
-def test_daemon_options_can_replace_the_log_driver() -> None:
-    ctx = role_vars(DEBIAN_BOOKWORM_AMD64, docker_daemon_options={"log-driver": "journald"})
-    assert json.loads(render("daemon.json.j2", ctx))["log-driver"] == "journald"
+def test_daemon_options_can_replace_the_log_driver(rendered) -> None:
+    assert json.loads(rendered["debian-journald"]["daemon.json"])["log-driver"] == "journald"
 
 
 def test_argument_specs_document_every_public_default() -> None:
