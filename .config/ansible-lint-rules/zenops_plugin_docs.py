@@ -9,7 +9,7 @@ rule reads the same strings with errors raised and reports them as violations, s
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from ansible.parsing.plugin_docs import read_docstring
 from ansiblelint.rules import AnsibleLintRule
@@ -36,7 +36,7 @@ class PluginDocsRule(AnsibleLintRule):
         "argument checks and the collection's docs all read them."
     )
     severity = "VERY_HIGH"
-    tags = ["syntax", "zenops"]
+    tags: ClassVar[list[str]] = ["syntax", "zenops"]
     version_changed = "0.1.0"
 
     def matchlines(self, file: Lintable) -> list[MatchError]:
@@ -44,7 +44,7 @@ class PluginDocsRule(AnsibleLintRule):
             return []
         try:
             docs = read_docstring(str(file.path.resolve(strict=False)), verbose=False, ignore_errors=False)
-        except Exception as exc:  # noqa: BLE001 - any parse failure is the finding
+        except Exception as exc:  # any parse failure is the finding
             cause = exc.__cause__ or exc
             mark = getattr(cause, "problem_mark", None)
             line = _assignment_line(file.content, "DOCUMENTATION") + (mark.line if mark else 0)
