@@ -8,10 +8,13 @@ last play on localhost.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,25 @@ def collections_path(cache_dir: Path) -> str:
     ).stdout.strip()
     assert (Path(path) / "ansible_collections" / "zenops" / "inference").resolve() == REPO
     return path
+
+
+def shared_by_workers(basetemp: Path, name: str, key: object, produce: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``produce()`` once per test session, also under pytest-xdist: the first worker to get here runs it, the others
+    wait for it and read its JSON result (the xdist workers of a session share the parent of their basetemp)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return produce()
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    path = basetemp.parent / f"{name}-{digest}.json"
+    with (basetemp.parent / f"{name}-{digest}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.is_file():
+            shared: dict[str, Any] = json.loads(path.read_text())
+            return shared
+        result = produce()
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result))
+        tmp.replace(path)
+        return result
 
 
 def run_cases(workdir: Path, plays: dict[str, dict[str, Any]], *, split: int = 1, timeout: int = 600) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit.ansible_play import RESULT_FACT, run_cases
+from tests.unit.ansible_play import RESULT_FACT, run_cases, shared_by_workers
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "docker"
 TEMPLATES = ["docker.sources.j2", "daemon.json.j2"]
@@ -107,7 +107,7 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
     """Case name -> the role's recorded variables and its rendered templates (by file name without .j2)."""
     work = tmp_path_factory.mktemp("docker-render")
     plays = {name.replace("-", "_"): _play(facts, overrides) for name, (facts, overrides) in CASES.items()}
-    results = run_cases(work, plays)
+    results = shared_by_workers(tmp_path_factory.getbasetemp(), "docker-render", plays, lambda: run_cases(work, plays))
     return {name: results[name.replace("-", "_")] for name in CASES}
 
 

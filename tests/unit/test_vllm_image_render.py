@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.unit.ansible_play import RESULT_FACT, run_cases
+from tests.unit.ansible_play import RESULT_FACT, run_cases, shared_by_workers
 from zenops import compat
 
 REPO = Path(__file__).resolve().parents[2]
@@ -241,8 +241,13 @@ def planned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any
         for name, size in files.items():
             with (wheels / directory / name).open("wb") as f:
                 f.truncate(size)  # sparse: the size is what the role hashes
-    plays = {name: _play(_with_wheel_dirs(variables, wheels)) for name, variables in _all_cases().items()}
-    return run_cases(work / "run", {_host(name): play for name, play in plays.items()}, split=2)
+    plays = {_host(name): _play(_with_wheel_dirs(variables, wheels)) for name, variables in _all_cases().items()}
+    return shared_by_workers(
+        tmp_path_factory.getbasetemp(),
+        "vllm-image-plan",
+        _all_cases(),
+        lambda: run_cases(work / "run", plays, split=1 if os.environ.get("PYTEST_XDIST_WORKER") else 2),
+    )
 
 
 def _host(case_name: str) -> str:
