@@ -7,47 +7,12 @@ unit tests. There is no second copy of it here.
 
 from __future__ import annotations
 
-DOCUMENTATION = r"""
-name: vllm_bench_argv
-short_description: The docker command line of one vllm bench serve run against one zenops server
-description:
-  - Returns C(docker run ... vllm bench serve ...) as a list, for M(ansible.builtin.command) C(argv).
-  - The client runs in the server's image, with the server's volumes (model, Hugging Face cache), on the host
-    network, pinned to O(cpuset) when given, reading the API key from O(env_file) (never from the command line).
-  - The companion filters are C(vllm_bench_server) (a server's C(docker inspect) data without its environment),
-    C(vllm_bench_free_cpus) (online CPUs no server holds), C(vllm_bench_stem) (a result's file name),
-    C(vllm_bench_describe) (a server's record) and C(vllm_bench_failures) (why runs failed).
-options:
-  _input:
-    description: One run (C(zenops.bench.BenchRun.to_dict())).
-    type: dict
-    required: true
-  server: {description: The server (output of C(vllm_bench_server))., type: dict, required: true}
-  run_id: {description: The benchmark run id., type: str, required: true}
-  result_dir: {description: Directory on the host that receives the result., type: str, required: true}
-  platform: {description: The platform the server runs (zen or cpu)., type: str, required: true}
-  cpuset: {description: CPUs of the client; empty means unpinned., type: str, default: ""}
-  env_file: {description: Root-only env file with OPENAI_API_KEY., type: str, default: ""}
-  metadata: {description: Extra KEY=VALUE metadata of the result., type: dict}
-"""
+# The documentation of each filter is its own file next to this one, plugins/filter/<filter name>.yml:
+# ansible-doc reads those only while this file has no DOCUMENTATION (see tests/unit/test_ansible_doc.py).
+from collections.abc import Mapping
+from typing import Any
 
-EXAMPLES = r"""
-- name: Run the benchmark
-  ansible.builtin.command:
-    argv: "{{ run | zenops.inference.vllm_bench_argv(server=srv, run_id=id, result_dir=dir, platform='zen') }}"
-"""
-
-RETURN = r"""
-_value:
-  description: The argv of C(docker run).
-  type: list
-  elements: str
-"""
-
-from collections.abc import Mapping  # noqa: E402
-from typing import Any  # noqa: E402
-
-from ansible.errors import AnsibleFilterError  # noqa: E402
+from ansible.errors import AnsibleFilterError
 
 try:
     from zenops import bench

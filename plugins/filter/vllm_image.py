@@ -1,7 +1,7 @@
 """Filters of the role zenops.inference.vllm_image: the build plan of the engine image, as plain data.
 
-Pure functions (no Ansible run, no zenops import), so the unit tests call them directly and render the role's
-Dockerfile templates with them:
+Pure functions (no Ansible run, no zenops import), so the unit tests can call them directly (the role's Dockerfiles
+are rendered through Ansible, by the role's own tasks, in tests/unit/test_vllm_image_render.py):
 
 - ``vllm_image_steps``: the ordered docker builds that make the image from one source (pip, prebuilt, or vLLM's
   sources at a release, by the combo's Dockerfile route);
@@ -14,48 +14,15 @@ Dockerfile templates with them:
 
 from __future__ import annotations
 
-DOCUMENTATION = r"""
-name: vllm_image_steps
-short_description: The docker builds that make the zenops engine image
-description:
-  - Returns the ordered build steps (context, Dockerfile, target, build args, tag) for O(source) and the combo's route.
-  - Steps with C(builder=buildkit) build vLLM's own Dockerfiles (they need BuildKit); steps with C(builder=api) build
-    Dockerfiles the role renders (the legacy builder through the API is enough). API steps always come last.
-options:
-  _input:
-    description: The compatibility combo (C(zenops.compat.Combo.to_dict())).
-    type: dict
-    required: true
-  source: {description: build, prebuilt or pip., type: str, required: true}
-  tag: {description: Tag of the final image., type: str, required: true}
-  build_args: {description: Build args of vLLM's Dockerfile.cpu., type: dict}
-  prebuilt_ref: {description: Image the prebuilt source starts from., type: str}
-  add_zentorch: {description: Whether the prebuilt source adds a zentorch layer., type: bool, default: false}
-"""
+# The documentation of each filter is its own file next to this one, plugins/filter/<filter name>.yml:
+# ansible-doc reads those only while this file has no DOCUMENTATION (see tests/unit/test_ansible_doc.py).
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-EXAMPLES = r"""
-- name: Plan the builds
-  ansible.builtin.set_fact:
-    steps: "{{ combo | zenops.inference.vllm_image_steps(source='build', tag=combo.image_tag) }}"
-"""
-
-RETURN = r"""
-_value:
-  description:
-    - The steps, each a dict with name, builder (buildkit or api), context (relative to the build directory),
-      dockerfile (relative to the context), target, args, tag, final and template (the role's template of an api
-      step's Dockerfile).
-  type: list
-  elements: dict
-"""
-
-import hashlib  # noqa: E402
-import json  # noqa: E402
-import re  # noqa: E402
-from collections.abc import Mapping, Sequence  # noqa: E402
-from typing import Any  # noqa: E402
-
-from ansible.errors import AnsibleFilterError  # noqa: E402
+from ansible.errors import AnsibleFilterError
 
 SOURCES = ("build", "prebuilt", "pip")
 ROUTES = ("dockerfile-cpu-plus-zentorch", "dockerfile-cpu-zen", "dockerfile-zen")
