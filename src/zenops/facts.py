@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import threading
@@ -59,12 +60,26 @@ def facts_path(config: Config, host: str) -> Path:
     return facts_dir(config) / f"{name}.json"
 
 
+def _kept(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def save_facts(config: Config, host: str, topology: dict[str, Any]) -> Path:
-    """Write one host's topology (file 0600 in a 0700 dir), atomically, and return its path."""
+    """Write one host's topology (file 0600 in a 0700 dir), atomically, and return its path.
+
+    Fresh facts without a bandwidth measurement get the one kept for the host when it was measured on the same
+    hardware (zenops.bandwidth.carry_over): into ``topology`` too, so the caller plans with it."""
+    from zenops import bandwidth  # noqa: PLC0415
+
     directory = facts_dir(config)
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
     path = facts_path(config, host)
+    bandwidth.carry_over(topology, _kept(path))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
@@ -99,36 +114,84 @@ def gather_facts(
     sink: ProgressSink | None = None,
     cancel: threading.Event | None = None,
     verbosity: int = 0,
+    bandwidth: bool = False,
+    image: str | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Run facts.yml on the inventory's hosts (or on this machine with ``local``); save and return host -> topology."""
+    """Run facts.yml on the inventory's hosts (or on this machine with ``local``); save and return host -> topology.
+
+    ``bandwidth``: then measure each NUMA node's roofs (zenops.bandwidth) with the engine image (``image``, else the
+    newest zenops/vllm-zen on the host); on this machine without the image, with its own torch (labelled), else a
+    UsageError naming the fix. The measurement is kept with the facts (key ``bandwidth``)."""
     if local == (inventory is not None):
         raise UsageError(
             "zenops facts needs exactly one of --inventory FILE and --local",
             hint="pass --inventory hosts.yml for your hosts, or --local for this machine",
         )
     settings = settings_from_config(config)
-    if local:
-        with tempfile.TemporaryDirectory(prefix="zenops-facts-") as tmp:  # mode 0700
-            local_inventory = Path(tmp) / "local.ini"
-            local_inventory.write_text(
-                f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n"
-            )
-            spec = RunSpec(playbook="facts", inventory=local_inventory, limit=limit, verbosity=verbosity)
-            run = run_playbook(spec, settings, sink, cancel)
-    else:
+    with tempfile.TemporaryDirectory(prefix="zenops-facts-") as tmp:  # mode 0700
+        if local:
+            inventory = Path(tmp) / "local.ini"
+            inventory.write_text(f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
+        assert inventory is not None
         spec = RunSpec(playbook="facts", inventory=inventory, limit=limit, verbosity=verbosity)
         run = run_playbook(spec, settings, sink, cancel)
-    out: dict[str, dict[str, Any]] = {}
-    for host in sorted(run.stats):
-        topology = run.host_facts.get(host, {}).get(FACT_NAME)
-        if topology is None:
-            raise ZenopsError(
-                f"{host}: the run succeeded but returned no {FACT_NAME} fact",
-                hint=f"the collection may be stale or overridden; check `zenops paths` and the run log {run.run_dir}",
-            )
-        out[host] = check_topology(topology, f"{host} ({run.run_dir})")
-        save_facts(config, host, out[host])
+        out: dict[str, dict[str, Any]] = {}
+        for host in sorted(run.stats):
+            topology = run.host_facts.get(host, {}).get(FACT_NAME)
+            if topology is None:
+                raise ZenopsError(
+                    f"{host}: the run succeeded but returned no {FACT_NAME} fact",
+                    hint="the collection may be stale or overridden; check `zenops paths` and the run log "
+                    f"{run.run_dir}",
+                )
+            out[host] = check_topology(topology, f"{host} ({run.run_dir})")
+        if bandwidth:
+            _measure(config, inventory, out, local=local, image=image, sink=sink, cancel=cancel, verbosity=verbosity)
+    for host, topology in out.items():
+        save_facts(config, host, topology)
     return out
+
+
+def _measure(
+    config: Config,
+    inventory: Path,
+    topologies: dict[str, dict[str, Any]],
+    *,
+    local: bool,
+    image: str | None,
+    sink: ProgressSink | None,
+    cancel: threading.Event | None,
+    verbosity: int,
+) -> None:
+    """Measure every host of ``topologies`` and put the figures in its facts (key ``bandwidth``)."""
+    from zenops import bandwidth  # noqa: PLC0415
+
+    if local and not _local_image(image):
+        if not bandwidth.local_torch_available():
+            raise bandwidth.no_probe_error()
+        for topology in topologies.values():
+            topology[bandwidth.KEY] = bandwidth.measure_local(topology)
+        return
+    measured = bandwidth.measure_inventory(
+        config, inventory, topologies, image=image, sink=sink, cancel=cancel, verbosity=verbosity
+    )
+    for host, figures in measured.items():
+        topologies[host][bandwidth.KEY] = figures
+
+
+def _local_image(image: str | None) -> bool:
+    """This machine's Docker has the engine image (``image``, or any zenops/vllm-zen)."""
+    try:
+        proc = subprocess.run(
+            ["docker", "images", "--quiet", image or "zenops/vllm-zen"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0 and bool(proc.stdout.strip())
 
 
 def _result_objects(text: str) -> list[Any]:

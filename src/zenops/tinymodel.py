@@ -25,7 +25,7 @@ import sysconfig
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from zenops.errors import UsageError
 
@@ -43,6 +43,10 @@ KV_HEADS = 2
 HEAD_DIM = HIDDEN // HEADS
 INTERMEDIATE = 256
 MAX_POSITIONS = 2048
+# --params N: sizes a Llama of about N parameters (random weights too), big enough to be bandwidth bound on a CPU
+MIN_PARAMS = 5_000_000
+MAX_PARAMS = 3_000_000_000
+SIZED_HEAD_DIM = 64
 ROPE_THETA = 10000.0
 RMS_NORM_EPS = 1e-5
 INIT_STD = 0.02
@@ -97,6 +101,60 @@ FILES = (
 
 
 @dataclass(frozen=True)
+class Shape:
+    """The Llama's dimensions. The default is the 0.8M-parameter model; :func:`shape_for` sizes bigger ones."""
+
+    hidden: int = HIDDEN
+    layers: int = LAYERS
+    heads: int = HEADS
+    kv_heads: int = KV_HEADS
+    intermediate: int = INTERMEDIATE
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+DEFAULT_SHAPE = Shape()
+
+
+def parse_params(text: str) -> int:
+    """``"300M"``, ``"0.3B"``, ``"1.5e8"``, ``"300000000"`` -> a parameter count (K, M, B/G suffixes)."""
+    raw = text.strip().upper().replace("_", "").replace(",", "")
+    scale = {"K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9}.get(raw[-1:], 1.0)
+    number = raw[:-1] if raw[-1:] in ("K", "M", "B", "G") else raw
+    try:
+        value = float(number) * scale
+    except ValueError:
+        raise UsageError(f"--params {text!r} is not a parameter count", hint="e.g. --params 300M or 0.3B") from None
+    if not MIN_PARAMS <= value <= MAX_PARAMS:
+        raise UsageError(
+            f"--params {text}: {value:,.0f} parameters is out of range",
+            hint=f"use {MIN_PARAMS // 10**6}M..{MAX_PARAMS // 10**9}B (e.g. 200M)",
+        )
+    return round(value)
+
+
+def shape_for(params: int, vocab_size: int) -> Shape:
+    """Llama dimensions of about ``params`` parameters, shaped like real ones: head dim 64, 4 query heads per KV
+    head, an MLP of ~8/3 x hidden, 2-64 layers. Of the hidden sizes (128, then multiples of 256) whose nearest layer
+    count lands within 3% of ``params``, the one nearest to 128 hidden units per layer of depth wins (Llama's
+    aspect: wide matrices, few layers, like the models whose decode is bandwidth bound); else the closest count."""
+    candidates: list[tuple[bool, float, float, Shape]] = []
+    for hidden in (128, *range(256, 8193, 256)):
+        heads = hidden // SIZED_HEAD_DIM
+        kv_heads = max(1, heads // 4)
+        intermediate = -(-8 * hidden // 3 // 128) * 128
+        embeddings = parameter_count(vocab_size, Shape(hidden, 0, heads, kv_heads, intermediate))
+        per_layer = parameter_count(vocab_size, Shape(hidden, 1, heads, kv_heads, intermediate)) - embeddings
+        layers = min(64, max(2, round((params - embeddings) / per_layer)))
+        shape = Shape(hidden, layers, heads, kv_heads, intermediate)
+        error = abs(parameter_count(vocab_size, shape) - params) / params
+        candidates.append((error > 0.03, abs(hidden / layers / 128 - 1) if error <= 0.03 else error, error, shape))
+    return min(candidates, key=lambda c: c[:3])[3]
+
+
+@dataclass(frozen=True)
 class TinyModel:
     path: Path
     parameters: int
@@ -112,53 +170,58 @@ class TinyModel:
         }
 
 
-def settings(seed: int, vocab_size: int) -> dict[str, Any]:
+def settings(seed: int, vocab_size: int, shape: Shape = DEFAULT_SHAPE) -> dict[str, Any]:
     """Everything that determines the generated files; recorded in the stamp."""
     return {
         "generator": "zenops.tinymodel",
         "format": FORMAT,
         "seed": seed,
         "vocab_size": vocab_size,
-        "hidden_size": HIDDEN,
-        "num_hidden_layers": LAYERS,
-        "num_attention_heads": HEADS,
-        "num_key_value_heads": KV_HEADS,
-        "intermediate_size": INTERMEDIATE,
+        "hidden_size": shape.hidden,
+        "num_hidden_layers": shape.layers,
+        "num_attention_heads": shape.heads,
+        "num_key_value_heads": shape.kv_heads,
+        "intermediate_size": shape.intermediate,
         "max_position_embeddings": MAX_POSITIONS,
     }
 
 
-def weight_shapes(vocab_size: int) -> dict[str, tuple[int, ...]]:
+def weight_shapes(vocab_size: int, shape: Shape = DEFAULT_SHAPE) -> dict[str, tuple[int, ...]]:
     """Hugging Face Llama weight names and shapes ([out, in] for linear layers)."""
-    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab_size, HIDDEN)}
-    for n in range(LAYERS):
+    h, d, i = shape.hidden, shape.head_dim, shape.intermediate
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab_size, h)}
+    for n in range(shape.layers):
         p = f"model.layers.{n}"
-        shapes[f"{p}.self_attn.q_proj.weight"] = (HEADS * HEAD_DIM, HIDDEN)
-        shapes[f"{p}.self_attn.k_proj.weight"] = (KV_HEADS * HEAD_DIM, HIDDEN)
-        shapes[f"{p}.self_attn.v_proj.weight"] = (KV_HEADS * HEAD_DIM, HIDDEN)
-        shapes[f"{p}.self_attn.o_proj.weight"] = (HIDDEN, HEADS * HEAD_DIM)
-        shapes[f"{p}.mlp.gate_proj.weight"] = (INTERMEDIATE, HIDDEN)
-        shapes[f"{p}.mlp.up_proj.weight"] = (INTERMEDIATE, HIDDEN)
-        shapes[f"{p}.mlp.down_proj.weight"] = (HIDDEN, INTERMEDIATE)
-        shapes[f"{p}.input_layernorm.weight"] = (HIDDEN,)
-        shapes[f"{p}.post_attention_layernorm.weight"] = (HIDDEN,)
-    shapes["model.norm.weight"] = (HIDDEN,)
-    shapes["lm_head.weight"] = (vocab_size, HIDDEN)
+        shapes[f"{p}.self_attn.q_proj.weight"] = (shape.heads * d, h)
+        shapes[f"{p}.self_attn.k_proj.weight"] = (shape.kv_heads * d, h)
+        shapes[f"{p}.self_attn.v_proj.weight"] = (shape.kv_heads * d, h)
+        shapes[f"{p}.self_attn.o_proj.weight"] = (h, shape.heads * d)
+        shapes[f"{p}.mlp.gate_proj.weight"] = (i, h)
+        shapes[f"{p}.mlp.up_proj.weight"] = (i, h)
+        shapes[f"{p}.mlp.down_proj.weight"] = (h, i)
+        shapes[f"{p}.input_layernorm.weight"] = (h,)
+        shapes[f"{p}.post_attention_layernorm.weight"] = (h,)
+    shapes["model.norm.weight"] = (h,)
+    shapes["lm_head.weight"] = (vocab_size, h)
     return shapes
 
 
-def parameter_count(vocab_size: int) -> int:
+def parameter_count(vocab_size: int, shape: Shape = DEFAULT_SHAPE) -> int:
     total = 0
-    for shape in weight_shapes(vocab_size).values():
+    for dims in weight_shapes(vocab_size, shape).values():
         n = 1
-        for d in shape:
+        for d in dims:
             n *= d
         total += n
     return total
 
 
-def generate(out_dir: Path, *, seed: int = 0, vocab_size: int = 2000, force: bool = False) -> TinyModel:
+def generate(
+    out_dir: Path, *, seed: int = 0, vocab_size: int = 2000, force: bool = False, params: int | None = None
+) -> TinyModel:
     """Write a tiny random Llama model to ``out_dir`` (config, safetensors, tokenizer, chat template).
+
+    ``params``: size it to about that many parameters (:func:`shape_for`); None keeps the 0.8M-parameter model.
 
     Idempotent: a complete model made with the same settings is left alone. A directory holding anything else is
     replaced only with ``force``. The model is assembled in a temporary directory next to ``out_dir`` and renamed
@@ -172,13 +235,14 @@ def generate(out_dir: Path, *, seed: int = 0, vocab_size: int = 2000, force: boo
             hint="use 300..32000 (259 ids are taken by <unk> <s> </s> and the 256 byte pieces)",
         )
     out_dir = Path(out_dir).absolute()
-    want = settings(seed, vocab_size)
+    shape = DEFAULT_SHAPE if params is None else shape_for(params, vocab_size)
+    want = settings(seed, vocab_size, shape)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"{out_dir} exists and is not a directory", hint="pass a directory path")
     if out_dir.is_dir() and any(out_dir.iterdir()):
         stamp = _read_stamp(out_dir)
         if not force and stamp is not None and _same_settings(stamp, want) and _complete(out_dir, stamp):
-            return TinyModel(out_dir, parameter_count(vocab_size), _dir_size(out_dir), created=False)
+            return TinyModel(out_dir, parameter_count(vocab_size, shape), _dir_size(out_dir), created=False)
         if not force and (stamp is None or not _same_settings(stamp, want)):
             what = "a tiny model made with other settings" if stamp is not None else "files that are not a tiny model"
             raise UsageError(
@@ -191,13 +255,13 @@ def generate(out_dir: Path, *, seed: int = 0, vocab_size: int = 2000, force: boo
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
     try:
-        _write_model(tmp, seed=seed, vocab_size=vocab_size)
+        _write_model(tmp, seed=seed, vocab_size=vocab_size, shape=shape)
         _stamp(tmp, want)
         _replace_dir(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return TinyModel(out_dir, parameter_count(vocab_size), _dir_size(out_dir), created=True)
+    return TinyModel(out_dir, parameter_count(vocab_size, shape), _dir_size(out_dir), created=True)
 
 
 def _require_deps() -> None:
@@ -212,14 +276,15 @@ def _require_deps() -> None:
         ) from e
 
 
-def _write_model(d: Path, *, seed: int, vocab_size: int) -> None:
+def _write_model(d: Path, *, seed: int, vocab_size: int, shape: Shape = DEFAULT_SHAPE) -> None:
     tokenizer_model = train_tokenizer(vocab_size)
     (d / "tokenizer.model").write_bytes(tokenizer_model)
     _write_json(d / "tokenizer_config.json", tokenizer_config())
     _write_json(d / "special_tokens_map.json", {"bos_token": BOS, "eos_token": EOS, "unk_token": UNK})
-    _write_json(d / "config.json", model_config(vocab_size))
+    _write_json(d / "config.json", model_config(vocab_size, shape))
     _write_json(d / "generation_config.json", {"bos_token_id": 1, "eos_token_id": 2})
-    (d / "model.safetensors").write_bytes(safetensors_bytes(random_weights(seed, vocab_size)))
+    with (d / "model.safetensors").open("wb") as f:
+        write_safetensors(f, random_weights(seed, vocab_size, shape))
 
 
 def corpus_lines() -> list[str]:
@@ -301,17 +366,17 @@ def tokenizer_config() -> dict[str, Any]:
     }
 
 
-def model_config(vocab_size: int) -> dict[str, Any]:
+def model_config(vocab_size: int, shape: Shape = DEFAULT_SHAPE) -> dict[str, Any]:
     return {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
         "vocab_size": vocab_size,
-        "hidden_size": HIDDEN,
-        "intermediate_size": INTERMEDIATE,
-        "num_hidden_layers": LAYERS,
-        "num_attention_heads": HEADS,
-        "num_key_value_heads": KV_HEADS,
-        "head_dim": HEAD_DIM,
+        "hidden_size": shape.hidden,
+        "intermediate_size": shape.intermediate,
+        "num_hidden_layers": shape.layers,
+        "num_attention_heads": shape.heads,
+        "num_key_value_heads": shape.kv_heads,
+        "head_dim": shape.head_dim,
         "hidden_act": "silu",
         "max_position_embeddings": MAX_POSITIONS,
         "initializer_range": INIT_STD,
@@ -330,17 +395,18 @@ def model_config(vocab_size: int) -> dict[str, Any]:
     }
 
 
-def random_weights(seed: int, vocab_size: int) -> dict[str, npt.NDArray[np.uint16]]:
+def random_weights(seed: int, vocab_size: int, shape: Shape = DEFAULT_SHAPE) -> dict[str, npt.NDArray[np.uint16]]:
     """bf16 bit patterns (uint16) per weight: N(0, 0.02) for matrices, ones for the RMS norms."""
     import numpy as np  # noqa: PLC0415
 
     rng = np.random.default_rng(seed)
     out: dict[str, npt.NDArray[np.uint16]] = {}
-    for name, shape in weight_shapes(vocab_size).items():
+    for name, dims in weight_shapes(vocab_size, shape).items():
         if name.endswith("norm.weight"):
-            values = np.ones(shape, dtype=np.float32)
+            values = np.ones(dims, dtype=np.float32)
         else:
-            values = rng.standard_normal(shape, dtype=np.float32) * np.float32(INIT_STD)
+            values = rng.standard_normal(dims, dtype=np.float32)
+            values *= np.float32(INIT_STD)
         out[name] = bf16_bits(values)
     return out
 
@@ -358,18 +424,24 @@ def bf16_bits(values: npt.NDArray[np.float32]) -> npt.NDArray[np.uint16]:
 
 def safetensors_bytes(tensors: dict[str, npt.NDArray[np.uint16]]) -> bytes:
     """The safetensors format: u64 LE header length, JSON header (padded to 8 bytes), then the raw data."""
+    out = io.BytesIO()
+    write_safetensors(out, tensors)
+    return out.getvalue()
+
+
+def write_safetensors(f: BinaryIO, tensors: dict[str, npt.NDArray[np.uint16]]) -> None:
+    """:func:`safetensors_bytes` written to ``f`` tensor by tensor (a 500M model is never held twice in memory)."""
     header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
-    chunks: list[bytes] = []
     offset = 0
     for name in sorted(tensors):
-        data = tensors[name].astype("<u2").tobytes()
-        shape = list(tensors[name].shape)
-        header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + len(data)]}
-        chunks.append(data)
-        offset += len(data)
+        size = tensors[name].size * 2
+        header[name] = {"dtype": "BF16", "shape": list(tensors[name].shape), "data_offsets": [offset, offset + size]}
+        offset += size
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
-    return struct.pack("<Q", len(raw)) + raw + b"".join(chunks)
+    f.write(struct.pack("<Q", len(raw)) + raw)
+    for name in sorted(tensors):
+        f.write(tensors[name].astype("<u2", copy=False).tobytes())
 
 
 def _write_json(path: Path, obj: dict[str, Any]) -> None:
@@ -405,7 +477,11 @@ def _complete(d: Path, stamp: dict[str, Any]) -> bool:
 
 
 def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _dir_size(d: Path) -> int:

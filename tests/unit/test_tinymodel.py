@@ -12,6 +12,7 @@ import pytest
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from zenops import tinymodel
+from zenops.catalog import model_from_config_json
 from zenops.errors import ExitCode, UsageError
 
 np = pytest.importorskip("numpy")
@@ -239,6 +240,7 @@ def test_cli_prints_path_parameters_and_size(run, tmp_path):
         "type": "result",
         "command": "tiny-model",
         "seed": 2,
+        "params_asked": None,
         "path": str(out),
         "parameters": 807_552,
         "size_bytes": data["size_bytes"],
@@ -248,3 +250,80 @@ def test_cli_prints_path_parameters_and_size(run, tmp_path):
     assert r.exit_code == ExitCode.USAGE
     assert "--force" in r.output
     assert run(["tiny-model", str(out), "--force"]).exit_code == 0
+
+
+# --- --params N: a model big enough to be bandwidth bound ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [("300M", 300_000_000), ("0.3B", 300_000_000), ("0.3b", 300_000_000), ("2e8", 200_000_000),
+     ("150000000", 150_000_000), ("1.5G", 1_500_000_000), ("5000K", 5_000_000)],
+)  # fmt: skip
+def test_parse_params_reads_suffixes_and_plain_numbers(text, count):
+    assert tinymodel.parse_params(text) == count
+
+
+@pytest.mark.parametrize("text", ["", "M", "lots", "3M", "4B", "-200M", "2e10"])
+def test_parse_params_refuses_what_is_not_a_count_in_range(text):
+    with pytest.raises(UsageError) as e:
+        tinymodel.parse_params(text)
+    assert "--params" in e.value.message
+    assert "e.g." in (e.value.hint or "")
+
+
+@pytest.mark.parametrize("params", [5_000_000, 20_000_000, 100_000_000, 200_000_000, 300_000_000, 500_000_000,
+                                    1_000_000_000, 3_000_000_000])  # fmt: skip
+def test_shape_for_lands_within_3_percent_and_is_a_valid_llama(params):
+    shape = tinymodel.shape_for(params, 2000)
+    count = tinymodel.parameter_count(2000, shape)
+    assert abs(count - params) / params <= 0.03, (shape, count)
+    assert shape.heads % shape.kv_heads == 0
+    assert shape.hidden == shape.heads * shape.head_dim
+    assert 2 <= shape.layers <= 64
+
+
+def test_a_sized_model_config_counts_what_its_safetensors_hold(tmp_path):
+    """The config of `--params 20M`, read by the planner's own reader (config.json + safetensors headers), holds the
+    parameters the generator counts, within 3% of what was asked."""
+    model = tinymodel.generate(tmp_path / "m20", params=20_000_000)
+    config = json.loads((model.path / "config.json").read_text())
+    shape = tinymodel.Shape(
+        config["hidden_size"], config["num_hidden_layers"], config["num_attention_heads"],
+        config["num_key_value_heads"], config["intermediate_size"],
+    )  # fmt: skip
+    assert shape == tinymodel.shape_for(20_000_000, 2000)
+    assert config["head_dim"] * config["num_attention_heads"] == config["hidden_size"]
+    header, data = read_safetensors(model.path / "model.safetensors")
+    header.pop("__metadata__")
+    stored = sum(int(np.prod(info["shape"])) for info in header.values())
+    assert stored == model.parameters == tinymodel.parameter_count(2000, shape)
+    assert len(data) == 2 * stored
+    assert abs(model.parameters - 20_000_000) / 20_000_000 <= 0.03
+    spec = model_from_config_json(model.path)
+    assert spec.params_b * 1e9 == pytest.approx(model.parameters)
+    # sized models are made the same way: deterministic, and a second call leaves it alone
+    again = tinymodel.generate(tmp_path / "m20", params=20_000_000)
+    assert not again.created
+
+
+def test_the_default_model_is_unchanged_by_the_sizing(model):
+    assert tinymodel.settings(0, 2000) == tinymodel.settings(0, 2000, tinymodel.DEFAULT_SHAPE)
+    assert json.loads((model.path / "config.json").read_text())["hidden_size"] == 128
+
+
+def test_a_directory_of_another_size_is_not_replaced_without_force(tmp_path):
+    tinymodel.generate(tmp_path / "m", params=5_000_000)
+    with pytest.raises(UsageError, match="other settings"):
+        tinymodel.generate(tmp_path / "m")
+
+
+def test_cli_params_sizes_the_model_and_refuses_a_bad_count(run, tmp_path):
+    r = run(["tiny-model", str(tmp_path / "m"), "--params", "0.006B", "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output.strip().splitlines()[-1])
+    assert data["params_asked"] == 6_000_000
+    assert abs(data["parameters"] - 6_000_000) / 6_000_000 <= 0.03
+    r = run(["tiny-model", str(tmp_path / "n"), "--params", "huge"])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert "--params 'huge' is not a parameter count" in r.output

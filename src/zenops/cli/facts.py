@@ -17,22 +17,41 @@ _GIB_IN_KIB = 1024 * 1024
 @click.command()
 @inventory_option
 @click.option("--local", is_flag=True, help="Read this machine's topology (no SSH, no inventory).")
+@click.option(
+    "--bandwidth",
+    is_flag=True,
+    help="Also measure each NUMA node's memory bandwidth (GB/s) and bf16 GEMM throughput (GFLOP/s) with the engine "
+    "image, for the plan's roofline (about 10-30 s per node).",
+)
+@click.option("--image", metavar="REF", help="With --bandwidth: the engine image (default: newest zenops/vllm-zen).")
 @limit_option
 @json_option
 @click.pass_context
-def facts(ctx: click.Context, inventory: Path | None, local: bool, limit: str | None) -> None:
+def facts(
+    ctx: click.Context, inventory: Path | None, local: bool, bandwidth: bool, image: str | None, limit: str | None
+) -> None:
     """Read the CPU model and flags, sockets, cores, SMT and NUMA nodes of hosts; save them for the planner.
 
     \b
       zenops facts --inventory hosts.yml     your hosts, over SSH (read-only)
       zenops facts --local                   this machine
       zenops facts --local --json > f.json   for `zenops plan --facts f.json`
+      zenops facts -i hosts.yml --bandwidth  + each NUMA node's measured roofs, for the plan's roofline
 
     Each host's topology is also saved as <state_dir>/facts/<host>.json. Nothing changes on the hosts.
+
+    --bandwidth runs where the engine runs: per NUMA node, a short-lived container of the engine image
+    (docker run --rm, pinned to the node's cores and memory) times a STREAM triad over arrays far larger than L3
+    and a bf16 GEMM with the image's own torch/zentorch. Nothing is installed on the hosts; a host without the image
+    fails with the fix (`zenops up --model` makes it). With --local and no image here, zenops's own torch is used if
+    installed, labelled as such. The figures are kept with the facts: `zenops plan --facts`, `zenops up` and later
+    `zenops facts` runs use them while the hardware is the same.
     """
     from zenops.facts import facts_path, gather_facts  # noqa: PLC0415
 
     app = get_app(ctx)
+    if image and not bandwidth:
+        raise UsageError("--image goes with --bandwidth", hint="add --bandwidth to measure with that image")
     if local == (inventory is not None):
         raise UsageError(
             "zenops facts needs exactly one of --inventory FILE and --local" + (" (both were given)" if local else ""),
@@ -40,7 +59,14 @@ def facts(ctx: click.Context, inventory: Path | None, local: bool, limit: str | 
         )
     with app.progress() as sink:
         hosts = gather_facts(
-            app.config, inventory, local=local, limit=limit, sink=sink, verbosity=max(app.verbose - 1, 0)
+            app.config,
+            inventory,
+            local=local,
+            limit=limit,
+            sink=sink,
+            verbosity=max(app.verbose - 1, 0),
+            bandwidth=bandwidth,
+            image=image,
         )
     saved = {host: str(facts_path(app.config, host)) for host in hosts}
     if app.json:
@@ -83,6 +109,12 @@ def summary_lines(topology: dict[str, Any]) -> list[tuple[str, str]]:
     rows.append(("flags", " ".join(t["flags"]) or "-"))
     rows.append(("hypervisor", t.get("hypervisor") or "none (bare metal)"))
     rows.extend(("note", note) for note in t.get("notes") or ())  # facts of older zenops have no notes
+    if t.get("bandwidth"):
+        from zenops.bandwidth import summary  # noqa: PLC0415
+
+        rows.extend(summary(t["bandwidth"]))
+    else:
+        rows.append(("roofs", "not measured (`zenops facts --bandwidth` measures the memory and compute roofs)"))
     return rows
 
 

@@ -1,0 +1,164 @@
+"""zenops bandwidth probe: the two roofs of one NUMA node, measured with the engine's own torch (and zentorch).
+
+Run by the vllm_server role's ``bandwidth`` entry point inside a short-lived container of the engine image, pinned
+with ``docker run --cpuset-cpus <the node's cores> --cpuset-mems <node>``:
+
+* memory: a STREAM-triad (``a = b + s * c``) over float32 arrays far larger than the L3 caches the process can see,
+  on one thread per core; the best of several passes, as STREAM reports it;
+* compute: a bf16 GEMM (``torch.matmul``, what the engine's linear layers call; zentorch's ops when it is installed
+  and exposes ``zentorch_mm``), on the same threads; the best of several.
+
+It prints one JSON object of raw timings (elements, bytes, seconds, matrix sizes); the controller computes GB/s and
+GFLOP/s from them (zenops.bandwidth.parse_probe), so the arithmetic lives in tested code. Nothing else is printed
+on stdout. Standard library + torch only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import sys
+import time
+
+MIB = 1024 * 1024
+
+
+def _l3_bytes() -> int:
+    """Sum of the distinct L3 caches of the CPUs this process may run on (sysfs), 0 when unknown."""
+    seen: dict[str, int] = {}
+    for cpu in sorted(os.sched_getaffinity(0)):
+        base = f"/sys/devices/system/cpu/cpu{cpu}/cache"
+        for index in glob.glob(f"{base}/index*"):
+            try:
+                with open(f"{index}/level") as f:
+                    if f.read().strip() != "3":
+                        continue
+                with open(f"{index}/shared_cpu_list") as f:
+                    key = f.read().strip()
+                with open(f"{index}/size") as f:
+                    raw = f.read().strip().upper()
+            except OSError:
+                continue
+            unit = {"K": 1024, "M": MIB, "G": 1024 * MIB}.get(raw[-1:], 1)
+            digits = raw.rstrip("KMGB")
+            if digits.isdigit():
+                seen[key] = int(digits) * unit
+    return sum(seen.values())
+
+
+def _available_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _best(fn, repeat: int, min_seconds: float) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+    """Best wall time of ``fn`` over at least ``repeat`` calls and ``min_seconds`` in total (after one warm-up)."""
+    fn()
+    best = float("inf")
+    runs = 0
+    started = time.perf_counter()
+    while runs < repeat or time.perf_counter() - started < min_seconds:
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+        runs += 1
+    return best, runs
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--node", type=int, required=True)
+    parser.add_argument("--threads", type=int, default=0, help="threads (default: the CPUs this process may use)")
+    parser.add_argument("--array-mib", type=int, default=0, help="MiB per triad array (default: 4 x L3, >= 256)")
+    parser.add_argument("--gemm", type=int, default=0, help="GEMM size n (n x n x n; default from the threads)")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--min-seconds", type=float, default=1.0)
+    args = parser.parse_args()
+
+    import torch
+
+    zentorch_version = None
+    try:
+        import zentorch  # noqa: F401  (registers its ops)
+
+        zentorch_version = getattr(zentorch, "__version__", "unknown")
+    except Exception:  # noqa: BLE001 - absent or not loadable on this CPU: torch alone is the engine then
+        pass
+
+    cpus = sorted(os.sched_getaffinity(0))
+    threads = args.threads or len(cpus)
+    torch.set_num_threads(threads)
+
+    l3 = _l3_bytes()
+    array_bytes = args.array_mib * MIB if args.array_mib else max(256 * MIB, 4 * l3)
+    available = _available_bytes()
+    if available and 3 * array_bytes > available // 2:  # never crowd out the servers: at most half of what is free
+        array_bytes = max(64 * MIB, available // 6)
+    elements = array_bytes // 4
+    a = torch.zeros(elements, dtype=torch.float32)
+    b = torch.full((elements,), 1.0, dtype=torch.float32)
+    c = torch.full((elements,), 2.0, dtype=torch.float32)
+
+    def triad() -> None:
+        torch.add(b, c, alpha=3.0, out=a)
+
+    triad_s, triad_runs = _best(triad, args.repeat, args.min_seconds)
+    if float(a[elements // 2]) != 7.0:
+        print(json.dumps({"error": "triad gave a wrong result"}))
+        return 1
+    del a, b, c
+
+    n = args.gemm or (4096 if threads >= 32 else 2048)
+    x = torch.randn(n, n, dtype=torch.float32).to(torch.bfloat16)
+    y = torch.randn(n, n, dtype=torch.float32).to(torch.bfloat16)
+    mm = torch.matmul
+    gemm_how = "torch.matmul"
+    if zentorch_version is not None and hasattr(torch.ops, "zentorch") and hasattr(torch.ops.zentorch, "zentorch_mm"):
+        try:
+            torch.ops.zentorch.zentorch_mm(x[:64, :64], y[:64, :64])
+            mm = torch.ops.zentorch.zentorch_mm
+            gemm_how = "zentorch_mm"
+        except Exception:  # noqa: BLE001 - fall back to torch's own matmul
+            pass
+
+    def gemm() -> None:
+        mm(x, y)
+
+    gemm_s, gemm_runs = _best(gemm, max(3, args.repeat // 2), args.min_seconds)
+
+    print(
+        json.dumps(
+            {
+                "probe": "zenops-bandwidth",
+                "schema": 1,
+                "node": args.node,
+                "cpus": cpus,
+                "threads": threads,
+                "l3_bytes": l3,
+                "triad": {
+                    "elements": elements,
+                    "element_bytes": 4,
+                    "arrays": 3,
+                    "best_s": triad_s,
+                    "runs": triad_runs,
+                },
+                "gemm": {"m": n, "n": n, "k": n, "dtype": "bfloat16", "op": gemm_how, "best_s": gemm_s, "runs": gemm_runs},
+                "torch": torch.__version__,
+                "zentorch": zentorch_version,
+                "python": sys.version.split()[0],
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
