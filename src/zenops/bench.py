@@ -653,7 +653,17 @@ def bench_inventory(
     expected = sum(len(h.get("servers") or []) for p in phases for h in p["hosts"].values()) * len(runs)
     if len(rep.results) < expected:
         warn(f"{expected} results expected, {len(rep.results)} found in {run_dir}")
+    _warn_without_ceiling(rep, inventory, warn)
     return BenchOutcome(run_id, run_dir, runs, phases, rep, manifest, warnings)
+
+
+def _warn_without_ceiling(rep: report_lib.Report, inventory: Path, warn: Callable[[str], None]) -> None:
+    if rep.results and all(r.roofline_pct is None for r in rep.results):
+        warn(
+            "no ceiling to compare with: the servers' plan has no roofline (measure the hosts with "
+            f"`zenops facts --bandwidth --inventory {inventory}`, then `zenops up` again re-plans with it; "
+            "or `zenops up --measure`)"
+        )
 
 
 def _finish(run: _Run, phases: list[dict[str, Any]], started: str, price: float | None, status: str) -> dict[str, Any]:

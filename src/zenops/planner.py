@@ -1029,6 +1029,11 @@ class Roofline:
     ceiling_tok_s: float
     binding: str  # "memory" | "compute"
     source: str  # "measured: ..." or "theoretical: ..."
+    # the inputs, so a bench can evaluate the same roofline at its own concurrency and context (zenops.report)
+    weight_bytes: int = 0
+    kv_bytes_per_token: int = 0
+    params: float = 0.0
+    attention_flops_per_context_token: int = 0
 
     @property
     def next_purchase(self) -> str:
@@ -1082,6 +1087,10 @@ def roofline(
         ceiling_tok_s=round(concurrency / (step_ms / 1000), 2),
         binding="compute" if compute_ms is not None and compute_ms > memory_ms else "memory",
         source=source,
+        weight_bytes=int(weight_bytes),
+        kv_bytes_per_token=int(kv_bytes_per_token),
+        params=params,
+        attention_flops_per_context_token=int(attention_flops_per_context_token),
     )
 
 

@@ -99,10 +99,21 @@ class BenchResult:
     platform: str | None = None
     label: str | None = None
     metadata: Mapping[str, str] = field(default_factory=dict)
+    input_len: float | None = None  # mean prompt tokens per completed request
+    output_len: float | None = None  # mean output tokens per completed request
+    instance: int | None = None  # the server instance (zenops bench's metadata), None when unknown
+    roofline: Mapping[str, Any] | None = None  # the plan's decode ceiling at this run's concurrency and context
 
     @property
     def cost_per_million_output_tokens(self) -> float | None:
         return cost_per_million(self.price_per_hour, self.output_tok_s)
+
+    @property
+    def roofline_pct(self) -> float | None:
+        """Measured output tok/s as a percentage of the plan's ceiling; None without a ceiling."""
+        if not self.roofline or not self.roofline.get("ceiling_tok_s"):
+            return None
+        return self.output_tok_s / float(self.roofline["ceiling_tok_s"]) * 100
 
     @property
     def problems(self) -> list[str]:
@@ -143,6 +154,10 @@ class BenchResult:
             "p99_itl_ms": self.p99_itl_ms,
             "price_per_hour": self.price_per_hour,
             "cost_per_million_output_tokens": self.cost_per_million_output_tokens,
+            "roofline_pct": self.roofline_pct,
+            "ceiling_tok_s": self.roofline.get("ceiling_tok_s") if self.roofline else None,
+            "roofline_binding": self.roofline.get("binding") if self.roofline else None,
+            "roofline": dict(self.roofline) if self.roofline else None,
             "flavor": self.flavor,
             "platform": self.platform,
             "label": self.label,
@@ -343,6 +358,9 @@ def parse_json_result(obj: Mapping[str, Any], source: str) -> BenchResult:
     completed = _json_count(obj, "completed", source, required=True)
     assert completed is not None
     meta = {k: str(v) for k, v in obj.items() if k in _LABEL_KEYS and v is not None}
+    total_in = _json_number(obj, "total_input_tokens", source)
+    total_out = _json_number(obj, "total_output_tokens", source)
+    instance = obj.get("instance")
     return BenchResult(
         model=model,
         output_tok_s=output,
@@ -368,6 +386,9 @@ def parse_json_result(obj: Mapping[str, Any], source: str) -> BenchResult:
         platform=_str_or_none(obj.get("platform")),
         label=_str_or_none(obj.get("label")),
         metadata=meta,
+        input_len=total_in / completed if total_in is not None and completed else None,
+        output_len=total_out / completed if total_out is not None and completed else None,
+        instance=int(instance) if isinstance(instance, int | str) and str(instance).isdigit() else None,
     )
 
 
@@ -550,15 +571,20 @@ def load(paths: Iterable[Path], *, price_of: PriceLookup | None = None) -> Repor
         if not path.exists():
             raise BenchPathNotFoundError(path)
         cache: dict[Path, _Defaults] = {}
+        plans: dict[Path, Mapping[str, Any] | None] = {}
         if path.is_dir():
             root = path.resolve()
             found: list[BenchResult] = []
             for file in _walk(root):
+                if file.name == PLAN:
+                    continue
                 results, why_not = parse_file(file, in_directory=True)
                 if why_not:
                     report.skipped.append((str(file), why_not))
                 defaults = _manifest_for(file, root, cache, price_of)
-                found.extend(_apply(r, defaults, price_of) for r in results)
+                plan = _plan_for(file, root, plans)
+                by_dir = int(file.parent.name) if file.parent.name.isdigit() else None
+                found.extend(with_roofline(_apply(r, defaults, price_of), plan, by_dir) for r in results)
             if not found:
                 others = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.suffix in (".txt", ".log"))
                 hint = "a run directory holds the JSON files `vllm bench serve --save-result` writes"
@@ -570,8 +596,78 @@ def load(paths: Iterable[Path], *, price_of: PriceLookup | None = None) -> Repor
             results, _ = parse_file(path)
             directory = path.resolve().parent
             defaults = _manifest_for(path.resolve(), directory, cache, price_of)
-            report.results.extend(_apply(r, defaults, price_of) for r in results)
+            # a result of a zenops bench run directory: the host's plan.json is one level up
+            plan = _plan_for(path.resolve(), directory.parent, plans)
+            by_dir = int(directory.name) if directory.name.isdigit() else None
+            report.results.extend(with_roofline(_apply(r, defaults, price_of), plan, by_dir) for r in results)
     return report
+
+
+# --- the roofline -----------------------------------------------------------------------------------------------
+
+PLAN = "plan.json"  # zenops bench: runs/<id>/<host>/plan.json, the serving plan of the host's servers
+
+
+def ceiling(plan: Mapping[str, Any], instance: int, *, concurrency: int, context_tokens: int) -> dict[str, Any] | None:
+    """The plan's decode roofline of ``instance`` (zenops.planner.roofline, with the figures and model inputs the
+    plan recorded) evaluated at a bench's concurrency (at most the plan's max-num-seqs: more requests queue) and
+    context (input + output tokens); None when the plan has no ceiling for it."""
+    from zenops.planner import roofline  # noqa: PLC0415
+
+    instances = plan.get("instances") or []
+    inst = next((i for i in instances if isinstance(i, Mapping) and i.get("index") == instance), None)
+    roof = inst.get("roofline") if inst else None
+    if not isinstance(roof, Mapping) or not roof.get("weight_bytes") or not roof.get("bandwidth_gbps"):
+        return None
+    seats = plan.get("max_num_seqs")
+    c = max(1, min(concurrency, int(seats))) if isinstance(seats, int) and seats > 0 else max(1, concurrency)
+    r = roofline(
+        bandwidth_gbps=float(roof["bandwidth_gbps"]),
+        gflops=None if roof.get("gflops") is None else float(roof["gflops"]),
+        weight_bytes=int(roof["weight_bytes"]),
+        kv_bytes_per_token=int(roof.get("kv_bytes_per_token") or 0),
+        context_tokens=max(0, int(context_tokens)),
+        params=float(roof.get("params") or 0),
+        concurrency=c,
+        attention_flops_per_context_token=int(roof.get("attention_flops_per_context_token") or 0),
+        source=str(roof.get("source") or ""),
+    )
+    return r.to_dict()
+
+
+def _plan_for(file: Path, root: Path, cache: dict[Path, Mapping[str, Any] | None]) -> Mapping[str, Any] | None:
+    """The nearest plan.json between ``file`` and ``root`` (the host's, in a zenops bench run directory)."""
+    d = file.parent
+    while True:
+        if d not in cache:
+            path = d / PLAN
+            try:
+                doc = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+            except (OSError, ValueError):
+                doc = None
+            cache[d] = doc if isinstance(doc, dict) and isinstance(doc.get("instances"), list) else None
+        if cache[d] is not None or d in (root, d.parent):
+            return cache[d]
+        d = d.parent
+
+
+def with_roofline(result: BenchResult, plan: Mapping[str, Any] | None, instance: int | None = None) -> BenchResult:
+    """``result`` with the plan's ceiling at its concurrency (max concurrency, else every prompt at once) and its
+    context (mean input + output tokens per request, else the plan's own context); unchanged without a plan."""
+    if plan is None:
+        return result
+    index = result.instance if result.instance is not None else instance
+    if index is None:
+        index = 0 if len(plan.get("instances") or []) == 1 else None
+    concurrency = result.max_concurrency or result.num_prompts
+    if index is None or not concurrency:
+        return result
+    if result.input_len is not None and result.output_len is not None:
+        context = round(result.input_len + result.output_len)
+    else:
+        inst: Mapping[str, Any] = next((i for i in plan.get("instances") or [] if i.get("index") == index), {})
+        context = int((inst.get("roofline") or {}).get("context_tokens") or 0)
+    return replace(result, roofline=ceiling(plan, index, concurrency=concurrency, context_tokens=context))
 
 
 def with_price(results: Iterable[BenchResult], price_per_hour: float | None) -> list[BenchResult]:
@@ -728,6 +824,13 @@ def _md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def roofline_cell(r: BenchResult) -> str:
+    """``"41.2% of 152.3 (memory)"``: measured output tok/s against the plan's ceiling and the binding roof."""
+    if r.roofline_pct is None or not r.roofline:
+        return "-"
+    return f"{r.roofline_pct:.1f}% of {fmt(float(r.roofline['ceiling_tok_s']), 1)} ({r.roofline.get('binding')})"
+
+
 def _failed_cell(r: BenchResult) -> str:
     if r.failed is None:
         return "?" if not r.flagged else f"? ({'; '.join(r.problems)})"
@@ -743,6 +846,7 @@ def markdown(results: Sequence[BenchResult]) -> str:
     show_flavor = len({r.flavor for r in rows}) > 1
     show_platform = len({r.platform for r in rows}) > 1
     show_failed = any(r.flagged for r in rows)
+    show_roof = any(r.roofline_pct is not None for r in rows)
     cost_title, show_price = cost_header(rows)
     header = ["Model"]
     header += ["Flavor"] if show_flavor else []
@@ -751,6 +855,7 @@ def markdown(results: Sequence[BenchResult]) -> str:
     header += ["Output tok/s", "Median TTFT ms", "Median TPOT ms"]
     header += ["Failed"] if show_failed else []
     header += ["$/h"] if show_price else []
+    header += ["Of the plan's ceiling (roof)"] if show_roof else []
     header.append(cost_title)
     body = []
     for r in rows:
@@ -761,6 +866,7 @@ def markdown(results: Sequence[BenchResult]) -> str:
         cells += [fmt(r.output_tok_s), fmt(r.median_ttft_ms), fmt(r.median_tpot_ms)]
         cells += [_failed_cell(r)] if show_failed else []
         cells += [fmt_price(r.price_per_hour) if r.price_per_hour is not None else "-"] if show_price else []
+        cells += [roofline_cell(r)] if show_roof else []
         cells.append(fmt(r.cost_per_million_output_tokens))
         body.append(cells)
     return _md_table(header, body)
@@ -838,6 +944,9 @@ CSV_FIELDS = (
     "p99_itl_ms",
     "price_per_hour",
     "cost_per_million_output_tokens",
+    "roofline_pct",
+    "ceiling_tok_s",
+    "roofline_binding",
     "flavor",
     "platform",
     "label",

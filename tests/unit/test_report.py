@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
+from zenops import catalog
 from zenops import report as lib
 from zenops.cli.main import main
 from zenops.errors import ExitCode
+from zenops.planner import PlanOptions, Topology, plan, roofline
 
 SEED = Path(__file__).resolve().parents[1] / "fixtures" / "seed"
 SEED_TXT = SEED / "results.optimized.txt"
@@ -548,3 +550,127 @@ def test_malformed_manifest(run, tmp_path):
     r = run(["report", str(root)])
     assert r.exit_code == ExitCode.USAGE
     assert "run manifest is not valid JSON" in r.output
+
+
+# --- the roofline: measured tok/s against the plan's ceiling ---------------------------------------------------
+
+FACTS_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
+
+
+def measured_plan(gbps: float = 40.0, gflops: float | None = 900.0, **opts: Any) -> dict[str, Any]:
+    """A real plan (zenops.planner) of Qwen3-0.6B on gp.5.24.96's facts with a measured node 0, as plan.json holds
+    it (through JSON)."""
+    facts = json.loads((FACTS_DIR / "gp-5-24-96.json").read_text())
+    facts["bandwidth"] = {"nodes": {"0": {"gbps": gbps, "gflops": gflops, "method": "test", "cores": 23}}}
+    p = plan(Topology.from_facts(facts), catalog.get_model("Qwen/Qwen3-0.6B"), PlanOptions(**opts))
+    return json.loads(json.dumps(p.to_dict()))
+
+
+def test_ceiling_at_the_plans_own_concurrency_and_context_is_the_plans_roofline():
+    p = measured_plan()
+    roof = p["instances"][0]["roofline"]
+    again = lib.ceiling(p, 0, concurrency=roof["concurrency"], context_tokens=roof["context_tokens"])
+    assert again == roof
+
+
+def test_ceiling_follows_the_bench_with_the_models_own_numbers():
+    """At C=2 and 512 tokens of context: bytes = weights + 2 x KV/token x 512, FLOPs = 2 x (2 x params + attention
+    x 512), the figures of the model's spec (not of the plan's arithmetic)."""
+    m = catalog.get_model("Qwen/Qwen3-0.6B")
+    p = measured_plan(gbps=40.0, gflops=900.0)
+    got = lib.ceiling(p, 0, concurrency=2, context_tokens=512)
+    assert got is not None
+    assert got["bytes_per_step"] == m.weight_bytes("bfloat16") + 2 * m.kv_bytes_per_token("bfloat16") * 512
+    assert got["flops_per_step"] == 2 * (2 * m.params_b * 1e9 + m.attention_flops_per_context_token() * 512)
+    assert got["bandwidth_gbps"] == 40.0  # the node's one instance gets all of it
+    step_ms = max(got["bytes_per_step"] / 40e9, got["flops_per_step"] / (got["gflops"] * 1e9)) * 1000
+    assert got["ceiling_tok_s"] == pytest.approx(2 / (step_ms / 1000), rel=1e-3)
+    assert got["binding"] == "memory"
+    assert got == roofline(
+        bandwidth_gbps=40.0, gflops=got["gflops"], weight_bytes=m.weight_bytes("bfloat16"),
+        kv_bytes_per_token=m.kv_bytes_per_token("bfloat16"), context_tokens=512, params=m.params_b * 1e9,
+        concurrency=2, attention_flops_per_context_token=m.attention_flops_per_context_token(),
+        source=got["source"],
+    ).to_dict()  # fmt: skip
+
+
+def test_ceiling_caps_concurrency_at_the_plans_seats_and_binds_on_compute_when_flops_are_scarce():
+    p = measured_plan(gflops=1.0, concurrency=4)  # max_num_seqs 5
+    assert p["max_num_seqs"] == 5
+    at_5 = lib.ceiling(p, 0, concurrency=5, context_tokens=256)
+    at_64 = lib.ceiling(p, 0, concurrency=64, context_tokens=256)
+    assert at_5 is not None
+    assert at_64 == at_5  # requests beyond the seats queue: no more tokens per step
+    assert at_5["binding"] == "compute"
+
+
+def test_no_ceiling_without_a_roofline_or_its_inputs():
+    p = measured_plan()
+    assert lib.ceiling(p, 7, concurrency=1, context_tokens=10) is None  # no such instance
+    old = json.loads(json.dumps(p))
+    del old["instances"][0]["roofline"]["weight_bytes"]  # a plan of an older zenops
+    assert lib.ceiling(old, 0, concurrency=1, context_tokens=10) is None
+    old["instances"][0]["roofline"] = None
+    assert lib.ceiling(old, 0, concurrency=1, context_tokens=10) is None
+
+
+def write_bench_run(root: Path, plan: dict[str, Any] | None) -> Path:
+    """runs/<id> as zenops bench writes it: run.json, <host>/plan.json, <host>/<instance>/<platform>-c<N>.json."""
+    run = root / "r1"
+    (run / "web-1" / "0").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"run_id": "r1", "price_per_hour": 0.79}))
+    if plan is not None:
+        (run / "web-1" / "plan.json").write_text(json.dumps(plan))
+    for c in (1, 4):
+        (run / "web-1" / "0" / f"zen-c{c}.json").write_text(
+            json.dumps(bench_json("0.25.1", max_concurrency=c, instance=0, output_throughput=10.0 * c))
+        )
+    return run
+
+
+def test_a_bench_run_reports_each_result_against_its_ceiling(tmp_path):
+    p = measured_plan()
+    run = write_bench_run(tmp_path, p)
+    rep = lib.load([run])
+    assert [s for s, _ in rep.skipped if s.endswith("plan.json")] == []  # the plan is read, not skipped
+    by_c = {r.max_concurrency: r for r in rep.results}
+    for c, r in by_c.items():
+        # bench_json: 2560 input and 2560 output tokens over 20 requests -> 128 + 128 tokens of context
+        expected = lib.ceiling(p, 0, concurrency=c, context_tokens=256)
+        assert expected is not None
+        assert r.roofline == expected
+        assert r.roofline_pct == pytest.approx(10.0 * c / expected["ceiling_tok_s"] * 100)
+        d = r.to_dict()
+        assert d["roofline_pct"] == r.roofline_pct
+        assert d["ceiling_tok_s"] == expected["ceiling_tok_s"]
+        assert d["roofline_binding"] == "memory"
+    assert by_c[4].roofline["ceiling_tok_s"] > by_c[1].roofline["ceiling_tok_s"]
+    md = lib.markdown(rep.results)
+    assert "Of the plan's ceiling (roof)" in md
+    assert lib.roofline_cell(by_c[4]) in md
+    assert lib.roofline_cell(by_c[4]).endswith("(memory)")
+    assert "roofline_pct" in lib.to_csv(rep.results).splitlines()[0]
+    # one result file given by itself finds its host's plan too
+    single = lib.load([run / "web-1" / "0" / "zen-c4.json"])
+    assert single.results[0].roofline == by_c[4].roofline
+
+
+def test_without_a_plan_or_a_ceiling_roofline_pct_is_none(tmp_path):
+    rep = lib.load([write_bench_run(tmp_path / "a", None)])
+    assert all(r.roofline_pct is None for r in rep.results)
+    assert all(r.to_dict()["roofline_pct"] is None for r in rep.results)
+    assert "ceiling" not in lib.markdown(rep.results)
+    no_roof = measured_plan()
+    no_roof["instances"][0]["roofline"] = None
+    rep = lib.load([write_bench_run(tmp_path / "b", no_roof)])
+    assert all(r.roofline_pct is None for r in rep.results)
+
+
+def test_report_cli_prints_the_percentage_of_the_ceiling(run, tmp_path):
+    bench_run = write_bench_run(tmp_path, measured_plan())
+    r = run(["report", str(bench_run)])
+    assert r.exit_code == 0, r.output
+    assert "of the plan's ceiling" in r.output
+    rep = lib.load([bench_run])
+    c4 = next(x for x in rep.results if x.max_concurrency == 4)
+    assert lib.roofline_cell(c4) in r.output

@@ -207,6 +207,9 @@ def print_table(app: App, results: Sequence[lib.BenchResult]) -> None:
         table.add_column(col, justify="right")
     if show_price:
         table.add_column("$/h", justify="right")
+    show_roof = any(r.roofline_pct is not None for r in rows)
+    if show_roof:
+        table.add_column("of the plan's ceiling (roof)", justify="right")
     table.add_column(cost_title.replace("$ per 1M output tokens", "$/1M output tokens"), justify="right")
     for r in rows:
         cells = [escape(r.model)]
@@ -223,6 +226,8 @@ def print_table(app: App, results: Sequence[lib.BenchResult]) -> None:
         ]
         if show_price:
             cells.append(lib.fmt_price(r.price_per_hour) if r.price_per_hour is not None else "-")
+        if show_roof:
+            cells.append(escape(lib.roofline_cell(r)))
         cells.append(lib.fmt(r.cost_per_million_output_tokens))
         table.add_row(*cells, style="red" if r.flagged else None)
     app.out.print(table)
