@@ -625,11 +625,11 @@ def ceiling(plan: Mapping[str, Any], instance: int, *, concurrency: int, context
         bandwidth_gbps=float(roof["bandwidth_gbps"]),
         gflops=None if roof.get("gflops") is None else float(roof["gflops"]),
         weight_bytes=int(roof["weight_bytes"]),
-        kv_bytes_per_token=int(roof.get("kv_bytes_per_token") or 0),
+        kv_bytes_per_token=int(roof.get("kv_bytes_per_token_of_context") or 0),
         context_tokens=max(0, int(context_tokens)),
         params=float(roof.get("params") or 0),
         concurrency=c,
-        attention_flops_per_context_token=int(roof.get("attention_flops_per_context_token") or 0),
+        attention_flops_per_context_token=int(roof.get("attention_flops_per_token_of_context") or 0),
         source=str(roof.get("source") or ""),
     )
     return r.to_dict()

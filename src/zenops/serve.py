@@ -55,6 +55,7 @@ class ServeRequest:
     base_image_archive: Path | None = None  # pip route: a `docker save` tarball of the base image (air-gapped)
     base_image: str | None = None
     health_timeout: int = 900
+    measure: bool = False  # hosts whose facts have no bandwidth measurement are measured once (zenops.bandwidth)
 
 
 @dataclass
@@ -372,6 +373,9 @@ def serve_inventory(
         serve_run = run_playbook(serve_spec, settings, sink, cancel)
     endpoints = {h: list(serve_run.host_facts.get(h, {}).get("zenops_endpoints") or []) for h in plans}
     images = {h: dict(serve_run.host_facts.get(h, {}).get("zenops_image") or {}) for h in plans}
+    if req.measure and not check:
+        plans = _measure_missing(config, inventory, topologies, images, lambda t: make_plans(t, model, opts, config),
+                                 plans, sink=sink, cancel=cancel, verbosity=verbosity, note=note)  # fmt: skip
     served_name = req.served_model_name or (model_dir.name if model_dir else model.name)
     if record and not check:  # not for a temporary state (`zenops bench --compare-platforms`'s other platform)
         save_serving_record(
@@ -403,6 +407,33 @@ def serve_inventory(
         inventory=inventory,
         warnings=warnings,
     )
+
+
+def _measure_missing(
+    config: Config,
+    inventory: Path,
+    topologies: dict[str, dict[str, Any]],
+    images: Mapping[str, Mapping[str, Any]],
+    replan: Callable[[dict[str, dict[str, Any]]], dict[str, Plan]],
+    plans: dict[str, Plan],
+    **run: Any,
+) -> dict[str, Plan]:
+    """`zenops up --measure`: the hosts whose facts carry no bandwidth measurement are measured once, now that the
+    engine image is there (zenops.bandwidth), and planned again: the plans then show the measured ceiling (the
+    serving settings do not depend on it)."""
+    from zenops import bandwidth  # noqa: PLC0415
+
+    missing = {h: t for h, t in topologies.items() if not bandwidth.has_measurement(t)}
+    if not missing:
+        return plans
+    note = run.pop("note", lambda _text: None)
+    refs = [str(images.get(h, {}).get("ref") or "") for h in sorted(missing)]
+    note(f"measuring memory bandwidth and GEMM throughput of {', '.join(sorted(missing))} (once; kept with the facts)")
+    measured = bandwidth.measure_inventory(config, inventory, missing, image=refs[0] or None, **run)
+    for host, key in measured.items():
+        topologies[host][bandwidth.KEY] = key
+        save_facts(config, host, topologies[host])
+    return replan(topologies)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from zenops import bandwidth
+from zenops import bandwidth, serve
 from zenops import facts as facts_lib
 from zenops.bench import parse_cpus
 from zenops.config import Config
@@ -306,3 +306,42 @@ def test_local_without_image_or_torch_names_the_fix(monkeypatch, tmp_path):
     assert "neither the engine image" in e.value.message
     assert "zenops up --inventory HOSTS --model MODEL" in (e.value.hint or "")
     assert "pip install torch" in (e.value.hint or "")
+
+
+# --- zenops up --measure ----------------------------------------------------------------------------------------
+
+
+def test_up_measure_measures_only_hosts_without_a_measurement_then_plans_again(monkeypatch, tmp_path):
+    config = Config(state_dir=tmp_path / "state")
+    topologies = {"a": facts("gp-5-24-96.json"), "b": {**facts("gp-5-24-96.json"), "bandwidth": MEASURED}}
+    asked: list[tuple[list[str], str | None]] = []
+
+    def measure(config: Any, inventory: Path, missing: dict[str, Any], *, image: str | None, **_: Any) -> Any:
+        asked.append((sorted(missing), image))
+        return {h: bandwidth.from_runs(h, {"image": image, "runs": [_run(0)]}) for h in missing}
+
+    monkeypatch.setattr(bandwidth, "measure_inventory", measure)
+    replanned: list[dict[str, Any]] = []
+    notes: list[str] = []
+    before: dict[str, Any] = {"a": "old plan"}
+    out = serve._measure_missing(
+        config, tmp_path / "hosts.yml", topologies, {"a": {"ref": "zenops/vllm-zen:v"}},
+        lambda t: replanned.append(copy.deepcopy(t)) or {"a": "new plan"}, before, note=notes.append,
+    )  # fmt: skip
+    assert asked == [(["a"], "zenops/vllm-zen:v")]
+    assert out == {"a": "new plan"}
+    assert replanned[0]["a"]["bandwidth"]["nodes"]["0"]["gbps"] == pytest.approx(25.77)
+    assert replanned[0]["b"]["bandwidth"] == MEASURED  # the kept one, not measured again
+    assert json.loads(facts_path(config, "a").read_text())["bandwidth"]["image"] == "zenops/vllm-zen:v"
+    assert "measuring memory bandwidth" in notes[0]
+    # everything measured: nothing runs, the plans stay
+    asked.clear()
+    same = serve._measure_missing(config, tmp_path / "h.yml", topologies, {}, lambda t: {}, before)
+    assert same is before
+    assert asked == []
+
+
+def test_up_help_says_measuring_is_off_by_default(run):
+    r = run(["up", "--help"])
+    assert "--measure / --no-measure" in r.output
+    assert "Off by default" in " ".join(r.output.split())

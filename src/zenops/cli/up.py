@@ -81,6 +81,14 @@ IMAGE_SOURCES = ("pip", "build", "prebuilt")
 )
 @click.option("--instances", type=click.IntRange(min=1), help="Server instances per host (default: from the plan).")
 @click.option(
+    "--measure/--no-measure",
+    default=False,
+    show_default=True,
+    help="With --model: measure the memory bandwidth and GEMM throughput of hosts whose facts have none, once, with "
+    "the engine image (as `zenops facts --bandwidth`; ~10-30 s per NUMA node), so the plan shows the measured "
+    "ceiling. Off by default; a measurement kept with the facts is always used.",
+)
+@click.option(
     "--base-image", metavar="REF", help="With --image-source pip: the base image (default debian:bookworm-slim)."
 )
 @click.option(
@@ -124,6 +132,7 @@ def up(
     concurrency: int,
     objective: str,
     instances: int | None,
+    measure: bool,
     base_image: str | None,
     base_image_archive: Path | None,
     health_timeout: int,
@@ -183,6 +192,7 @@ def up(
             base_image=base_image,
             base_image_archive=base_image_archive,
             health_timeout=health_timeout,
+            measure=measure,
         )
         if model
         else None
@@ -290,7 +300,7 @@ def _report_serve(app: App, served: ServeResult, check: bool, dep: Deployment | 
         got = how.get(str(image.get("how") or ""), "?")
         app.out.print(f"image on {host}: {escape(str(image.get('ref') or '-'))} ({got})")
     table = Table(title=f"serving {served.model}", title_justify="left")
-    for col in ("host", "endpoint", "platform", "KV cache", "CPUs (OpenMP)", "ready after", "memory"):
+    for col in ("host", "endpoint", "platform", "KV cache", "CPUs (OpenMP)", "ready after", "memory", "ceiling"):
         table.add_column(col)
     for host, p in served.plans.items():
         by_index = {e.get("instance"): e for e in served.endpoints.get(host, [])}
@@ -305,6 +315,7 @@ def _report_serve(app: App, served: ServeResult, check: bool, dep: Deployment | 
                 inst.omp_threads_bind,
                 f"{ready:.0f}s" if isinstance(ready, int | float) else "-",
                 escape(str(e.get("memory") or "-")),
+                _ceiling(inst.roofline),
             )
     app.out.print(table)
     for w in served.warnings:
@@ -317,6 +328,14 @@ def _report_serve(app: App, served: ServeResult, check: bool, dep: Deployment | 
         )
     target = f"--name {dep.name} --cloud {dep.cloud}" if dep else f"--inventory {served.inventory}"
     app.out.print(f"stop the servers with: zenops down {target}")
+
+
+def _ceiling(roof: dict[str, object] | None) -> str:
+    """The instance's decode ceiling: ``"61.2 tok/s at C=4 (memory, measured)"``, or "no measurement"."""
+    if not roof:
+        return "no measurement"
+    kind = str(roof.get("source") or "").split(" ", 1)[0]
+    return f"{roof.get('ceiling_tok_s')} tok/s at C={roof.get('concurrency')} ({roof.get('binding')}, {kind})"
 
 
 def _size(n: int) -> str:
