@@ -1,0 +1,139 @@
+"""The measured roofline end to end, all real, on this machine: a devhost (systemd container reached over SSH,
+Docker inside), a ~200M-parameter random Llama (`zenops tiny-model --params 200M`, big enough to be memory-bandwidth
+bound here), `zenops up --model ... --measure` (the engine image of the pip route, loaded from the machine's image
+cache when warm; then each NUMA node measured in a container of that image and the plan made again),
+`zenops facts --bandwidth` (the same probe through the CLI), and `zenops bench` at concurrency 1 and 4: every
+measured output tok/s must be above 0 and at most the plan's ceiling at that concurrency and context.
+
+The figures (GB/s, GFLOP/s, ceilings, binding roof, measured tok/s and % of the ceiling, stage wall times) are
+written to .cache/e2e/roofline.json. About 5 minutes warm (image cached); the first run builds the image.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.e2e.test_serve_devhost import BASE_ARCHIVE, ZENOPS, zenops
+from zenops import devhost
+
+pytestmark = pytest.mark.e2e
+REPORT = REPO / ".cache" / "e2e" / "roofline.json"
+
+
+@pytest.fixture
+def roof_host(isolated_home: Path):
+    if not BASE_ARCHIVE.is_file():
+        pytest.fail(f"{BASE_ARCHIVE} is missing: run scripts/build-images")
+    state = isolated_home / "state" / "zenops"
+    name = f"roof{secrets.token_hex(2)}"
+    inventory, hosts = devhost.up(state, name, count=1)
+    try:
+        yield inventory, hosts[0]
+    finally:
+        devhost.down(state, name)
+
+
+def test_measured_tok_s_stays_under_the_measured_ceiling(roof_host, tmp_path):
+    inventory, _dev = roof_host
+    stages: dict[str, float] = {}
+
+    t0 = time.monotonic()
+    made = subprocess.run(
+        [ZENOPS, "--json", "tiny-model", str(tmp_path / "llama-200m"), "--params", "200M"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    model = json.loads(made.stdout.strip().splitlines()[-1])
+    stages["tiny-model"] = round(time.monotonic() - t0, 1)
+    assert abs(model["parameters"] - 200e6) / 200e6 <= 0.03
+    assert stages["tiny-model"] < 60, "a 200M random model is made in seconds"
+
+    up_args = [
+        "up", "-i", str(inventory), "--model", model["path"], "--image-source", "pip",
+        "--base-image", "zenops/bookworm-slim:latest", "--base-image-archive", str(BASE_ARCHIVE),
+    ]  # fmt: skip
+    t0 = time.monotonic()
+    served, plays = zenops(*up_args, "--measure")
+    stages["up --measure"] = round(time.monotonic() - t0, 1)
+    host = served["hosts"][0]["host"]
+    plan = served["plans"][host]
+    roofs = [inst["roofline"] for inst in plan["instances"]]
+    assert all(r is not None and r["source"].startswith("measured") for r in roofs), roofs
+
+    t0 = time.monotonic()
+    measured, _ = zenops("facts", "-i", str(inventory), "--bandwidth")
+    stages["facts --bandwidth"] = round(time.monotonic() - t0, 1)
+    topology = measured["hosts"][host]
+    bw = topology["bandwidth"]
+    physical = {(c["package"], c["core_id"]) for c in topology["cpus"] if c["cpu"] in topology["allowed_cpus"]}
+    assert sorted(bw["nodes"]) == sorted(str(n["id"]) for n in topology["numa_nodes"] if n["cpus"])
+    for node in bw["nodes"].values():
+        assert node["gbps"] > 0
+        assert node["gflops"] > 0
+        assert 1 <= node["cores"] <= len(physical)
+        assert "STREAM triad" in node["method"]
+        assert "torch" in node["method"]
+        assert "zenops/vllm-zen" in node["method"]  # measured with the engine's own image, nothing on the host
+    assert json.loads(Path(measured["saved"][host]).read_text())["bandwidth"] == bw
+
+    runs_dir = tmp_path / "runs"
+    t0 = time.monotonic()
+    bench, _ = zenops(
+        "bench", "-i", str(inventory), "--profile", "sweep", "--concurrency", "1,4", "--num-prompts", "8",
+        "--input-len", "64", "--output-len", "48", "--runs-dir", str(runs_dir), "--run-id", "roofline",
+        "--price-per-hour", "0.79",
+    )  # fmt: skip
+    stages["bench c1,c4"] = round(time.monotonic() - t0, 1)
+    results = bench["results"]
+    assert sorted(r["max_concurrency"] for r in results) == [1, 4] * len(plan["instances"])
+    figures = []
+    for r in results:
+        assert r["roofline"] is not None, r
+        ceiling = r["ceiling_tok_s"]
+        figures.append(
+            {
+                "concurrency": r["max_concurrency"],
+                "measured_tok_s": r["output_throughput"],
+                "ceiling_tok_s": ceiling,
+                "roofline_pct": r["roofline_pct"],
+                "binding": r["roofline_binding"],
+                "memory_ms": r["roofline"]["memory_ms"],
+                "compute_ms": r["roofline"]["compute_ms"],
+                "bytes_per_step": r["roofline"]["bytes_per_step"],
+                "context_tokens": r["roofline"]["context_tokens"],
+                "median_tpot_ms": r["median_tpot_ms"],
+                "cost_per_million_output_tokens": r["cost_per_million_output_tokens"],
+            }
+        )
+        assert r["output_throughput"] > 0
+        assert r["output_throughput"] <= ceiling, r  # the roofline is a ceiling: nothing measured goes above it
+    # `zenops report` on the run directory says the same
+    rep = subprocess.run([ZENOPS, "report", str(runs_dir / "roofline")], capture_output=True, text=True, check=True)
+    assert "of the plan's ceiling" in rep.stdout
+
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text(
+        json.dumps(
+            {
+                "model_parameters": model["parameters"],
+                "cpu": topology["model_name"],
+                "physical_cores": len(physical),
+                "bandwidth": bw,
+                "plan_roofline": roofs,
+                "results": sorted(figures, key=lambda f: f["concurrency"]),
+                "stages_s": stages,
+                "up_plays_s": plays,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(json.dumps({"stages_s": stages, "results": figures}, indent=1))
