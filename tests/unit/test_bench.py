@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import stat
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from zenops import bench
+from zenops import bench, report
 from zenops.config import Config
 from zenops.errors import BenchFailedError, ExitCode, HostFailure, NoServerError, RunFailedError, UsageError
 from zenops.serve import (
@@ -591,3 +592,16 @@ def test_cli_refuses_an_empty_or_bad_run_id_with_exit_2(run, tmp_path, monkeypat
     assert r.exit_code == 2, r.output
     assert "--run-id" in r.output
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_bench_without_any_ceiling_says_how_to_get_one():
+    base = report.parse_json_result({"output_throughput": 12.0, "completed": 4, "model": "m"}, "r.json")
+    said: list[str] = []
+    bench._warn_without_ceiling(report.Report([base]), Path("hosts.yml"), said.append)
+    assert len(said) == 1
+    assert "zenops facts --bandwidth --inventory hosts.yml" in said[0]
+    said.clear()
+    with_ceiling = replace(base, roofline={"ceiling_tok_s": 40.0, "binding": "memory"})
+    bench._warn_without_ceiling(report.Report([base, with_ceiling]), Path("hosts.yml"), said.append)
+    assert said == []
+    assert with_ceiling.roofline_pct == pytest.approx(30.0)
