@@ -116,8 +116,11 @@ def test_measured_tok_s_stays_under_the_measured_ceiling(roof_host, tmp_path):
         assert r["output_throughput"] > 0
         assert r["output_throughput"] <= ceiling, r  # the roofline is a ceiling: nothing measured goes above it
     # `zenops report` on the run directory says the same
-    rep = subprocess.run([ZENOPS, "report", str(runs_dir / "roofline")], capture_output=True, text=True, check=True)
-    assert "of the plan's ceiling" in rep.stdout
+    rep = subprocess.run(
+        [ZENOPS, "report", str(runs_dir / "roofline"), "--format", "md"], capture_output=True, text=True, check=True
+    )
+    assert "Of the plan's ceiling (roof)" in rep.stdout
+    assert f"{results[0]['roofline_pct']:.1f}% of" in rep.stdout
 
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     REPORT.write_text(
