@@ -485,6 +485,7 @@ class BenchOutcome:
             "runs": [r.to_dict() for r in self.runs],
             "phases": self.phases,
             "results": [r.to_dict() for r in report_lib.ordered(self.report.results)],
+            "host_totals": [r.to_dict() for r in report_lib.host_totals(self.report.results)],
             "flagged": len(self.report.flagged),
             "warnings": self.warnings,
         }

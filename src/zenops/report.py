@@ -393,7 +393,9 @@ def parse_json_result(obj: Mapping[str, Any], source: str) -> BenchResult:
 
 
 # keys of a result or a manifest that label results (besides flavor/platform/label, which have their own fields)
-_LABEL_KEYS = ("flavor", "platform", "label", "vllm", "vllm_version", "zentorch", "image", "host", "campaign", "cloud")
+_LABEL_KEYS = (
+    "flavor", "platform", "label", "vllm", "vllm_version", "zentorch", "image", "host", "run_id", "campaign", "cloud",
+)  # fmt: skip
 
 
 def _price(obj: Mapping[str, Any], where: str) -> float | None:
@@ -692,6 +694,65 @@ def ordered(results: Iterable[BenchResult]) -> list[BenchResult]:
     ]
 
 
+def host_totals(results: Iterable[BenchResult]) -> list[BenchResult]:
+    """One row per host and run where several instances served side by side (the planner's throughput objective):
+    their output, total and request throughput and their requests summed, so the host's $ per 1M output tokens is
+    the server's price over everything it served (each instance's own row prices it as if it had the server alone).
+    Latencies are per request, not additive: the row keeps the worst instance's medians. Hosts with one instance
+    get no row. Grouped by run, host, model, flavor, platform, label and concurrency."""
+    groups: dict[tuple[Any, ...], list[BenchResult]] = defaultdict(list)
+    for r in results:
+        host = r.metadata.get("host")
+        if host is None or r.instance is None:
+            continue
+        key = (r.metadata.get("run_id"), host, r.model, r.flavor, r.platform, r.label, r.max_concurrency)
+        groups[key].append(r)
+    out = []
+    for (_run, host, *_), rs in groups.items():
+        instances = sorted({r.instance for r in rs if r.instance is not None})
+        if len(instances) < 2:
+            continue
+
+        def total(values: Iterable[float | None]) -> float | None:
+            vs = list(values)
+            return None if any(v is None for v in vs) else sum(v for v in vs if v is not None)
+
+        def worst(values: Iterable[float | None]) -> float | None:
+            vs = [v for v in values if v is not None]
+            return max(vs) if vs else None
+
+        first = rs[0]
+        failed = [r.failed for r in rs]
+        out.append(
+            replace(
+                first,
+                output_tok_s=sum(r.output_tok_s for r in rs),
+                total_tok_s=total(r.total_tok_s for r in rs),
+                request_s=total(r.request_s for r in rs),
+                median_ttft_ms=worst(r.median_ttft_ms for r in rs),
+                mean_ttft_ms=None,
+                p99_ttft_ms=worst(r.p99_ttft_ms for r in rs),
+                median_tpot_ms=worst(r.median_tpot_ms for r in rs),
+                mean_tpot_ms=None,
+                p99_tpot_ms=worst(r.p99_tpot_ms for r in rs),
+                median_itl_ms=worst(r.median_itl_ms for r in rs),
+                mean_itl_ms=None,
+                p99_itl_ms=worst(r.p99_itl_ms for r in rs),
+                completed=sum(r.completed for r in rs),
+                failed=None if any(f is None for f in failed) else sum(f for f in failed if f is not None),
+                num_prompts=None
+                if any(r.num_prompts is None for r in rs)
+                else sum(r.num_prompts for r in rs if r.num_prompts is not None),
+                duration_s=worst(r.duration_s for r in rs),
+                source=f"{host}: instances {', '.join(map(str, instances))} summed",
+                label=f"{host} total ({len(instances)} instances)",
+                instance=None,
+                roofline=None,
+            )
+        )
+    return ordered(out)
+
+
 # --- comparison -------------------------------------------------------------------------------------------------
 
 
@@ -837,10 +898,11 @@ def _failed_cell(r: BenchResult) -> str:
     return f"{r.failed} FAILED" if r.flagged else str(r.failed)
 
 
-def markdown(results: Sequence[BenchResult]) -> str:
+def markdown(results: Sequence[BenchResult], *, label_column: bool = False) -> str:
     """A Markdown table in the layout of the seed write-up (Model | Output tok/s | Median TTFT ms | Median TPOT ms |
     $ per 1M output tokens at $P/h). Columns appear only when they say something: Concurrency when the results
-    differ in it, Flavor when they differ in flavor, $/h when they differ in price, Failed when any result failed."""
+    differ in it, Flavor when they differ in flavor, $/h when they differ in price, Failed when any result failed;
+    with ``label_column`` each row's label first (the host of :func:`host_totals` rows)."""
     rows = ordered(results)
     show_conc = len({r.max_concurrency for r in rows}) > 1
     show_flavor = len({r.flavor for r in rows}) > 1
@@ -848,7 +910,8 @@ def markdown(results: Sequence[BenchResult]) -> str:
     show_failed = any(r.flagged for r in rows)
     show_roof = any(r.roofline_pct is not None for r in rows)
     cost_title, show_price = cost_header(rows)
-    header = ["Model"]
+    header = ["Label"] if label_column else []
+    header += ["Model"]
     header += ["Flavor"] if show_flavor else []
     header += ["Platform"] if show_platform else []
     header += ["Concurrency"] if show_conc else []
@@ -859,7 +922,8 @@ def markdown(results: Sequence[BenchResult]) -> str:
     header.append(cost_title)
     body = []
     for r in rows:
-        cells = [r.model]
+        cells = [r.label or "-"] if label_column else []
+        cells += [r.model]
         cells += [r.flavor or "-"] if show_flavor else []
         cells += [r.platform or "-"] if show_platform else []
         cells += [str(r.max_concurrency or "-")] if show_conc else []

@@ -674,3 +674,60 @@ def test_report_cli_prints_the_percentage_of_the_ceiling(run, tmp_path):
     rep = lib.load([bench_run])
     c4 = next(x for x in rep.results if x.max_concurrency == 4)
     assert lib.roofline_cell(c4) in r.output
+
+
+# --- several instances on one host -------------------------------------------------------------------------------
+
+
+def write_multi_instance_run(root: Path, run_id: str, tok_s: dict[int, float], host: str = "big-1") -> Path:
+    """A run of zenops bench on a host with one server per instance (the throughput objective), c4 each."""
+    run = root / run_id
+    (run / "run.json").parent.mkdir(parents=True, exist_ok=True)
+    (run / "run.json").write_text(json.dumps({"run_id": run_id, "price_per_hour": 3.6}))
+    for instance, out in tok_s.items():
+        d = run / host / str(instance)
+        d.mkdir(parents=True)
+        result = bench_json("0.25.1", instance=instance, host=host, run_id=run_id, output_throughput=out,
+                            median_ttft_ms=100.0 * (instance + 1), completed=20, failed=0)  # fmt: skip
+        (d / "zen-c4.json").write_text(json.dumps(result))
+    return run
+
+
+def test_host_totals_sum_the_instances_and_price_the_whole_server(tmp_path):
+    run = write_multi_instance_run(tmp_path, "r1", {0: 100.0, 1: 150.0, 2: 50.0})
+    rep = lib.load([run])
+    assert len(rep.results) == 3
+    (total,) = lib.host_totals(rep.results)
+    assert total.output_tok_s == pytest.approx(300.0)
+    assert total.completed == 60
+    assert total.failed == 0
+    assert total.median_ttft_ms == pytest.approx(300.0)  # the worst instance's, not a sum
+    assert total.label == "big-1 total (3 instances)"
+    # the server costs 3.6 $/h whatever it runs: priced over everything it served
+    assert total.cost_per_million_output_tokens == pytest.approx(3.6 / (300.0 * 3600) * 1e6)
+    assert all(r.cost_per_million_output_tokens > total.cost_per_million_output_tokens for r in rep.results)
+
+
+def test_host_totals_keep_runs_and_single_instance_hosts_apart(tmp_path):
+    a = write_multi_instance_run(tmp_path, "r1", {0: 100.0, 1: 100.0})
+    b = write_multi_instance_run(tmp_path, "r2", {0: 10.0, 1: 10.0})
+    single = write_multi_instance_run(tmp_path, "r3", {0: 70.0}, host="small-1")
+    totals = lib.host_totals(lib.load([a, b, single]).results)
+    assert sorted(t.output_tok_s for t in totals) == [pytest.approx(20.0), pytest.approx(200.0)]
+    assert all("big-1" in (t.label or "") for t in totals)
+
+
+def test_report_cli_shows_host_totals_in_json_and_markdown(run_split, tmp_path):
+    run = write_multi_instance_run(tmp_path, "r1", {0: 100.0, 1: 150.0})
+    r = run_split(["--json", "report", str(run)])
+    assert r.exit_code == 0, r.err
+    doc = json.loads(r.out.strip().splitlines()[-1])
+    assert [t["output_throughput"] for t in doc["host_totals"]] == [pytest.approx(250.0)]
+    assert len(doc["results"]) == 2
+    md = run_split(["report", str(run), "--format", "md"])
+    assert md.exit_code == 0, md.err
+    md = md.out
+    assert "Per host, its instances summed" in md
+    assert "| big-1 total (2 instances) |" in md
+    single = write_multi_instance_run(tmp_path, "r2", {0: 100.0}, host="small-1")
+    assert "Per host" not in run_split(["report", str(single), "--format", "md"]).out

@@ -132,6 +132,7 @@ def report(
             "type": "result",
             "command": "report",
             "results": [r.to_dict() for r in lib.ordered(current.results)],
+            "host_totals": [r.to_dict() for r in lib.host_totals(current.results)],
             "skipped": [{"file": f, "reason": why} for f, why in current.skipped],
             "flagged": len(current.flagged) + (len(baseline.flagged) if baseline else 0),
             "plot": str(plot_file) if plot_file else None,
@@ -142,6 +143,7 @@ def report(
         app.emit_json(out)
     elif output_format == "md":
         click.echo(lib.markdown(current.results), nl=False)
+        _host_totals(app, current.results, output_format)
         if comparison is not None:
             click.echo(f"\nCompared with {baseline_path}:\n")
             click.echo(lib.comparison_markdown(comparison), nl=False)
@@ -150,10 +152,26 @@ def report(
         click.echo(text, nl=False)
     else:
         print_table(app, current.results)
+        _host_totals(app, current.results, output_format)
         if comparison is not None:
             print_comparison(app, comparison, baseline_path)
 
     check_failures(app, current, baseline, allow_failed)
+
+
+def _host_totals(app: App, results: Sequence[lib.BenchResult], output_format: str) -> None:
+    """Hosts that ran several instances: their instances summed, priced as the whole server (md or table)."""
+    from zenops import report as lib  # noqa: PLC0415
+
+    totals = lib.host_totals(results)
+    if not totals:
+        return
+    title = "per host, its instances summed ($ per 1M output tokens of the whole server)"
+    if output_format == "md":
+        click.echo(f"\n{title[0].upper()}{title[1:]}:\n")
+        click.echo(lib.markdown(totals, label_column=True), nl=False)
+    else:
+        print_table(app, totals, title=title, host_column=True)
 
 
 def _plot(app: App, current: lib.Report, baseline: lib.Report | None, path: Path) -> None:
@@ -187,7 +205,9 @@ def _failed_cell(r: lib.BenchResult) -> str:
     return "?" if r.failed is None else str(r.failed)
 
 
-def print_table(app: App, results: Sequence[lib.BenchResult]) -> None:
+def print_table(
+    app: App, results: Sequence[lib.BenchResult], title: str = "vllm bench serve results", host_column: bool = False
+) -> None:
     from rich.table import Table  # noqa: PLC0415
 
     from zenops import report as lib  # noqa: PLC0415
@@ -196,7 +216,9 @@ def print_table(app: App, results: Sequence[lib.BenchResult]) -> None:
     cost_title, show_price = lib.cost_header(rows)
     show_flavor = len({r.flavor for r in rows}) > 1
     show_platform = len({r.platform for r in rows}) > 1
-    table = Table(title="vllm bench serve results", title_justify="left")
+    table = Table(title=title, title_justify="left")
+    if host_column:  # the per-host totals: which host each row sums
+        table.add_column("host")
     table.add_column("model")
     if show_flavor:
         table.add_column("flavor")
@@ -212,7 +234,8 @@ def print_table(app: App, results: Sequence[lib.BenchResult]) -> None:
         table.add_column("of the plan's ceiling (roof)", justify="right")
     table.add_column(cost_title.replace("$ per 1M output tokens", "$/1M output tokens"), justify="right")
     for r in rows:
-        cells = [escape(r.model)]
+        cells = [escape(r.label or "-")] if host_column else []
+        cells.append(escape(r.model))
         if show_flavor:
             cells.append(escape(r.flavor or "-"))
         if show_platform:
