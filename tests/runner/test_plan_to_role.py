@@ -22,6 +22,7 @@ import yaml
 
 from tests.conftest import REPO
 from zenops import catalog
+from zenops.bench import parse_cpus
 from zenops.config import load
 from zenops.errors import ExitCode
 from zenops.paths import collections_path, venv_bin
@@ -82,9 +83,9 @@ def server_play() -> dict[str, Any]:
     return dict(found[0])
 
 
-def render(tmp_path: Path, plans: dict[str, dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
-    """Run the server play in check mode for these plans; host -> docker_container params of its first instance,
-    and the json callback's output (task results)."""
+def render(tmp_path: Path, plans: dict[str, dict[str, Any]]) -> tuple[dict[str, list[dict[str, Any]]], dict[str, Any]]:
+    """Run the server play in check mode for these plans; host -> docker_container params of each of its instances
+    (exactly as many as planned), and the json callback's output (task results)."""
     playbook = tmp_path / "serve-servers.yml"
     playbook.write_text(yaml.safe_dump([server_play()], sort_keys=False))
     api_key = tmp_path / "api-key"
@@ -142,14 +143,16 @@ def render(tmp_path: Path, plans: dict[str, dict[str, Any]]) -> tuple[dict[str, 
     output = json.loads(proc.stdout)
     calls = [json.loads(line) for line in record.read_text().splitlines()]
     assert {c["module"] for c in calls} == {"docker_container", "docker_host_info"}, "the stand-in was not used"
-    started: dict[str, dict[str, Any]] = {}
+    started: dict[str, list[dict[str, Any]]] = {h: [] for h in plans}
     for call in calls:
         if call["module"] == "docker_container":
             # the host is known by its data dir (the volumes name it)
             host = next(h for h in plans if any(v.startswith(hosts[h]["vllm_server_data_dir"] + "/")
                                                 for v in call["params"]["volumes"]))  # fmt: skip
-            assert host not in started, f"{host}: one instance planned, several containers started"
-            started[host] = call["params"]
+            started[host].append(call["params"])
+    for host, containers in started.items():
+        planned = len(plans[host]["instances"])
+        assert len(containers) == planned, f"{host}: {planned} instance(s) planned, {len(containers)} started"
     return started, output
 
 
@@ -162,10 +165,11 @@ def task_results(output: dict[str, Any], name: str) -> dict[str, dict[str, Any]]
     raise AssertionError(f"no task {name!r} ran")
 
 
-def plan_for(facts: dict[str, Any], platform: str = "auto") -> dict[str, Any]:
-    """The plan `zenops up --model Qwen/Qwen3-4B [--platform P]` makes for these facts (zenops.serve's own code)."""
+def plan_for(facts: dict[str, Any], platform: str = "auto", **options: Any) -> dict[str, Any]:
+    """The plan `zenops up --model Qwen/Qwen3-4B [--platform P] [--objective O ...]` makes for these facts
+    (zenops.serve's own code)."""
     combo = resolve_combo(ServeRequest(model=MODEL, platform=platform), lambda _w: None)
-    opts = PlanOptions(platform=platform, vllm_version=combo.vllm)
+    opts = PlanOptions(platform=platform, vllm_version=combo.vllm, **options)
     plans = make_plans({"h": facts}, catalog.get_model(MODEL), opts, load())
     return plans["h"].to_dict()
 
@@ -197,7 +201,7 @@ def test_both_kinds_of_host_from_facts_to_container_settings(tmp_path):
 
     for host, p in plans.items():
         inst = p["instances"][0]
-        params = started[host]
+        (params,) = started[host]
         data_dir = tmp_path / host / "data"
         hidden = p["platform"] == "cpu"
         env = params["env"]
@@ -249,3 +253,32 @@ def test_the_role_would_start_the_same_containers_for_a_plan_made_twice(name, tm
     node["memory_free_kib"] = min(node["memory_free_kib"], node["memory_total_kib"])
     again["memory_available_kib"] = again["memory_available_kib"] // 2
     assert plan_for(facts) == plan_for(again)
+
+
+def test_every_planned_instance_becomes_its_own_container(tmp_path):
+    """Big hosts plan several instances (one per NUMA node; several per node for throughput): the role starts one
+    container per instance, each with its own CPUs, memory node, port and name, as the plan says."""
+    plans = {
+        "two-socket": plan_for(host_facts("epyc-9755-2s"), objective="latency"),
+        "zen5-throughput": plan_for(host_facts("epyc-9965-1s"), objective="throughput", concurrency=32),
+    }
+    assert len(plans["two-socket"]["instances"]) >= 2
+    assert len(plans["zen5-throughput"]["instances"]) >= 2
+    started, _ = render(tmp_path, plans)
+    for host, p in plans.items():
+        containers = started[host]
+        by_port = {c["labels"]["io.zenops.port"]: c for c in containers}
+        assert len(by_port) == len(p["instances"])  # one port each
+        assert len({c["name"] for c in containers}) == len(containers)
+        cpus_seen: set[int] = set()
+        for inst in p["instances"]:
+            params = by_port[str(inst["port"])]
+            assert params["cpuset_cpus"] == inst["cpuset"]
+            assert params["cpuset_mems"] == inst["container"]["cpuset_mems"]
+            assert params["env"]["VLLM_CPU_OMP_THREADS_BIND"] == inst["omp_threads_bind"]
+            assert params["command"][-len(inst["args"]) :] == inst["args"]
+            assert f"--port={inst['port']}" in params["command"] or str(inst["port"]) in params["command"]
+            omp = set(parse_cpus(inst["omp_threads_bind"].replace("|", ",")))
+            assert omp == set(inst["cpus"])
+            assert not omp & cpus_seen, f"{host}: instances share OpenMP CPUs"
+            cpus_seen |= omp
