@@ -43,16 +43,20 @@ class MeasurementError(ZenopsError):
 
 def probe_targets(topology: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One probe per NUMA node that has allowed cores and memory: its id, the first CPU of each allowed core (no
-    SMT sibling: one thread per core, as the servers bind), its memory node and the core count."""
-    from zenops.planner import Topology, cpulist  # noqa: PLC0415
+    SMT sibling: one thread per core, as the servers bind), its memory node, the core count, and whether zentorch may
+    be loaded: only where the planner would choose the zen platform (AMD with AVX-512); elsewhere the engine runs
+    without it, and its AVX-512 kernels could kill the probe (SIGILL)."""
+    from zenops.planner import Topology, choose_platform, cpulist  # noqa: PLC0415
 
     topo = Topology.from_facts(topology)
+    zentorch = choose_platform(topo, "auto")[0] == "zen" if "avx2" in topo.flags else False
     return [
         {
             "node": node.id,
             "cpus": cpulist([core.primary for core in node.cores]),
             "mems": str(node.id),
             "cores": len(node.cores),
+            "zentorch": zentorch,
         }
         for node in topo.nodes
     ]
@@ -265,8 +269,9 @@ def measure_local(topology: Mapping[str, Any], python: str = sys.executable) -> 
     figures = []
     for target in probe_targets(topology):
         cpus = set(parse_cpus(target["cpus"]))
+        argv = [python, str(probe_path()), "--node", str(target["node"]), "--threads", str(target["cores"])]
         proc = subprocess.run(
-            [python, str(probe_path()), "--node", str(target["node"]), "--threads", str(target["cores"])],
+            [*argv, "--zentorch" if target["zentorch"] else "--no-zentorch"],
             capture_output=True,
             text=True,
             check=False,

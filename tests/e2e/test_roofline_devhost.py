@@ -93,7 +93,7 @@ def test_measured_tok_s_stays_under_the_measured_ceiling(roof_host, tmp_path):
     )  # fmt: skip
     stages["bench c1,c4"] = round(time.monotonic() - t0, 1)
     results = bench["results"]
-    assert sorted(r["max_concurrency"] for r in results) == [1, 4] * len(plan["instances"])
+    assert sorted(r["max_concurrency"] for r in results) == sorted([1, 4] * len(plan["instances"]))
     figures = []
     for r in results:
         assert r["roofline"] is not None, r

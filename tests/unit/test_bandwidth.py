@@ -65,6 +65,21 @@ def test_one_probe_per_node_on_one_thread_of_each_allowed_core(path):
     assert sum(x["cores"] for x in targets) == topo.physical_cores
 
 
+def test_zentorch_is_probed_only_where_the_zen_platform_runs():
+    """On an AVX2-only EPYC or an Intel host the engine runs without zentorch (hidden), and its AVX-512 kernels could
+    kill the probe: it must not import it there."""
+    expected = {
+        "zen4-vm-hotplug.json": True,  # AMD Zen 4 with AVX-512
+        "epyc-9755-2s.json": True,
+        "epyc-7763-vm.json": False,  # AMD Zen 3: AVX2 only
+        "xeon-8480-2s.json": False,  # Intel with AVX-512: zentorch is AMD's
+    }
+    for name, zentorch in expected.items():
+        targets = bandwidth.probe_targets(facts(name))
+        assert targets, name
+        assert {t["zentorch"] for t in targets} == {zentorch}, name
+
+
 def test_probe_cpus_follow_sibling_numbering_interleaved_and_adjacent():
     assert [x["cpus"] for x in bandwidth.probe_targets(facts("vm-8-smt-interleaved.json"))] == ["0-3"]
     adjacent = bandwidth.probe_targets(facts("vm-8-smt-adjacent.json"))

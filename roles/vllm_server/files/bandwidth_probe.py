@@ -77,6 +77,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--node", type=int, required=True)
     parser.add_argument("--threads", type=int, default=0, help="threads (default: the CPUs this process may use)")
+    parser.add_argument(
+        "--no-zentorch",
+        dest="zentorch",
+        action="store_false",
+        help="never import zentorch (hosts that run the stock CPU platform: no AVX-512, or not AMD)",
+    )
+    parser.add_argument("--zentorch", dest="zentorch", action="store_true", help="use zentorch when present (default)")
     parser.add_argument("--array-mib", type=int, default=0, help="MiB per triad array (default: 4 x L3, >= 256)")
     parser.add_argument("--gemm", type=int, default=0, help="GEMM size n (n x n x n; default from the threads)")
     parser.add_argument("--repeat", type=int, default=5)
@@ -86,12 +93,13 @@ def main() -> int:
     import torch
 
     zentorch_version = None
-    try:
-        import zentorch  # noqa: F401  (registers its ops)
+    if args.zentorch:
+        try:
+            import zentorch  # noqa: F401  (registers its ops)
 
-        zentorch_version = getattr(zentorch, "__version__", "unknown")
-    except Exception:  # noqa: BLE001 - absent or not loadable on this CPU: torch alone is the engine then
-        pass
+            zentorch_version = getattr(zentorch, "__version__", "unknown")
+        except Exception:  # noqa: BLE001 - absent or not loadable on this CPU: torch alone is the engine then
+            pass
 
     cpus = sorted(os.sched_getaffinity(0))
     threads = args.threads or len(cpus)
