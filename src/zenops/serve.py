@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from zenops import catalog, compat
 from zenops.catalog import ModelSpec
@@ -136,6 +137,17 @@ def pip_settings(python: str = sys.executable) -> dict[str, Any]:
         env = os.environ.get("PIP_" + key.upper().replace("-", "_"))
         if env:
             values[key] = env
+    for key in ("index-url", "extra-index-url"):
+        for url in values.get(key, "").split():
+            parts = urlsplit(url)
+            if parts.username or parts.password:
+                raise UsageError(
+                    f"pip's {key} carries credentials ({parts.scheme}://***@{parts.hostname}...): the pip route "
+                    "writes the index into the engine image's build, so they would stay in the image, on every host "
+                    "and in the image cache",
+                    hint="use an index that needs no login (a local mirror, or --find-links wheels), or "
+                    "--image-source build / prebuilt",
+                )
     find_links = [p for p in values.get("find-links", "").split() if Path(p).is_dir()]
     extra = [u for u in values.get("extra-index-url", "").split() if not u.startswith("file:")]
     index = values.get("index-url", "")
@@ -420,8 +432,10 @@ def _measure_missing(
 ) -> dict[str, Plan]:
     """`zenops up --measure`: the hosts whose facts carry no bandwidth measurement are measured once, now that the
     engine image is there (zenops.bandwidth), and planned again: the plans then show the measured ceiling (the
-    serving settings do not depend on it)."""
+    serving settings do not depend on it). The servers already run: a measurement that fails is a warning, never a
+    failed `up` (the serving record must still be written), and the plans stay as they were."""
     from zenops import bandwidth  # noqa: PLC0415
+    from zenops.errors import RunFailedError  # noqa: PLC0415
 
     missing = {h: t for h, t in topologies.items() if not bandwidth.has_measurement(t)}
     if not missing:
@@ -429,7 +443,12 @@ def _measure_missing(
     note = run.pop("note", lambda _text: None)
     refs = [str(images.get(h, {}).get("ref") or "") for h in sorted(missing)]
     note(f"measuring memory bandwidth and GEMM throughput of {', '.join(sorted(missing))} (once; kept with the facts)")
-    measured = bandwidth.measure_inventory(config, inventory, missing, image=refs[0] or None, **run)
+    try:
+        measured = bandwidth.measure_inventory(config, inventory, missing, image=refs[0] or None, **run)
+    except (bandwidth.MeasurementError, RunFailedError) as e:
+        why = e.message + (f" ({e.hint})" if e.hint else "")
+        note(f"warning: the measurement failed, the plans show no measured ceiling: {why}; the servers run as planned")
+        return plans
     for host, key in measured.items():
         topologies[host][bandwidth.KEY] = key
         save_facts(config, host, topologies[host])

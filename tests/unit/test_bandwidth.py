@@ -356,6 +356,28 @@ def test_up_measure_measures_only_hosts_without_a_measurement_then_plans_again(m
     assert asked == []
 
 
+def test_up_measure_that_fails_is_a_warning_and_keeps_the_plans(monkeypatch, tmp_path):
+    """The servers already run when `up --measure` measures: a failed probe must not fail `up` (its serving record
+    is written after this) nor change the plans. A test double stands in for the playbook run (no engine here)."""
+    config = Config(state_dir=tmp_path / "state")
+    topologies = {"a": facts("gp-5-24-96.json")}
+
+    def failing_measure(*_: Any, **__: Any) -> Any:
+        raise bandwidth.MeasurementError("a: the bandwidth probe failed: killed", hint="look at the run log")
+
+    monkeypatch.setattr(bandwidth, "measure_inventory", failing_measure)
+    notes: list[str] = []
+    before: dict[str, Any] = {"a": "plan"}
+    out = serve._measure_missing(
+        config, tmp_path / "h.yml", topologies, {}, lambda t: pytest.fail("must not plan again"), before,
+        note=notes.append,
+    )  # fmt: skip
+    assert out is before
+    assert any(n.startswith("warning: the measurement failed") and "probe failed: killed" in n for n in notes), notes
+    assert "bandwidth" not in topologies["a"]
+    assert not facts_path(config, "a").exists()
+
+
 def test_up_help_says_measuring_is_off_by_default(run):
     r = run(["up", "--help"])
     assert "--measure / --no-measure" in r.output

@@ -92,6 +92,18 @@ def test_pip_settings_take_find_links_and_ca_bundle_from_the_environment(tmp_pat
     assert out["vllm_image_pip_index_url"] == "https://mirror.example/simple"
 
 
+@pytest.mark.parametrize("var", ["PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"])
+def test_pip_settings_refuse_an_index_with_credentials(monkeypatch, var):
+    """The pip route writes the index into the image's build: a login in the URL would stay in the image, on every
+    host and in the controller's image cache."""
+    monkeypatch.setenv(var, "https://builder:s3cr3t-t0ken@pypi.corp.example/simple")
+    with pytest.raises(UsageError) as info:
+        pip_settings()
+    assert "s3cr3t-t0ken" not in info.value.message + str(info.value.hint)
+    assert "credentials" in info.value.message
+    assert "--image-source build" in str(info.value.hint)
+
+
 def test_api_key_is_generated_once_per_inventory_with_mode_0600(tmp_path):
     config = Config(state_dir=tmp_path / "state")
     inv_a, inv_b = tmp_path / "a.yml", tmp_path / "b.yml"
