@@ -145,6 +145,8 @@ def from_runs(host: str, result: Mapping[str, Any]) -> dict[str, Any]:
         where = f"{host} node {node}"
         if run.get("rc") != 0:
             tail = " / ".join(line for line in str(run.get("stderr") or "").splitlines()[-3:] if line.strip())
+            own = _probe_error(str(run.get("stdout") or ""))  # the probe's own words come first when it said why
+            tail = f"{own}" + (f" ({tail})" if own and tail else "") if own else tail
             why = "timed out" if run.get("rc") in (124, 137) else f"exit {run.get('rc')}"
             raise MeasurementError(
                 f"{where}: the bandwidth probe failed ({why})" + (f": {tail}" if tail else ""),
@@ -157,13 +159,29 @@ def from_runs(host: str, result: Mapping[str, Any]) -> dict[str, Any]:
     return measurement(figures, image=image)
 
 
+def _probe_error(stdout: str) -> str | None:
+    """The ``{"error": ...}`` line a failing probe prints, if any."""
+    for line in reversed(stdout.strip().splitlines()):
+        if line.strip().startswith("{"):
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(obj, dict) and obj.get("error"):
+                return str(obj["error"])
+    return None
+
+
 # --- keeping it with the facts ----------------------------------------------------------------------------------
 
 
 def hardware_key(topology: Mapping[str, Any]) -> dict[str, Any]:
-    """What a measurement depends on: the CPU model, the NUMA nodes with their CPUs and the CPUs allowed."""
+    """What a measurement depends on: the CPU model, the NUMA nodes with their CPUs, the CPUs allowed and the
+    memory installed (whole GiB of MemTotal: changed DIMMs change the bandwidth; a node's own meminfo is not used,
+    some VMs report it differently from one reading to the next)."""
     return {
         "model_name": topology.get("model_name"),
+        "memory_gib": round(int(topology.get("memory_total_kib") or 0) / 2**20),
         "nodes": sorted((int(n["id"]), sorted(n.get("cpus") or [])) for n in topology.get("numa_nodes") or []),
         "allowed_cpus": sorted(topology.get("allowed_cpus") or []),
     }

@@ -183,6 +183,13 @@ def test_from_runs_fails_a_node_whose_probe_failed(rc, why):
     assert "import torch" in (e.value.hint or "")
 
 
+def test_from_runs_names_the_probes_own_error():
+    result = {"image": "i", "runs": [_run(0, {"error": "triad gave a wrong result"}, rc=1, stderr="Traceback: boom")]}
+    with pytest.raises(bandwidth.MeasurementError) as e:
+        bandwidth.from_runs("web-1", result)
+    assert "exit 1): triad gave a wrong result (Traceback: boom)" in e.value.message
+
+
 def test_from_runs_without_runs_is_an_error():
     with pytest.raises(bandwidth.MeasurementError, match="no NUMA node was measured"):
         bandwidth.from_runs("web-1", {"image": "i", "runs": []})
@@ -204,6 +211,12 @@ def test_carry_over_keeps_the_measurement_of_the_same_hardware_only():
     assert "bandwidth" not in fewer
     other_cpu = {**facts("gp-5-24-96.json"), "model_name": "AMD EPYC 9B14"}
     assert not bandwidth.carry_over(other_cpu, old)
+    more_memory = facts("gp-5-24-96.json")
+    more_memory["memory_total_kib"] *= 2  # DIMMs changed: the bandwidth may have too
+    assert not bandwidth.carry_over(more_memory, old)
+    node_meminfo_moved = facts("gp-5-24-96.json")
+    node_meminfo_moved["numa_nodes"][0]["memory_total_kib"] -= 400 * 1024  # the VM quirk: not a new machine
+    assert bandwidth.carry_over(node_meminfo_moved, old)
     own = {**facts("gp-5-24-96.json"), "bandwidth": {"nodes": {"0": {"gbps": 1.0}}}}
     assert not bandwidth.carry_over(own, old)
     assert own["bandwidth"]["nodes"]["0"]["gbps"] == 1.0
