@@ -1,8 +1,8 @@
 """Filters of the vllm_server role's ``bench`` entry point: the benchmark client's command line and what zenops
 records of a server.
 
-A thin adapter: the logic lives in the zenops Python package (zenops.bench), which runs on the controller, with its
-unit tests. There is no second copy of it here.
+A thin adapter: the logic lives in the zenops Python package (zenops.bench.client), which runs on the controller,
+with its unit tests. There is no second copy of it here.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 
 try:
-    from zenops import bench
+    from zenops.bench import client
 
     HAS_ZENOPS = True
 except ImportError:  # pragma: no cover - only without the zenops package
@@ -30,37 +30,37 @@ def _need() -> None:
 def vllm_bench_argv(run: Mapping[str, Any], **kwargs: Any) -> list[str]:
     _need()
     try:
-        return bench.bench_argv(run, **kwargs)
+        return client.bench_argv(run, **kwargs)
     except (KeyError, TypeError) as e:
         raise AnsibleFilterError(f"vllm_bench_argv: {e}") from e
 
 
 def vllm_bench_server(inspect: Mapping[str, Any]) -> dict[str, Any]:
     _need()
-    return bench.server_view(inspect)
+    return client.server_view(inspect)
 
 
 def vllm_bench_free_cpus(online: str, used: list[str]) -> str:
     _need()
     try:
-        return bench.free_cpus(online, used)
+        return client.free_cpus(online, used)
     except ValueError as e:
         raise AnsibleFilterError(f"vllm_bench_free_cpus: {e}") from e
 
 
 def vllm_bench_stem(run: Mapping[str, Any], platform: str) -> str:
     _need()
-    return bench.result_stem(platform, run)
+    return client.result_stem(platform, run)
 
 
 def vllm_bench_describe(servers: list[dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
     _need()
-    return bench.describe_servers(servers, **kwargs)
+    return client.describe_servers(servers, **kwargs)
 
 
 def vllm_bench_failures(results: list[dict[str, Any]], **kwargs: Any) -> list[str]:
     _need()
-    return bench.run_failures(results, **kwargs)
+    return client.run_failures(results, **kwargs)
 
 
 class FilterModule:

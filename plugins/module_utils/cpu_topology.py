@@ -47,6 +47,9 @@ def parse_cpulist(text: str) -> list[int]:
     """``"0-3,8,10-11"`` -> ``[0, 1, 2, 3, 8, 10, 11]`` (sorted, unique). Empty text -> ``[]``.
 
     Also accepts the ``a-b:step/group`` form the kernel documents for cpu lists (``0-7:2/4``).
+
+    The hosts' copy of zenops.cpulist.parse_cpulist (zenops is not installed there): tests/unit/test_cpulist.py runs one
+    table of cases through both.
     """
     cpus: set[int] = set()
     for raw in text.strip().split(","):

@@ -46,14 +46,15 @@ def probe_targets(topology: Mapping[str, Any]) -> list[dict[str, Any]]:
     SMT sibling: one thread per core, as the servers bind), its memory node, the core count, and whether zentorch may
     be loaded: only where the planner would choose the zen platform (AMD with AVX-512); elsewhere the engine runs
     without it, and its AVX-512 kernels could kill the probe (SIGILL)."""
-    from zenops.planner import Topology, choose_platform, cpulist  # noqa: PLC0415
+    from zenops.cpulist import format_cpulist  # noqa: PLC0415
+    from zenops.planner import Topology, choose_platform  # noqa: PLC0415
 
     topo = Topology.from_facts(topology)
     zentorch = choose_platform(topo, "auto")[0] == "zen" if "avx2" in topo.flags else False
     return [
         {
             "node": node.id,
-            "cpus": cpulist([core.primary for core in node.cores]),
+            "cpus": format_cpulist([core.primary for core in node.cores]),
             "mems": str(node.id),
             "cores": len(node.cores),
             "zentorch": zentorch,
@@ -281,12 +282,12 @@ def _probe_env() -> dict[str, str]:
 def measure_local(topology: Mapping[str, Any], python: str = sys.executable) -> dict[str, Any]:
     """No engine image here: run the probe with this machine's own torch, pinned to each node's cores (memory not
     bound: no container), and say so in the method."""
-    from zenops.bench import parse_cpus  # noqa: PLC0415
+    from zenops.cpulist import parse_cpulist  # noqa: PLC0415
 
     label = f"this machine's own Python {python} (not the engine image; memory not bound)"
     figures = []
     for target in probe_targets(topology):
-        cpus = set(parse_cpus(target["cpus"]))
+        cpus = set(parse_cpulist(target["cpus"]))
         argv = [python, str(probe_path()), "--node", str(target["node"]), "--threads", str(target["cores"])]
         proc = subprocess.run(
             [*argv, "--zentorch" if target["zentorch"] else "--no-zentorch"],

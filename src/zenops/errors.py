@@ -108,6 +108,16 @@ class BenchFailedError(ZenopsError):
     exit_code = ExitCode.BENCH_FAILED
 
 
+class NoBenchResultError(BenchFailedError):
+    """No benchmark result where one was expected. `zenops bench` ran and left none: exit 12, like failed requests. A
+    path the operator named that holds none (`zenops report PATH`) is bad input instead: ``usage=True``, exit 2."""
+
+    def __init__(self, message: str, *, hint: str | None = None, usage: bool = False) -> None:
+        super().__init__(message, hint=hint)
+        if usage:
+            self.exit_code = ExitCode.USAGE
+
+
 class NoServerError(ZenopsError):
     """Nothing to benchmark: no server zenops started is known or running on the target."""
 

@@ -20,7 +20,6 @@ from typing import Any
 
 from zenops.config import Config
 from zenops.errors import UsageError, ZenopsError
-from zenops.planner import cpulist
 from zenops.runner import ProgressSink, RunSpec, run_playbook, settings_from_config
 
 FACT_NAME = "zenops_cpu_topology"
@@ -253,8 +252,3 @@ def load_facts_file(path: Path, host: str | None = None) -> dict[str, Any]:
         f"facts file {path} is neither a CPU topology nor the output of `zenops facts --json`",
         hint="pass <state_dir>/facts/HOST.json as written by `zenops facts`",
     )
-
-
-def format_cpulist(cpus: list[int]) -> str:
-    """``[0, 1, 2, 3, 8, 10, 11]`` -> ``"0-3,8,10-11"`` (the kernel's cpulist notation); ``[]`` -> ``"-"``."""
-    return cpulist(cpus) or "-"

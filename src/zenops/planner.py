@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from zenops.catalog import DTYPE_BYTES, GIB, FlavorSpec, ModelSpec, cpu_spec
+from zenops.cpulist import format_cpulist, parse_cpulist
 from zenops.errors import ExitCode, UsageError, ZenopsError
 
 MIB = 1024 * 1024
@@ -75,20 +76,6 @@ class PlanRefusedError(ZenopsError):
 
 
 # --- facts ---------------------------------------------------------------------------------------------------------
-
-
-def cpulist(cpus: Sequence[int]) -> str:
-    """[0,1,2,3,8,10,11] -> '0-3,8,10-11' (the format of VLLM_CPU_OMP_THREADS_BIND and Docker's cpuset)."""
-    out: list[str] = []
-    ordered = sorted(set(cpus))
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(out)
 
 
 @dataclass(frozen=True)
@@ -433,7 +420,7 @@ def _fits(slots: Sequence[_Slot], weights: int, per_rank_token: int, seqs: int =
 
 def _where(nodes: Sequence[Node]) -> str:
     """'node 0', 'nodes 0-3 of one socket (package 0, distance 12)', 'nodes 0,1 across 2 sockets (distance 32)'."""
-    ids = cpulist([n.id for n in nodes])
+    ids = format_cpulist([n.id for n in nodes])
     if len(nodes) == 1:
         return f"node {ids}"
     packages = sorted({n.package for n in nodes})
@@ -441,7 +428,7 @@ def _where(nodes: Sequence[Node]) -> str:
     dist = f", distance {max(far)}" if far else ""
     if len(packages) == 1:
         return f"nodes {ids} of one socket (package {packages[0]}{dist})"
-    return f"nodes {ids} across {len(packages)} sockets (packages {cpulist(packages)}{dist})"
+    return f"nodes {ids} across {len(packages)} sockets (packages {format_cpulist(packages)}{dist})"
 
 
 def _groups(nodes: Sequence[Node], size: int) -> list[list[Node]]:
@@ -533,7 +520,7 @@ def _tensor_parallel_layout(
         )
         idle = [n.id for n in nodes if all(n not in g for g in groups)]
         if idle:
-            placed += f"; node(s) {cpulist(idle)} stay idle"
+            placed += f"; node(s) {format_cpulist(idle)} stay idle"
     elif tp % len(nodes) == 0:
         per_node = tp // len(nodes)
         if any(len(n.cores) < per_node * (1 + RESERVED_CORES_PER_RANK) for n in nodes):
@@ -601,7 +588,7 @@ def _layout(
     if not fitting:
         return _Layout(*_tp_when_needed(topo, model, opts, dtype, weights, objective, rule, reasons, flavors))
     if len(fitting) < len(nodes):
-        small = cpulist([n.id for n in nodes if n not in fitting])
+        small = format_cpulist([n.id for n in nodes if n not in fitting])
         reasons.append(Reason("idle_nodes", f"node(s) {small} stay idle: too little memory for {model.name}"))
 
     if objective == "throughput":
@@ -648,7 +635,7 @@ def _tp_when_needed(
             text += f"; KV heads per rank max(1, {model.kv_heads} // {tp}) = {model.kv_heads_per_rank(tp)}"
             idle = [n.id for n in nodes if all(n not in g for g in groups)]
             if idle:
-                text += f"; node(s) {cpulist(idle)} stay idle"
+                text += f"; node(s) {format_cpulist(idle)} stay idle"
             reasons.append(Reason("instances", text))
             return layout, _seats(objective, opts.concurrency, len(layout))
     need = (
@@ -1140,7 +1127,9 @@ def _rooflines(
     for inst, slots in zip(instances, layout, strict=True):
         tp = len(slots)
         binds = inst.omp_threads_bind.split("|")
-        ranks = [_node_roofs(topo, slot, _count(bind), dtype) for slot, bind in zip(slots, binds, strict=True)]
+        ranks = [
+            _node_roofs(topo, slot, len(parse_cpulist(bind)), dtype) for slot, bind in zip(slots, binds, strict=True)
+        ]
         if any(r is None for r in ranks):
             continue
         lines = [
@@ -1187,15 +1176,6 @@ def _rooflines(
     )
 
 
-def _count(cpus: str) -> int:
-    """Number of CPUs in a cpulist string such as '1-23' or '1,3-5'."""
-    total = 0
-    for part in filter(None, cpus.split(",")):
-        lo, _, hi = part.partition("-")
-        total += int(hi or lo) - int(lo) + 1
-    return total
-
-
 @dataclass(frozen=True)
 class _KvFigures:
     kv_gib: float
@@ -1234,7 +1214,7 @@ def _explain(
             "cpus",
             f"OpenMP threads on {omp}: node {first.node.id}'s {n_cores} physical cores"
             f"{smt}, minus {len(reserved) // tp or 0} reserved for the API server/engine frontend "
-            f"({cpulist(reserved) or 'none: a single core'}); the write-up bound 0-(nproc-1), "
+            f"({format_cpulist(reserved) or 'none: a single core'}); the write-up bound 0-(nproc-1), "
             "and its VLLM_CPU_NUM_OF_RESERVED_CPU=1 only applies to automatic binding",
         )
     )
@@ -1337,7 +1317,7 @@ def _instance(
         reserved += [c.primary for c in s.cores[:keep]]
         bind_ranks.append([c.primary for c in s.cores[keep:]])
     all_cpus = sorted(c for s in slots for core in s.cores for c in core.cpus)
-    omp = "|".join(cpulist(r) for r in bind_ranks)
+    omp = "|".join(format_cpulist(r) for r in bind_ranks)
     nodes = list(dict.fromkeys(s.node.id for s in slots))  # ranks of one node name it once
 
     env: dict[str, str] = {"VLLM_CPU_OMP_THREADS_BIND": omp}
@@ -1367,7 +1347,7 @@ def _instance(
         env.update({"TORCHINDUCTOR_FREEZING": "1", "VLLM_USE_AOT_COMPILE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"})
 
     container: dict[str, Any] = {
-        "cpuset_cpus": cpulist(all_cpus),
+        "cpuset_cpus": format_cpulist(all_cpus),
         "cpuset_mems": ",".join(str(n) for n in nodes),
         "shm_size": f"{SHM_PER_RANK * tp // GIB}g",
         "ipc_mode": None,

@@ -22,8 +22,8 @@ import yaml
 
 from tests.conftest import REPO
 from zenops import catalog
-from zenops.bench import parse_cpus
 from zenops.config import load
+from zenops.cpulist import parse_cpulist
 from zenops.errors import ExitCode
 from zenops.paths import collections_path, venv_bin
 from zenops.planner import PlanOptions, PlanRefusedError
@@ -278,7 +278,7 @@ def test_every_planned_instance_becomes_its_own_container(tmp_path):
             assert params["env"]["VLLM_CPU_OMP_THREADS_BIND"] == inst["omp_threads_bind"]
             assert params["command"][-len(inst["args"]) :] == inst["args"]
             assert f"--port={inst['port']}" in params["command"] or str(inst["port"]) in params["command"]
-            omp = set(parse_cpus(inst["omp_threads_bind"].replace("|", ",")))
+            omp = set(parse_cpulist(inst["omp_threads_bind"].replace("|", ",")))
             assert omp == set(inst["cpus"])
             assert not omp & cpus_seen, f"{host}: instances share OpenMP CPUs"
             cpus_seen |= omp

@@ -13,8 +13,8 @@ import pytest
 
 from zenops import bandwidth, serve
 from zenops import facts as facts_lib
-from zenops.bench import parse_cpus
 from zenops.config import Config
+from zenops.cpulist import parse_cpulist
 from zenops.errors import ExitCode, UsageError
 from zenops.facts import facts_path, load_facts_file, save_facts
 from zenops.planner import Topology
@@ -55,7 +55,7 @@ def test_one_probe_per_node_on_one_thread_of_each_allowed_core(path):
     siblings = {c["cpu"]: set(c.get("siblings") or [c["cpu"]]) for c in t["cpus"]}
     allowed = set(t["allowed_cpus"]) & set(t["online_cpus"])
     for target in targets:
-        cpus = parse_cpus(target["cpus"])
+        cpus = parse_cpulist(target["cpus"])
         node = next(n for n in t["numa_nodes"] if n["id"] == target["node"])
         assert set(cpus) <= set(node["cpus"]) & allowed
         assert target["mems"] == str(target["node"])
@@ -83,7 +83,7 @@ def test_zentorch_is_probed_only_where_the_zen_platform_runs():
 def test_probe_cpus_follow_sibling_numbering_interleaved_and_adjacent():
     assert [x["cpus"] for x in bandwidth.probe_targets(facts("vm-8-smt-interleaved.json"))] == ["0-3"]
     adjacent = bandwidth.probe_targets(facts("vm-8-smt-adjacent.json"))
-    assert parse_cpus(adjacent[0]["cpus"]) == [0, 2, 4, 6]
+    assert parse_cpulist(adjacent[0]["cpus"]) == [0, 2, 4, 6]
 
 
 # --- the arithmetic -------------------------------------------------------------------------------------------

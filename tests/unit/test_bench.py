@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from zenops import bench, report
+from zenops.bench import run as bench_run
 from zenops.config import Config
 from zenops.errors import BenchFailedError, ExitCode, HostFailure, NoServerError, RunFailedError, UsageError
 from zenops.serve import (
@@ -235,11 +236,11 @@ def test_scrub_hides_secret_values_and_drops_binary_files_holding_them(tmp_path)
     (tmp_path / "h" / "0" / "server.log").write_text(f"args: --api-key {KEY}\nok\n")
     (tmp_path / "clean.txt").write_text("nothing here\n")
     (tmp_path / "blob.bin").write_bytes(b"\xff\xfe" + KEY.encode())
-    hit = bench.scrub(tmp_path, [KEY, "short"])
+    hit = bench_run.scrub(tmp_path, [KEY, "short"])
     assert sorted(p.name for p in hit) == ["blob.bin", "server.log"]
     assert (tmp_path / "h" / "0" / "server.log").read_text() == "args: --api-key <hidden>\nok\n"
     assert not (tmp_path / "blob.bin").exists()
-    assert bench.scrub(tmp_path, [KEY]) == []
+    assert bench_run.scrub(tmp_path, [KEY]) == []
 
 
 # --- the serving record ----------------------------------------------------------------------------------------
@@ -302,7 +303,7 @@ def fake_phase(result: dict[str, Any] | None, log: str = "server log\n"):
     """TEST DOUBLE for the Ansible run of playbooks/bench.yml (that needs a host with a vLLM server: the serving e2e
     runs the real one). Writes what the role fetches: a result, a text summary, a log tail."""
 
-    def phase(run: bench._Run) -> dict[str, Any]:
+    def phase(run: bench_run._Run) -> dict[str, Any]:
         d = run.run_dir / "h1" / "0"
         d.mkdir(parents=True, exist_ok=True)
         for r in run.runs:
@@ -322,10 +323,10 @@ GOOD = {"model_id": "tiny-llama", "completed": 20, "failed": 0, "output_throughp
 
 def test_run_directory_has_manifest_plan_and_priced_results(tmp_path, monkeypatch):
     config, inv = _served(tmp_path)
-    monkeypatch.setattr(bench, "_phase", fake_phase(GOOD, log=f"oops {KEY}\n"))
-    req = bench.BenchRequest(profile="sweep", concurrency=(1, 2), runs_dir=tmp_path / "runs", run_id="r1",
+    monkeypatch.setattr(bench_run, "_phase", fake_phase(GOOD, log=f"oops {KEY}\n"))
+    req = bench_run.BenchRequest(profile="sweep", concurrency=(1, 2), runs_dir=tmp_path / "runs", run_id="r1",
                              price_per_hour=0.79)  # fmt: skip
-    out = bench.bench_inventory(config, inv, req)
+    out = bench_run.bench_inventory(config, inv, req)
     run_dir = tmp_path / "runs" / "r1"
     manifest = json.loads((run_dir / "run.json").read_text())
     assert manifest["status"] == "complete"
@@ -343,12 +344,12 @@ def test_run_directory_has_manifest_plan_and_priced_results(tmp_path, monkeypatc
 
 def test_failed_requests_are_reported_and_a_missing_result_is_an_error(tmp_path, monkeypatch):
     config, inv = _served(tmp_path)
-    monkeypatch.setattr(bench, "_phase", fake_phase({**GOOD, "completed": 0, "failed": 20}))
-    out = bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", run_id="bad"))
+    monkeypatch.setattr(bench_run, "_phase", fake_phase({**GOOD, "completed": 0, "failed": 20}))
+    out = bench_run.bench_inventory(config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="bad"))
     assert [r.problems for r in out.report.flagged] == [["no request completed", "20 of 20 requests failed"]]
-    monkeypatch.setattr(bench, "_phase", fake_phase(None))
+    monkeypatch.setattr(bench_run, "_phase", fake_phase(None))
     with pytest.raises(BenchFailedError, match="left no result") as info:
-        bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", run_id="none"))
+        bench_run.bench_inventory(config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="none"))
     assert info.value.exit_code == ExitCode.BENCH_FAILED
     assert json.loads((tmp_path / "runs" / "none" / "run.json").read_text())["status"] == "complete"
 
@@ -359,9 +360,9 @@ def test_a_failed_ansible_run_still_leaves_its_manifest(tmp_path, monkeypatch):
     def broken(*_a, **_kw):
         raise RuntimeError("host exploded")
 
-    monkeypatch.setattr(bench, "_phase", broken)
+    monkeypatch.setattr(bench_run, "_phase", broken)
     with pytest.raises(RuntimeError):
-        bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", run_id="x"))
+        bench_run.bench_inventory(config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="x"))
     assert json.loads((tmp_path / "runs" / "x" / "run.json").read_text())["status"] == "failed"
 
 
@@ -369,9 +370,9 @@ def test_no_record_of_servers_is_a_clear_error_before_anything_runs(tmp_path, mo
     config = Config(state_dir=tmp_path / "state")
     inv = tmp_path / "hosts.yml"
     inv.write_text("all: {}\n")
-    monkeypatch.setattr(bench, "_phase", lambda *a, **k: pytest.fail("no run may start"))
+    monkeypatch.setattr(bench_run, "_phase", lambda *a, **k: pytest.fail("no run may start"))
     with pytest.raises(NoServerError, match="has not started servers") as info:
-        bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs"))
+        bench_run.bench_inventory(config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs"))
     assert info.value.exit_code == ExitCode.NO_SERVER
     assert "zenops up --inventory" in (info.value.hint or "")
     assert not (tmp_path / "runs").exists()
@@ -381,7 +382,7 @@ def test_an_existing_run_directory_is_not_overwritten(tmp_path, monkeypatch):
     config, inv = _served(tmp_path)
     (tmp_path / "runs" / "r1").mkdir(parents=True)
     with pytest.raises(UsageError, match="exists already"):
-        bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", run_id="r1"))
+        bench_run.bench_inventory(config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="r1"))
 
 
 # --- the command -----------------------------------------------------------------------------------------------
@@ -437,22 +438,24 @@ def test_compare_platforms_restarts_on_the_other_platform_and_always_restores(tm
     config, inv = _served(tmp_path)
     calls: list[str] = []
 
-    def serve(self: bench._Run, request: ServeRequest, **_kw: Any) -> None:
+    def serve(self: bench_run._Run, request: ServeRequest, **_kw: Any) -> None:
         calls.append(f"serve {request.platform}")
 
     platforms = iter(["zen", "cpu"])
 
-    def phase(run: bench._Run) -> dict[str, Any]:
+    def phase(run: bench_run._Run) -> dict[str, Any]:
         p = next(platforms)
         calls.append(f"bench {p}")
         if p == "cpu" and fail_second:
             raise RuntimeError("bench failed on the stock platform")
         return fake_phase(GOOD)(run) | {"h1": {"servers": [{"name": "zenops-vllm-0", "platform": p}]}}
 
-    monkeypatch.setattr(bench._Run, "serve", serve)
-    monkeypatch.setattr(bench, "_phase", phase)
+    monkeypatch.setattr(bench_run._Run, "serve", serve)
+    monkeypatch.setattr(bench_run, "_phase", phase)
     fail_second = False
-    out = bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True))
+    out = bench_run.bench_inventory(
+        config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True)
+    )
     assert calls == ["bench zen", "serve cpu", "bench cpu", "serve auto"]  # put back as recorded (platform auto)
     assert [p["platform"] for p in out.phases] == ["as deployed", "cpu"]
 
@@ -460,8 +463,8 @@ def test_compare_platforms_restarts_on_the_other_platform_and_always_restores(tm
     platforms = iter(["zen", "cpu"])
     fail_second = True
     with pytest.raises(RuntimeError):
-        bench.bench_inventory(
-            config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", run_id="f", compare_platforms=True)
+        bench_run.bench_inventory(
+            config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="f", compare_platforms=True)
         )
     assert calls == ["bench zen", "serve cpu", "bench cpu", "serve auto"]  # restored even so
 
@@ -472,17 +475,19 @@ def test_compare_platforms_on_a_host_without_zentorch_measures_what_it_can(tmp_p
     config, inv = _served(tmp_path)
     calls: list[str] = []
 
-    def serve(self: bench._Run, request: ServeRequest, **_kw: Any) -> None:
+    def serve(self: bench_run._Run, request: ServeRequest, **_kw: Any) -> None:
         calls.append(f"serve {request.platform}")
         raise PlanRefusedError("no-avx512", "zentorch needs AVX-512", hint="use platform cpu")
 
-    def phase(run: bench._Run) -> dict[str, Any]:
+    def phase(run: bench_run._Run) -> dict[str, Any]:
         calls.append("bench")
         return fake_phase(GOOD)(run) | {"h1": {"servers": [{"name": "zenops-vllm-0", "platform": "cpu"}]}}
 
-    monkeypatch.setattr(bench._Run, "serve", serve)
-    monkeypatch.setattr(bench, "_phase", phase)
-    out = bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True))
+    monkeypatch.setattr(bench_run._Run, "serve", serve)
+    monkeypatch.setattr(bench_run, "_phase", phase)
+    out = bench_run.bench_inventory(
+        config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True)
+    )
     assert calls == ["bench", "serve zen"]  # refused before anything restarted: nothing to restore
     assert any("no zen platform here" in w for w in out.warnings)
 
@@ -494,19 +499,21 @@ def test_a_failed_switch_to_the_other_platform_is_still_put_back(tmp_path, monke
     config, inv = _served(tmp_path)
     calls: list[str] = []
 
-    def serve(self: bench._Run, request: ServeRequest, **kw: Any) -> None:
+    def serve(self: bench_run._Run, request: ServeRequest, **kw: Any) -> None:
         calls.append(f"serve {request.platform} record={kw.get('record', True)}")
         if request.platform == "cpu":
             raise RunFailedError("serve", [HostFailure("h1", "Prove each server healthy", "timed out")])
 
-    def phase(run: bench._Run) -> dict[str, Any]:
+    def phase(run: bench_run._Run) -> dict[str, Any]:
         calls.append("bench")
         return fake_phase(GOOD)(run) | {"h1": {"servers": [{"name": "zenops-vllm-0", "platform": "zen"}]}}
 
-    monkeypatch.setattr(bench._Run, "serve", serve)
-    monkeypatch.setattr(bench, "_phase", phase)
+    monkeypatch.setattr(bench_run._Run, "serve", serve)
+    monkeypatch.setattr(bench_run, "_phase", phase)
     with pytest.raises(RunFailedError):
-        bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True))
+        bench_run.bench_inventory(
+            config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True)
+        )
     # the other platform is never recorded as how the servers run; the restore is
     assert calls == ["bench", "serve cpu record=False", "serve auto record=True"]
 
@@ -536,9 +543,9 @@ def test_hosts_without_servers_map_to_exit_13(tmp_path, monkeypatch, task):
     def run_playbook(*_a: Any, **_kw: Any) -> None:
         raise RunFailedError("bench", [failure])
 
-    monkeypatch.setattr(bench, "run_playbook", run_playbook)
+    monkeypatch.setattr(bench_run, "run_playbook", run_playbook)
     with pytest.raises(NoServerError) as info:
-        bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs"))
+        bench_run.bench_inventory(config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs"))
     assert info.value.exit_code == ExitCode.NO_SERVER == 13
     assert failure.message in str(info.value)
 
@@ -559,9 +566,9 @@ def test_stopped_servers_or_other_failures_are_not_exit_13(tmp_path, monkeypatch
         def run_playbook(*_a: Any, _failures: list[HostFailure] = failures, **_kw: Any) -> None:
             raise RunFailedError("bench", _failures)
 
-        monkeypatch.setattr(bench, "run_playbook", run_playbook)
+        monkeypatch.setattr(bench_run, "run_playbook", run_playbook)
         with pytest.raises(RunFailedError) as info:
-            bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", run_id=f"r{n}"))
+            bench_run.bench_inventory(config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id=f"r{n}"))
         assert not isinstance(info.value, NoServerError)
         assert info.value.exit_code == ExitCode.RUN_FAILED
         assert "zenops-vllm-0 is exited" in str(info.value)
@@ -570,9 +577,9 @@ def test_stopped_servers_or_other_failures_are_not_exit_13(tmp_path, monkeypatch
 @pytest.mark.parametrize("run_id", ["../escape", "a/b", "", "-x", "x" * 65, "trailing-newline\n"])
 def test_run_ids_that_are_not_plain_names_are_refused(tmp_path, monkeypatch, run_id):
     config, inv = _served(tmp_path)
-    monkeypatch.setattr(bench, "_phase", lambda *a, **k: pytest.fail("no run may start"))
+    monkeypatch.setattr(bench_run, "_phase", lambda *a, **k: pytest.fail("no run may start"))
     with pytest.raises(UsageError, match="--run-id") as info:
-        bench.bench_inventory(config, inv, bench.BenchRequest(runs_dir=tmp_path / "runs", run_id=run_id))
+        bench_run.bench_inventory(config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id=run_id))
     assert info.value.exit_code == ExitCode.USAGE == 2
     assert not (tmp_path / "runs").exists()
 
@@ -580,7 +587,7 @@ def test_run_ids_that_are_not_plain_names_are_refused(tmp_path, monkeypatch, run
 @pytest.mark.parametrize("run_id", ["", "a/b"])
 def test_cli_refuses_an_empty_or_bad_run_id_with_exit_2(run, tmp_path, monkeypatch, run_id):
     """Through the command line, servers recorded or not: `--run-id ""` is refused, not replaced by the date."""
-    monkeypatch.setattr(bench, "_phase", lambda *a, **k: pytest.fail("no run may start"))
+    monkeypatch.setattr(bench_run, "_phase", lambda *a, **k: pytest.fail("no run may start"))
     inv = tmp_path / "hosts.yml"
     inv.write_text("all: {}\n")
     args = ["bench", "-i", str(inv), "--runs-dir", str(tmp_path / "runs"), "--run-id", run_id]
@@ -597,11 +604,11 @@ def test_cli_refuses_an_empty_or_bad_run_id_with_exit_2(run, tmp_path, monkeypat
 def test_a_bench_without_any_ceiling_says_how_to_get_one():
     base = report.parse_json_result({"output_throughput": 12.0, "completed": 4, "model": "m"}, "r.json")
     said: list[str] = []
-    bench._warn_without_ceiling(report.Report([base]), Path("hosts.yml"), said.append)
+    bench_run._warn_without_ceiling(report.Report([base]), Path("hosts.yml"), said.append)
     assert len(said) == 1
     assert "zenops facts --bandwidth --inventory hosts.yml" in said[0]
     said.clear()
     with_ceiling = replace(base, roofline={"ceiling_tok_s": 40.0, "binding": "memory"})
-    bench._warn_without_ceiling(report.Report([base, with_ceiling]), Path("hosts.yml"), said.append)
+    bench_run._warn_without_ceiling(report.Report([base, with_ceiling]), Path("hosts.yml"), said.append)
     assert said == []
     assert with_ceiling.roofline_pct == pytest.approx(30.0)

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from tests.fixtures import sysfs
+from zenops.cpulist import display_cpulist
 from zenops.errors import UsageError
-from zenops.facts import format_cpulist, load_facts_file
+from zenops.facts import load_facts_file
 
 topo = sysfs.load_cpu_topology()
 GIB = sysfs.GIB
@@ -99,14 +100,14 @@ def test_parse_cpulist_rejects_garbage():
 
 @pytest.mark.parametrize("cpus", [[], [0], [0, 1, 2, 3, 8, 10, 11], [*range(14), *range(28, 42)], [3, 5, 7]])
 def test_format_cpulist_round_trips(cpus):
-    text = format_cpulist(cpus)
+    text = display_cpulist(cpus)
     assert topo.parse_cpulist("" if text == "-" else text) == cpus
 
 
 def test_format_cpulist_compresses():
-    assert format_cpulist(list(range(24))) == "0-23"
-    assert format_cpulist([*range(14), *range(28, 42)]) == "0-13,28-41"
-    assert format_cpulist([]) == "-"
+    assert display_cpulist(list(range(24))) == "0-23"
+    assert display_cpulist([*range(14), *range(28, 42)]) == "0-13,28-41"
+    assert display_cpulist([]) == "-"
 
 
 # --- known machines ---------------------------------------------------------------------------------------------

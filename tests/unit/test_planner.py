@@ -18,7 +18,6 @@ from zenops.planner import (
     PlanOptions,
     PlanRefusedError,
     Topology,
-    cpulist,
     plan,
     roofline,
 )
@@ -450,12 +449,6 @@ def test_plan_invariants(nodes, cores, threads, mem_gib, model, concurrency, ins
         assert inst.kv_tokens >= p.max_model_len
     used_cores = [core_of[c] for inst in p.instances for c in inst.cpus + inst.reserved_cpus]
     assert len(used_cores) == len(set(used_cores)), "two SMT threads of one physical core are bound or reserved"
-
-
-def test_cpulist():
-    assert cpulist([0, 1, 2, 3, 8, 10, 11]) == "0-3,8,10-11"
-    assert cpulist([5]) == "5"
-    assert cpulist([]) == ""
 
 
 # --- host classes: every fixture, a set of models, both objectives ------------------------------------------------

@@ -15,14 +15,14 @@ from zenops.cloud import ledger
 from zenops.config import Config
 from zenops.errors import NoServerError, UsageError
 
-if TYPE_CHECKING:  # zenops.bench imports ansible-runner: only a benchmark loads it, not --help
-    from zenops import bench as lib
+if TYPE_CHECKING:  # zenops.bench.run imports ansible-runner: only a benchmark loads it, not --help
+    from zenops.bench import run as lib
 
 
 def _levels(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
-    from zenops import bench as lib  # noqa: PLC0415
+    from zenops.bench import parse_levels  # noqa: PLC0415
 
-    return lib.parse_levels(value) if value else None
+    return parse_levels(value) if value else None
 
 
 def _profile_names() -> list[str]:
@@ -113,7 +113,7 @@ def bench(
       zenops bench -i hosts.yml --compare-platforms                zentorch on and off
       zenops report runs/20261121-140000 --plot sweep.png          tables, costs and plots afterwards
     """
-    from zenops import bench as lib  # noqa: PLC0415
+    from zenops.bench import run as lib  # noqa: PLC0415
 
     app = get_app(ctx)
     inv, dep = _target(app.config, inventory, deployment, cloud)

@@ -82,7 +82,7 @@ def _gib(kib: int) -> str:
 
 def summary_lines(topology: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, text) rows describing one host's topology for people."""
-    from zenops.facts import format_cpulist  # noqa: PLC0415
+    from zenops.cpulist import display_cpulist  # noqa: PLC0415
 
     t = topology
     cpu_id = ", ".join(f"{k} {t[k]}" for k in ("family", "model", "stepping") if t.get(k) is not None)
@@ -95,7 +95,7 @@ def summary_lines(topology: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(
             (
                 f"node {node['id']}",
-                f"cpus {format_cpulist(node['cpus'])}, {_gib(node['memory_total_kib'])} "
+                f"cpus {display_cpulist(node['cpus'])}, {_gib(node['memory_total_kib'])} "
                 f"({_gib(node['memory_free_kib'])} free), distances {distances or '-'}",
             )
         )
@@ -103,7 +103,7 @@ def summary_lines(topology: dict[str, Any]) -> list[tuple[str, str]]:
     rows.append(
         (
             "allowed",
-            f"cpus {format_cpulist(t['allowed_cpus'])} ({len(t['allowed_cpus'])} of {len(t['online_cpus'])} online)",
+            f"cpus {display_cpulist(t['allowed_cpus'])} ({len(t['allowed_cpus'])} of {len(t['online_cpus'])} online)",
         )
     )
     rows.append(("flags", " ".join(t["flags"]) or "-"))

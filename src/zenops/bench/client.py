@@ -1,0 +1,248 @@
+"""The benchmark client, as the vllm_server role's ``bench`` entry point runs it: its docker command line, the CPUs
+it may use, result names, what is recorded of a server (``docker inspect`` without its environment) and why runs
+failed. Pure: plugins/filter/vllm_bench.py calls these on the controller, the unit tests call them directly."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import zenops
+from zenops.cpulist import format_cpulist, parse_cpulist
+
+BENCH_LABEL = "vllm-bench"
+CLIENT_RESULT_DIR = "/zenops-bench"  # the host's result directory, inside the bench container
+
+
+# --- the client's command line (used by the role through the filter plugin) -----------------------------------
+
+
+def free_cpus(online: str, used: Iterable[str]) -> str:
+    """The CPUs of ``online`` that no server's cpuset holds, as a cpulist; "" when the servers hold them all (the
+    client then shares the servers' CPUs: on a host that small the figures include the client's own load)."""
+    taken: set[int] = set()
+    for u in used:
+        taken.update(parse_cpulist(u))
+    return format_cpulist([c for c in parse_cpulist(online) if c not in taken])
+
+
+def result_stem(platform: str, run: Mapping[str, Any]) -> str:
+    """File name (without suffix) of one run's result: ``<platform>-c<N>``, e.g. ``zen-c4``."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", platform or "unknown")
+    return f"{safe}-c{run['max_concurrency']}"
+
+
+TIMED_OUT = (124, 137)  # timeout(1): the run outlasted its time (137: killed after the grace period)
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def client_name(run_id: str, server: Mapping[str, Any], stem: str) -> str:
+    """The benchmark client's container name: one per run, instance and level (never two alike at once)."""
+    return f"zenops-bench-{run_id}-{server['instance']}-{stem}"
+
+
+def bench_argv(
+    run: Mapping[str, Any],
+    server: Mapping[str, Any],
+    *,
+    run_id: str,
+    result_dir: str,
+    platform: str,
+    cpuset: str = "",
+    env_file: str = "",
+    metadata: Mapping[str, Any] | None = None,
+    timeout: int = 3600,
+    docker: str = "docker",
+) -> list[str]:
+    """`docker run ... vllm bench serve ...` for one run against one server, in the server's own image.
+
+    The client shares the server's volumes (model directory, Hugging Face cache: the tokenizer is there, offline),
+    uses the host's network (the server listens there), runs on ``cpuset`` when given, and reads the API key from
+    ``env_file`` (as OPENAI_API_KEY, the variable vllm bench sends as a bearer token): never on the command line.
+    """
+    stem = result_stem(platform, run)
+    meta = {
+        "platform": platform or "unknown",
+        "run_id": run_id,
+        "instance": server["instance"],
+        "server": server["name"],
+        "image": server.get("image", ""),
+        "zenops": zenops.__version__,
+        **{k: v for k, v in (metadata or {}).items() if v not in (None, "")},
+    }
+    if meta["platform"] != "zen":
+        meta.pop("zentorch", None)  # installed in the image, but not what served these requests
+    argv = [
+        # a run that outlasts its time is stopped: the docker CLI passes SIGTERM on to the client (then --rm)
+        "timeout",
+        "--kill-after=30",
+        str(int(timeout)),
+        docker,
+        "run",
+        "--rm",
+        "--name",
+        client_name(run_id, server, stem),
+        "--label",
+        "io.zenops.managed=true",
+        "--label",
+        f"io.zenops.role={BENCH_LABEL}",
+        "--label",
+        f"io.zenops.run={run_id}",
+        "--label",
+        f"io.zenops.deployment={server.get('deployment', '')}",
+        "--network",
+        "host",
+        "--volumes-from",
+        f"{server['name']}:ro",
+        "--volume",
+        f"{result_dir}:{CLIENT_RESULT_DIR}:rw",
+        "--env",
+        "HF_HUB_OFFLINE=1",
+        "--entrypoint",
+        "vllm",
+    ]
+    if cpuset:
+        argv += ["--cpuset-cpus", cpuset]
+    if env_file:
+        argv += ["--env-file", env_file]
+    argv += [
+        server.get("image_id") or server["image"],
+        "bench",
+        "serve",
+        "--backend",
+        "vllm",
+        "--base-url",
+        f"http://127.0.0.1:{server['port']}",
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        server["model"],
+        "--tokenizer",
+        server["tokenizer"],
+        "--dataset-name",
+        str(run.get("dataset", "random")),
+        "--random-input-len",
+        str(run["input_len"]),
+        "--random-output-len",
+        str(run["output_len"]),
+        "--num-prompts",
+        str(run["num_prompts"]),
+        "--max-concurrency",
+        str(run["max_concurrency"]),
+        "--temperature",
+        str(run["temperature"]),
+        "--percentile-metrics",
+        "ttft,tpot,itl,e2el",
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir",
+        CLIENT_RESULT_DIR,
+        "--result-filename",
+        f"{stem}.json",
+    ]
+    if run.get("ignore_eos", True):
+        argv.append("--ignore-eos")
+    argv += ["--metadata", *(f"{k}={v}" for k, v in meta.items())]
+    return argv
+
+
+def server_view(inspect: Mapping[str, Any]) -> dict[str, Any]:
+    """What zenops records of one server container (``docker inspect`` data): its identity, image, CPUs, model and
+    command line. Never its environment: that holds the API key and the HF token."""
+    cfg = inspect.get("Config") or {}
+    labels = cfg.get("Labels") or {}
+    state = inspect.get("State") or {}
+    host_cfg = inspect.get("HostConfig") or {}
+    # Config.Cmd is the command after the entrypoint (`vllm serve`): the model first. (docker's top-level Args
+    # starts with the entrypoint's own arguments, "serve".)
+    args = list(cfg.get("Cmd") or [])
+    name = str(inspect.get("Name", "")).lstrip("/")
+    port = labels.get("io.zenops.port")
+    return {
+        "name": name,
+        "instance": int(labels.get("io.zenops.instance", 0)),
+        "port": int(port) if port else None,
+        "model": labels.get("io.zenops.model", ""),
+        "deployment": labels.get("io.zenops.deployment", ""),
+        "tokenizer": args[0] if args else labels.get("io.zenops.model", ""),
+        "entrypoint": list(cfg.get("Entrypoint") or []),
+        "args": args,
+        "image": cfg.get("Image", ""),
+        "image_id": inspect.get("Image", ""),
+        "cpuset": host_cfg.get("CpusetCpus", ""),
+        "cpuset_mems": host_cfg.get("CpusetMems", ""),
+        "running": bool(state.get("Running")),
+        "status": state.get("Status", ""),
+        "exit_code": state.get("ExitCode"),
+        "restarts": inspect.get("RestartCount", 0),
+        "started_at": state.get("StartedAt", ""),
+    }
+
+
+def describe_servers(
+    servers: Sequence[Mapping[str, Any]],
+    *,
+    health: Sequence[Mapping[str, Any]],
+    versions: Sequence[Mapping[str, Any]],
+    images: Sequence[Mapping[str, Any]],
+    client_cpus: str,
+) -> dict[str, dict[str, Any]]:
+    """Server name -> its description for the run directory: the server (``server_view``), the platform and
+    readiness its health check saw, the versions inside its image, the image's tags and labels, the client's CPUs.
+
+    ``health`` and ``versions`` are the registered loop results of the role's tasks (``item`` is the server, resp.
+    the image id; a version probe prints one JSON object)."""
+    by_image: dict[str, dict[str, Any]] = {}
+    for r in versions:
+        try:
+            found = json.loads(str(r.get("stdout") or "{}"))
+        except json.JSONDecodeError:
+            found = {"error": str(r.get("stdout"))[:200]}
+        by_image[str(r.get("item"))] = found if isinstance(found, dict) else {}
+    image_info = {
+        str(i.get("Id")): {
+            "tags": list(i.get("RepoTags") or []),
+            "labels": dict((i.get("Config") or {}).get("Labels") or {}),
+            "created": i.get("Created"),
+        }
+        for i in images
+    }
+    checks = {str((h.get("item") or {}).get("name")): h for h in health}
+    out = {}
+    for s in servers:
+        h = checks.get(str(s["name"]), {})
+        out[str(s["name"])] = {
+            **s,
+            "platform": h.get("platform", "unknown"),
+            "platform_evidence": h.get("platform_evidence", ""),
+            "memory": h.get("memory", ""),
+            "versions": by_image.get(str(s.get("image_id")), {}),
+            "image_info": image_info.get(str(s.get("image_id")), {}),
+            "client_cpus": client_cpus or "shared with the servers",
+        }
+    return out
+
+
+def run_failures(
+    results: Sequence[Mapping[str, Any]], *, result_dir: str, platforms: Mapping[str, str], files: Sequence[str]
+) -> list[str]:
+    """Why runs of the role's bench loop failed (non-zero exit, timeout, no result file); empty when none did.
+
+    ``results`` are the registered loop results (``item`` is [server, run])."""
+    present = set(files)
+    out = []
+    for r in results:
+        server, run = r["item"][0], r["item"][1]
+        stem = result_stem(platforms.get(server["name"], "unknown"), run)
+        what = f"{server['name']} {stem}"
+        rc = r.get("rc")
+        if rc != 0:
+            text = str(r.get("stderr") or r.get("msg") or "")
+            tail = " / ".join(line.strip() for line in text.splitlines()[-3:] if line.strip())
+            why = "timed out (--timeout)" if rc is None or rc in TIMED_OUT else f"exit {rc}"
+            out.append(f"{what}: {why}" + (f": {tail}" if tail else ""))
+        elif f"{result_dir}/{server['instance']}/{stem}.json" not in present:
+            out.append(f"{what}: exit 0 but no result file")
+    return out

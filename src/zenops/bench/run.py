@@ -1,0 +1,373 @@
+"""The run flow of `zenops bench`: playbooks/bench.yml (the vllm_server role's ``bench`` entry point) against every
+server zenops started, once per platform with --compare-platforms, then the run directory assembled on the controller
+(manifest, each host's facts and plan, secrets scrubbed) and read back as a report."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import zenops
+from zenops import catalog
+from zenops import report as report_lib
+from zenops.bench.client import RUN_ID
+from zenops.bench.profiles import BenchRun, runs_for
+from zenops.config import Config
+from zenops.errors import (
+    NoBenchResultError,
+    NoServerError,
+    RunFailedError,
+    UsageError,
+    ZenopsError,
+)
+from zenops.facts import facts_path
+from zenops.planner import PlanRefusedError
+from zenops.runner import ProgressSink, RunSpec, run_playbook, settings_from_config
+from zenops.serve import (
+    HF_TOKEN_ENV,
+    ServeRequest,
+    load_serving_record,
+    request_from_dict,
+    serve_inventory,
+    serving_record_path,
+)
+
+NO_SERVER_MESSAGE = (
+    "no zenops vLLM server"  # the role's words when a host runs none (roles/vllm_server/tasks/bench.yml)
+)
+
+
+# --- secrets --------------------------------------------------------------------------------------------------
+
+
+def scrub(root: Path, secrets: Iterable[str]) -> list[Path]:
+    """Replace every secret value in the files under ``root`` by ``<hidden>``; the files that held one."""
+    values = sorted({s for s in secrets if len(s) >= 8}, key=len, reverse=True)
+    if not values:
+        return []
+    hit = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, OSError):
+            data = path.read_bytes()
+            if any(v.encode() in data for v in values):
+                path.unlink()  # a binary file holding a secret: not worth keeping
+                hit.append(path)
+            continue
+        new = text
+        for v in values:
+            new = new.replace(v, "<hidden>")
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            hit.append(path)
+    return hit
+
+
+def secret_values(*files: Path | None) -> list[str]:
+    """The secrets no artifact may hold: $HF_TOKEN and the contents of the secret files (API key, HF token)."""
+    out = [os.environ[n] for n in HF_TOKEN_ENV if os.environ.get(n)]
+    for f in files:
+        if f is not None and f.is_file():
+            out.append(f.read_text().strip())
+    return out
+
+
+# --- the run --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    profile: str = "seed"
+    concurrency: tuple[int, ...] | None = None
+    num_prompts: int | None = None
+    input_len: int | None = None
+    output_len: int | None = None
+    compare_platforms: bool = False
+    runs_dir: Path = Path("runs")
+    run_id: str | None = None
+    flavor: str | None = None
+    price_per_hour: float | None = None
+    cloud: str | None = None
+    deployment: str | None = None
+    timeout: int = 3600
+    log_lines: int = 200
+
+
+@dataclass
+class BenchOutcome:
+    run_id: str
+    run_dir: Path
+    runs: list[BenchRun]
+    phases: list[dict[str, Any]]
+    report: report_lib.Report
+    manifest: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "run_dir": str(self.run_dir),
+            "runs": [r.to_dict() for r in self.runs],
+            "phases": self.phases,
+            "results": [r.to_dict() for r in report_lib.ordered(self.report.results)],
+            "host_totals": [r.to_dict() for r in report_lib.host_totals(self.report.results)],
+            "flagged": len(self.report.flagged),
+            "warnings": self.warnings,
+        }
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    return (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+@dataclass
+class _Run:
+    """One `zenops bench` invocation: what every phase (platform) shares."""
+
+    config: Config
+    inventory: Path
+    req: BenchRequest
+    record: Mapping[str, Any]
+    runs: list[BenchRun]
+    run_id: str
+    run_dir: Path
+    api_key_file: Path | None
+    metadata: Mapping[str, Any]
+    limit: str | None = None
+    verbosity: int = 0
+    sink: ProgressSink | None = None
+    cancel: threading.Event | None = None
+    warn: Callable[[str], None] = lambda _text: None
+
+    def serve(self, request: ServeRequest, *, record: bool = True, cancel: threading.Event | None = None) -> None:
+        serve_inventory(
+            self.config, self.inventory, request, limit=self.limit, verbosity=self.verbosity, sink=self.sink,
+            cancel=cancel or self.cancel, record=record,
+        )  # fmt: skip
+
+
+def _phase(run: _Run) -> dict[str, Any]:
+    """One run of playbooks/bench.yml: every run against every server; host -> what it benchmarked."""
+    extravars: dict[str, Any] = {
+        "vllm_server_bench_run_id": run.run_id,
+        "vllm_server_bench_runs": [r.to_dict() for r in run.runs],
+        "vllm_server_bench_dest": str(run.run_dir.resolve()),
+        "vllm_server_bench_metadata": dict(run.metadata),
+        "vllm_server_bench_timeout": run.req.timeout,
+        "vllm_server_bench_log_lines": run.req.log_lines,
+        "vllm_server_deployment": run.inventory.stem,
+    }
+    if run.api_key_file is not None:
+        extravars["vllm_server_api_key_file"] = str(run.api_key_file)
+    spec = RunSpec(
+        playbook="bench", inventory=run.inventory, extravars=extravars, limit=run.limit, verbosity=run.verbosity
+    )
+    try:
+        result = run_playbook(spec, settings_from_config(run.config), run.sink, run.cancel)
+    except RunFailedError as e:
+        missing = [f for f in e.failures if NO_SERVER_MESSAGE in f.message]
+        if missing and len(missing) == len(e.failures):
+            raise NoServerError(
+                "; ".join(f.message for f in missing),
+                hint=f"start them again with `zenops up --inventory {run.inventory} --model ...`",
+            ) from e
+        raise
+    hosts = {h: dict(result.host_facts.get(h, {}).get("zenops_bench") or {}) for h in sorted(result.stats)}
+    for host, h in hosts.items():
+        if h and not h.get("client_cpus"):
+            run.warn(f"{host}: the servers hold every CPU, so the client shares them (its load is in the figures)")
+    return {h: {**v, "ansible_run": str(result.run_dir)} for h, v in hosts.items() if v}
+
+
+def bench_inventory(
+    config: Config,
+    inventory: Path,
+    req: BenchRequest,
+    *,
+    limit: str | None = None,
+    verbosity: int = 0,
+    sink: ProgressSink | None = None,
+    cancel: threading.Event | None = None,
+    note: Callable[[str], None] = lambda _text: None,
+) -> BenchOutcome:
+    warnings: list[str] = []
+
+    def warn(text: str) -> None:
+        warnings.append(text)
+        note(text)
+
+    # bad usage first, before any other check; an empty --run-id is refused, not replaced by the default
+    run_id = new_run_id() if req.run_id is None else req.run_id
+    if not RUN_ID.fullmatch(run_id):
+        raise UsageError(f"--run-id {run_id!r}: letters, digits, '.', '_' and '-' only (64 at most)")
+    runs = runs_for(
+        req.profile,
+        concurrency=req.concurrency,
+        num_prompts=req.num_prompts,
+        input_len=req.input_len,
+        output_len=req.output_len,
+    )
+    record = load_serving_record(config, inventory)
+    if record is None:
+        raise NoServerError(
+            f"zenops has not started servers for {inventory} (no serving record"
+            f" {serving_record_path(config, inventory)})",
+            hint=f"start them with `zenops up --inventory {inventory} --model MODEL`, then benchmark",
+        )
+    api_key_file: Path | None = None
+    if record.get("api_key_file"):
+        api_key_file = Path(record["api_key_file"])
+        if not api_key_file.is_file():
+            raise NoServerError(
+                f"the API key file of these servers is gone: {api_key_file}",
+                hint=f"start them again with `zenops up --inventory {inventory} --model ...` (a new key is made)",
+            )
+    price = req.price_per_hour
+    if price is None and req.flavor:
+        price = catalog.get_flavor(req.flavor, config.flavors).price_per_hour
+
+    run_dir = req.runs_dir / run_id
+    if run_dir.exists():
+        raise UsageError(f"{run_dir} exists already", hint="pass another --run-id, or move that directory away")
+    run_dir.mkdir(parents=True)
+    started = _now()
+    combo = record.get("compat") or {}
+    metadata = {
+        "flavor": req.flavor,
+        "cloud": req.cloud,
+        "profile": req.profile,
+        "vllm": combo.get("vllm"),
+        "zentorch": combo.get("zentorch"),
+        "compat": combo.get("id"),
+    }
+
+    run = _Run(
+        config, inventory, req, record, runs, run_id, run_dir, api_key_file, metadata,
+        limit=limit, verbosity=verbosity, sink=sink, cancel=cancel, warn=warn,
+    )  # fmt: skip
+    phases: list[dict[str, Any]] = []
+    status = "failed"
+    try:
+        hosts = _phase(run)
+        phases.append({"platform": "as deployed", "hosts": hosts, "finished_at": _now()})
+        if req.compare_platforms:
+            phases.extend(_compare(run, hosts))
+        status = "complete"
+    finally:  # a failed run keeps what it fetched, with its manifest: the text summaries and logs say why
+        manifest = _finish(run, phases, started, price, status)
+        token_file = (record.get("request") or {}).get("hf_token_file")
+        leaked = scrub(run_dir, secret_values(api_key_file, Path(token_file) if token_file else None))
+        if leaked:
+            warn(f"secret values were found and hidden in: {', '.join(str(p) for p in leaked)}")
+
+    try:
+        rep = report_lib.load([run_dir], price_of=lambda f: catalog.get_flavor(f, config.flavors).price_per_hour)
+    except NoBenchResultError as e:
+        raise NoBenchResultError(
+            f"vllm bench serve left no result in {run_dir}",
+            hint="look at the *.txt summaries and server-*.log files there, and the run log under the state dir",
+        ) from e
+    expected = sum(len(h.get("servers") or []) for p in phases for h in p["hosts"].values()) * len(runs)
+    if len(rep.results) < expected:
+        warn(f"{expected} results expected, {len(rep.results)} found in {run_dir}")
+    _warn_without_ceiling(rep, inventory, warn)
+    return BenchOutcome(run_id, run_dir, runs, phases, rep, manifest, warnings)
+
+
+def _warn_without_ceiling(rep: report_lib.Report, inventory: Path, warn: Callable[[str], None]) -> None:
+    if rep.results and all(r.roofline_pct is None for r in rep.results):
+        warn(
+            "no ceiling to compare with: the servers' plan has no roofline (measure the hosts with "
+            f"`zenops facts --bandwidth --inventory {inventory}`, then `zenops up` again re-plans with it; "
+            "or `zenops up --measure`)"
+        )
+
+
+def _finish(run: _Run, phases: list[dict[str, Any]], started: str, price: float | None, status: str) -> dict[str, Any]:
+    """The provenance the controller holds (each host's facts and plan) and the run's manifest, run.json."""
+    hosts = sorted({h for p in phases for h in p["hosts"]} | {d.name for d in run.run_dir.iterdir() if d.is_dir()})
+    for host in hosts:
+        fp = facts_path(run.config, host)
+        if fp.is_file():
+            (run.run_dir / host).mkdir(exist_ok=True)
+            shutil.copyfile(fp, run.run_dir / host / "facts.json")
+        if host in (run.record.get("plans") or {}):
+            _write_json(run.run_dir / host / "plan.json", run.record["plans"][host])
+    manifest: dict[str, Any] = {
+        "run_id": run.run_id,
+        "status": status,
+        "zenops_version": zenops.__version__,
+        "started_at": started,
+        "finished_at": _now(),
+        "profile": run.req.profile,
+        "runs": [r.to_dict() for r in run.runs],
+        "compare_platforms": run.req.compare_platforms,
+        "inventory": str(run.inventory.resolve()),
+        "deployment": run.req.deployment or run.inventory.stem,
+        "cloud": run.req.cloud,
+        "flavor": run.req.flavor,
+        "price_per_hour": price,
+        "model": run.record.get("model"),
+        "compat": run.record.get("compat"),
+        "serve_request": run.record.get("request"),
+        "hosts": hosts,
+        "phases": phases,
+    }
+    manifest = {k: v for k, v in manifest.items() if v is not None}
+    _write_json(run.run_dir / report_lib.MANIFEST, manifest)
+    return manifest
+
+
+def _platform_of(hosts: Mapping[str, Any]) -> set[str]:
+    return {str(s.get("platform") or "unknown") for h in hosts.values() for s in h.get("servers") or []}
+
+
+def _compare(run: _Run, first: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The same runs on the other platform (zentorch on <-> off): restart the servers that way, bench, and put them
+    back as they were, whatever happened in between."""
+    deployed = _platform_of(first)
+    if deployed not in ({"zen"}, {"cpu"}):
+        run.warn(f"--compare-platforms: the servers run on {', '.join(sorted(deployed))}: not one platform to swap")
+        return []
+    other = "cpu" if deployed == {"zen"} else "zen"
+    original = request_from_dict(run.record.get("request") or {})
+    refused = False
+    try:
+        run.serve(replace(original, platform=other), record=False)
+        return [{"platform": other, "hosts": _phase(run), "finished_at": _now()}]
+    except PlanRefusedError as e:  # refused before anything was restarted: nothing to put back
+        refused = True
+        run.warn(f"--compare-platforms: no {other} platform here ({e.message}); only the deployed one was measured")
+        return []
+    finally:
+        if not refused:  # the switch may have restarted some servers, even if it failed later
+            _restore(run, original, other)
+
+
+def _restore(run: _Run, original: ServeRequest, other: str) -> None:
+    """Put the servers back as recorded, even after Ctrl-C (a fresh cancel event), or say where they were left."""
+    try:
+        run.serve(original, cancel=threading.Event())
+    except ZenopsError as e:
+        raise ZenopsError(
+            f"--compare-platforms could not put the servers back: they may still run on the {other} platform "
+            f"({e.message})",
+            hint=f"start them as before with `zenops up --inventory {run.inventory} --model {original.model}`",
+        ) from e
