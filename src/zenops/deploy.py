@@ -30,8 +30,8 @@ from zenops.config import Config
 from zenops.errors import CanceledError, ExitCode, RunFailedError, UsageError, ZenopsError
 
 if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functions that use them: the CLI starts fast
+    from zenops.hosts import UpResult
     from zenops.runner import ProgressSink
-    from zenops.up import UpResult
 
 Note = Callable[[str], None]
 
@@ -118,8 +118,8 @@ def up_cloud(
     mode = req.network_mode or profile.network_mode
     image = req.image or profile.image
     from zenops.cloud import ops  # noqa: PLC0415
+    from zenops.hosts import UpResult, summarize  # noqa: PLC0415
     from zenops.runner import RunSpec, run_playbook, settings_from_config  # noqa: PLC0415
-    from zenops.up import UpResult, summarize  # noqa: PLC0415
 
     flavor_spec = catalog.flavors(config.flavors).get(req.flavor)
     price = flavor_spec.price_per_hour if flavor_spec else None
@@ -250,7 +250,8 @@ class DownResult:
         return {"cloud": self.cloud, "removed": self.removed, "dry_run": self.dry_run, "deployments": self.deployments}
 
 
-def _cloud_for(config: Config, cloud: str | None, name: str | None) -> str:
+def cloud_for(config: Config, cloud: str | None, name: str | None) -> str:
+    """The cloud a deployment is in: ``cloud`` when given, else the one cloud the ledger records it (or any) in."""
     if cloud:
         return cloud
     clouds = sorted({d.cloud for d in ledger.all_deployments(config.state_dir) if name is None or d.name == name})
@@ -283,7 +284,7 @@ def down(
     from zenops.cloud import ops  # noqa: PLC0415
     from zenops.cloud.errors import CloudError  # noqa: PLC0415
 
-    cloud = _cloud_for(config, cloud, name)
+    cloud = cloud_for(config, cloud, name)
     deps = ledger.all_deployments(config.state_dir, cloud)
     selected = [d for d in deps if all_mine or d.name == name or (campaign and d.campaign == campaign)]
     keypairs = {d.keypair for d in deps if d.keypair_created}

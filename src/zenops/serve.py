@@ -1,5 +1,6 @@
 """`zenops up --model`: ready -> docker -> facts (playbooks/up.yml), then plan (here, pure Python), then image ->
-server -> health gate (playbooks/serve.yml). And `zenops down --inventory`: remove what that started.
+server -> health gate (playbooks/serve.yml). Only serving: the hosts' own up and down are zenops.hosts, the serving
+record it leaves is zenops.serving_record.
 
 The plan is made between the two runs, so a refusal (model too big, CPU without AVX2, a broken vLLM/zentorch pair)
 stops zenops before an image is built or a container started. Secrets go to Ansible only as paths of 0600 files.
@@ -8,7 +9,6 @@ stops zenops before an image is built or a container started. Secrets go to Ansi
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import secrets
 import subprocess
@@ -28,9 +28,10 @@ from zenops.catalog import ModelSpec
 from zenops.config import Config
 from zenops.errors import UsageError, ZenopsError
 from zenops.facts import FACT_NAME, check_topology, save_facts
+from zenops.hosts import UpResult, summarize
 from zenops.planner import Plan, PlanOptions, PlanRefusedError, Topology, plan
 from zenops.runner import ProgressSink, RunResult, RunSpec, run_playbook, settings_from_config
-from zenops.up import UpResult, summarize
+from zenops.serving_record import save_serving_record
 
 IMAGE_SOURCES = ("pip", "build", "prebuilt")
 HF_TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -218,13 +219,6 @@ def resolve_model(name: str) -> tuple[ModelSpec, Path | None]:
     return spec, None
 
 
-def serving_record_path(config: Config, inventory: Path) -> Path:
-    """Where zenops records how it started the servers of ``inventory`` (what `zenops bench` benchmarks, and what
-    `--compare-platforms` restarts): ``<state_dir>/serving/<inventory stem>-<hash>.json``."""
-    digest = hashlib.sha256(str(inventory.resolve()).encode()).hexdigest()[:8]
-    return config.state_dir / "serving" / f"{inventory.stem}-{digest}.json"
-
-
 def _request_dict(req: ServeRequest, hf_token_given: bool, model_dir: Path | None = None) -> dict[str, Any]:
     """The request as a record: absolute paths (a later command may run elsewhere), no temporary token file."""
     out = {k: (str(v.resolve()) if isinstance(v, Path) else v) for k, v in asdict(req).items()}
@@ -241,32 +235,6 @@ def request_from_dict(data: Mapping[str, Any]) -> ServeRequest:
     paths = {"api_key_file", "hf_token_file", "base_image_archive"}
     values: dict[str, Any] = {k: (Path(v) if k in paths and v else v) for k, v in data.items() if k in names}
     return ServeRequest(**values)
-
-
-def save_serving_record(config: Config, inventory: Path, record: Mapping[str, Any]) -> Path:
-    path = serving_record_path(config, inventory)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.parent.chmod(0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(record, f, indent=2, sort_keys=True)
-    tmp.replace(path)
-    return path
-
-
-def load_serving_record(config: Config, inventory: Path) -> dict[str, Any] | None:
-    path = serving_record_path(config, inventory)
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, json.JSONDecodeError) as e:
-        raise ZenopsError(
-            f"{path}: the serving record cannot be read ({e})",
-            hint=f"remove it and start the servers again with `zenops up --inventory {inventory} --model ...`",
-        ) from e
-    return data if isinstance(data, dict) else None
 
 
 def make_plans(
@@ -453,49 +421,3 @@ def _measure_missing(
         topologies[host][bandwidth.KEY] = key
         save_facts(config, host, topologies[host])
     return replan(topologies)
-
-
-@dataclass(frozen=True)
-class DownHost:
-    host: str
-    docker: bool
-    containers: list[str]
-    images: list[str]
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def down_inventory(
-    config: Config,
-    inventory: Path,
-    *,
-    images: bool = False,
-    data: bool = False,
-    limit: str | None = None,
-    verbosity: int = 0,
-    sink: ProgressSink | None = None,
-    cancel: threading.Event | None = None,
-) -> tuple[RunResult, list[DownHost]]:
-    spec = RunSpec(
-        playbook="down",
-        inventory=inventory,
-        extravars={"zenops_remove_images": images, "zenops_remove_data": data},
-        limit=limit,
-        verbosity=verbosity,
-    )
-    run = run_playbook(spec, settings_from_config(config), sink, cancel)
-    if limit is None:  # every host's servers are gone: nothing left to benchmark or restart
-        serving_record_path(config, inventory).unlink(missing_ok=True)
-    hosts = []
-    for host in sorted(run.stats):
-        fact = run.host_facts.get(host, {}).get("zenops_down") or {}
-        hosts.append(
-            DownHost(
-                host=host,
-                docker=bool(fact.get("docker", False)),
-                containers=list(fact.get("containers") or []),
-                images=[str(i) for i in fact.get("images") or []],
-            )
-        )
-    return run, hosts

@@ -273,8 +273,8 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
         assert restored["Id"] != before_sweep["Id"]
         assert refusal == []
     else:
-        # no zen platform on this CPU: the planner refuses it before anything restarts (zenops.bench.run's _compare),
-        # the deployed platform alone is measured, and the server is the one that ran before, zentorch still hidden
+        # no zen platform on this CPU: the planner refuses it before anything restarts (bench.run's _compare), the
+        # deployed platform alone is measured, and the server is the one that ran before, zentorch still hidden
         assert len(refusal) == 1, sweep["warnings"]
         assert "only the deployed one was measured" in refusal[0]
         assert ZENTORCH_HIDER in env_of(restored), env_of(restored)

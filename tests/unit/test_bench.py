@@ -16,13 +16,8 @@ from zenops import bench, report
 from zenops.bench import run as bench_run
 from zenops.config import Config
 from zenops.errors import BenchFailedError, ExitCode, HostFailure, NoServerError, RunFailedError, UsageError
-from zenops.serve import (
-    ServeRequest,
-    load_serving_record,
-    request_from_dict,
-    save_serving_record,
-    serving_record_path,
-)
+from zenops.serve import ServeRequest, request_from_dict
+from zenops.serving_record import load_serving_record, save_serving_record, serving_record_path
 
 KEY = "zk-0123456789abcdefghijklmnop"
 TOKEN = "hf_abcdefghijklmnopqrstuvwxyz"

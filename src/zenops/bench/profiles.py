@@ -54,7 +54,7 @@ def _pos_int(where: str, key: str, value: Any) -> int:
 
 def profiles() -> dict[str, Profile]:
     """The profiles of zenops/catalog/bench.yaml."""
-    where, entries = catalog._load_resource("bench.yaml", "profiles")
+    where, entries = catalog.load_resource("bench.yaml", "profiles")
     out = {}
     for name, e in entries.items():
         levels = e.get("concurrency")

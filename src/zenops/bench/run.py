@@ -30,14 +30,8 @@ from zenops.errors import (
 from zenops.facts import facts_path
 from zenops.planner import PlanRefusedError
 from zenops.runner import ProgressSink, RunSpec, run_playbook, settings_from_config
-from zenops.serve import (
-    HF_TOKEN_ENV,
-    ServeRequest,
-    load_serving_record,
-    request_from_dict,
-    serve_inventory,
-    serving_record_path,
-)
+from zenops.serve import HF_TOKEN_ENV, ServeRequest, request_from_dict, serve_inventory
+from zenops.serving_record import load_serving_record, serving_record_path
 
 NO_SERVER_MESSAGE = (
     "no zenops vLLM server"  # the role's words when a host runs none (roles/vllm_server/tasks/bench.yml)

@@ -126,7 +126,8 @@ class ModelConfigError(UsageError):
 # --- catalogue files --------------------------------------------------------------------------------------------
 
 
-def _load_resource(filename: str, top: str) -> tuple[str, dict[str, Any]]:
+def load_resource(filename: str, top: str) -> tuple[str, dict[str, Any]]:
+    """The mapping under ``top`` in the packaged catalogue file ``filename``, and where it is (for error messages)."""
     where = f"zenops/catalog/{filename}"
     data = yaml.safe_load(resources.files(__name__).joinpath(filename).read_text(encoding="utf-8"))
     entries = data.get(top) if isinstance(data, dict) else None
@@ -182,7 +183,7 @@ def _catalogue_model(where: str, name: str, entry: Any) -> ModelSpec:
 
 @functools.cache
 def _catalogue_models() -> dict[str, ModelSpec]:
-    where, entries = _load_resource("models.yaml", "models")
+    where, entries = load_resource("models.yaml", "models")
     return {str(name): _catalogue_model(where, str(name), entry) for name, entry in entries.items()}
 
 
@@ -468,7 +469,7 @@ def _flavor(name: str, fields: Mapping[str, Any], base: FlavorSpec | None, sourc
 
 @functools.cache
 def _catalogue_flavors() -> dict[str, FlavorSpec]:
-    where, entries = _load_resource("flavors.yaml", "flavors")
+    where, entries = load_resource("flavors.yaml", "flavors")
     result = {}
     for name, entry in entries.items():
         fields = dict(entry) if isinstance(entry, dict) else entry
@@ -553,7 +554,7 @@ class CpuSpec:
 
 @functools.cache
 def _catalogue_cpus() -> dict[str, CpuSpec]:
-    where, entries = _load_resource("cpus.yaml", "cpus")
+    where, entries = load_resource("cpus.yaml", "cpus")
     result = {}
     for name, entry in entries.items():
         try:

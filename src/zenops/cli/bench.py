@@ -1,4 +1,8 @@
-"""`zenops bench`: benchmark the servers zenops started, bring the artifacts home, and report them."""
+"""`zenops bench`: benchmark the servers zenops started, bring the artifacts home, and report them.
+
+Library: zenops.bench (zenops.bench.run), then zenops.report. Playbook: playbooks/bench.yml (and playbooks/serve.yml
+for --compare-platforms).
+"""
 
 from __future__ import annotations
 
@@ -29,7 +33,7 @@ def _profile_names() -> list[str]:
     """The profiles of zenops/catalog/bench.yaml by name (what zenops.bench.profiles() reads), for --profile."""
     from zenops import catalog  # noqa: PLC0415
 
-    return sorted(catalog._load_resource("bench.yaml", "profiles")[1])
+    return sorted(catalog.load_resource("bench.yaml", "profiles")[1])
 
 
 @click.command("bench")
@@ -159,9 +163,9 @@ def _target(
             hint="the inventory `zenops up --inventory` served, or the deployment `zenops up --cloud` made "
             "(`zenops status` lists them)",
         )
-    from zenops.deploy import _cloud_for  # noqa: PLC0415
+    from zenops.deploy import cloud_for  # noqa: PLC0415
 
-    dep = ledger.load(config.state_dir, _cloud_for(config, cloud, deployment), deployment)
+    dep = ledger.load(config.state_dir, cloud_for(config, cloud, deployment), deployment)
     if dep is None or not dep.inventory or not Path(dep.inventory).is_file():
         raise NoServerError(
             f"no deployment named {deployment!r} with an inventory is recorded here",

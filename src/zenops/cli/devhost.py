@@ -1,4 +1,7 @@
-"""`zenops devhost`: local systemd containers reached over SSH, to try zenops without a cloud or spare servers."""
+"""`zenops devhost`: local systemd containers reached over SSH, to try zenops without a cloud or spare servers.
+
+Library: zenops.devhost. Playbook: none (Docker on this machine).
+"""
 
 from __future__ import annotations
 

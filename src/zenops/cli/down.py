@@ -1,4 +1,8 @@
-"""`zenops down`: remove what zenops created, in dependency order, and prove it is gone."""
+"""`zenops down`: remove what zenops created, in dependency order, and prove it is gone.
+
+Library: zenops.deploy (``down``: a cloud deployment, through openstacksdk) or zenops.hosts (``down_inventory``: the
+servers on your hosts). Playbook: playbooks/down.yml for --inventory; none for a deployment.
+"""
 
 from __future__ import annotations
 
@@ -105,7 +109,7 @@ def down(
 
 
 def _down_inventory(app: App, inventory: Path, *, images: bool, data: bool, limit: str | None) -> None:
-    from zenops.serve import down_inventory  # noqa: PLC0415
+    from zenops.hosts import down_inventory  # noqa: PLC0415
 
     with app.progress() as sink:
         run, hosts = down_inventory(app.config, inventory, images=images, data=data, limit=limit, sink=sink)

@@ -1,4 +1,7 @@
-"""`zenops facts`: the CPU, SMT and NUMA topology of hosts, saved for `zenops plan`."""
+"""`zenops facts`: the CPU, SMT and NUMA topology of hosts, saved for `zenops plan`.
+
+Library: zenops.facts (and zenops.bandwidth for --bandwidth). Playbook: playbooks/facts.yml (playbooks/bandwidth.yml).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""`zenops images`: the vLLM + zentorch combinations zenops supports, and checks of a pair."""
+"""`zenops images`: the vLLM + zentorch combinations zenops supports, and checks of a pair.
+
+Library: zenops.compat. Playbook: none.
+"""
 
 from __future__ import annotations
 

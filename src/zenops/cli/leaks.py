@@ -1,4 +1,7 @@
-"""`zenops leaks`: zenops-marked resources that no live deployment accounts for."""
+"""`zenops leaks`: zenops-marked resources that no live deployment accounts for.
+
+Library: zenops.deploy (``leaks``). Playbook: none (openstacksdk).
+"""
 
 from __future__ import annotations
 

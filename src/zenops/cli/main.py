@@ -13,13 +13,13 @@ from rich.markup import escape
 from zenops import __version__
 from zenops.cli import (
     bench,
-    config_cmd,
+    config,
     devhost,
     down,
     facts,
     images,
     leaks,
-    paths_cmd,
+    paths,
     plan,
     report,
     status,
@@ -55,21 +55,21 @@ def cli(ctx: click.Context, verbose: int, json_output: bool, config_path: Path |
 
     Configuration: ./zenops.yaml, then ~/.config/zenops/config.yaml (see `zenops config example`); flags win.
     """
-    config = load(config_path)
-    ctx.obj = App(config=config, json=json_output, verbose=verbose)
+    loaded = load(config_path)
+    ctx.obj = App(config=loaded, json=json_output, verbose=verbose)
     assert isinstance(ctx.command, click.Group)
     ctx.default_map = to_default_map(
         ctx.command,
         ctx,
-        {k: dict(v) for k, v in config.command_defaults.items()},
-        {k: dict(v) for k, v in config.command_default_sources.items()},
+        {k: dict(v) for k, v in loaded.command_defaults.items()},
+        {k: dict(v) for k, v in loaded.command_default_sources.items()},
     )
 
 
 cli.add_command(up.up)
-cli.add_command(config_cmd.config)
+cli.add_command(config.config)
 cli.add_command(devhost.devhost)
-cli.add_command(paths_cmd.paths)
+cli.add_command(paths.paths)
 cli.add_command(facts.facts)
 cli.add_command(plan.plan_cmd)
 cli.add_command(down.down)

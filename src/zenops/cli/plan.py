@@ -1,4 +1,8 @@
-"""`zenops plan`: the serving settings zenops derives from a machine's facts, with the reason for each number."""
+"""`zenops plan`: the serving settings zenops derives from a machine's facts, with the reason for each number.
+
+Library: zenops.planner (facts from zenops.facts with --inventory/--local). Playbook: playbooks/facts.yml when it
+gathers facts; none otherwise.
+"""
 
 from __future__ import annotations
 

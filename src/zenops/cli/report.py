@@ -1,4 +1,7 @@
-"""`zenops report`: tables, CSV, JSON and plots of `vllm bench serve` results, priced, flagged and compared."""
+"""`zenops report`: tables, CSV, JSON and plots of `vllm bench serve` results, priced, flagged and compared.
+
+Library: zenops.report. Playbook: none.
+"""
 
 from __future__ import annotations
 

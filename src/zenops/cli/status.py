@@ -1,4 +1,7 @@
-"""`zenops status`: the deployments this machine knows, with their servers, age, cost and reachability."""
+"""`zenops status`: the deployments this machine knows, with their servers, age, cost and reachability.
+
+Library: zenops.deploy (``status``). Playbook: none.
+"""
 
 from __future__ import annotations
 

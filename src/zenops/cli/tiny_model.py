@@ -1,4 +1,7 @@
-"""`zenops tiny-model`: a tiny random-weight Llama model directory, made offline, for trying a real vLLM server."""
+"""`zenops tiny-model`: a tiny random-weight Llama model directory, made offline, for trying a real vLLM server.
+
+Library: zenops.tinymodel. Playbook: none.
+"""
 
 from __future__ import annotations
 

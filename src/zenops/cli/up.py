@@ -1,4 +1,8 @@
-"""`zenops up`: bring hosts to a serving state."""
+"""`zenops up`: bring hosts to a serving state.
+
+Library: zenops.hosts (``up_inventory``: your hosts), zenops.deploy (``up_cloud``: --cloud, OpenStack servers first),
+zenops.serve (``serve_inventory``: --model). Playbooks: playbooks/up.yml, then playbooks/serve.yml with --model.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +18,8 @@ from zenops.errors import UsageError
 
 if TYPE_CHECKING:
     from zenops.cloud.ledger import Deployment
+    from zenops.hosts import UpResult
     from zenops.serve import ServeResult
-    from zenops.up import UpResult
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 # zenops.serve.IMAGE_SOURCES, spelled out: importing zenops.serve for it would load the whole serving path on every
@@ -168,8 +172,8 @@ def up(
     Docker settings (source distro|upstream, users, log rotation) come from the `docker:` section of the config.
     """
     from zenops.deploy import CloudRequest, up_cloud  # noqa: PLC0415
+    from zenops.hosts import up_inventory  # noqa: PLC0415
     from zenops.serve import ServeRequest, serve_inventory  # noqa: PLC0415
-    from zenops.up import up_inventory  # noqa: PLC0415
 
     app = get_app(ctx)
     serve_req = (

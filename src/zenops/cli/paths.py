@@ -1,4 +1,7 @@
-"""`zenops paths`: where zenops finds its Ansible collection and keeps its state (for ansible-playbook users)."""
+"""`zenops paths`: where zenops finds its Ansible collection and keeps its state (for ansible-playbook users).
+
+Library: zenops.paths. Playbook: none.
+"""
 
 from __future__ import annotations
 

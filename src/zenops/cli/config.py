@@ -1,4 +1,7 @@
-"""`zenops config`: see the configuration in effect, check a file, print an example."""
+"""`zenops config`: see the configuration in effect, check a file, print an example.
+
+Library: zenops.config. Playbook: none.
+"""
 
 from __future__ import annotations
 

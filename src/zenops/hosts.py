@@ -1,4 +1,6 @@
-"""`zenops up` for hosts you already have: wait until they answer and are ready, then install the Docker engine."""
+"""The hosts' own up and down, the two ends of every deployment: `zenops up` waits until the hosts answer and are ready,
+then installs the Docker engine (playbooks/up.yml); `zenops down --inventory` stops and removes the servers zenops
+started there, and with --images / --data their images and models (playbooks/down.yml)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from typing import Any
 
 from zenops.config import Config
 from zenops.runner import HostStats, ProgressSink, RunResult, RunSpec, run_playbook, settings_from_config
+from zenops.serving_record import serving_record_path
 
 
 @dataclass(frozen=True)
@@ -76,3 +79,49 @@ def up_inventory(
     )
     run = run_playbook(spec, settings_from_config(config), sink, cancel)
     return UpResult(run=run, hosts=summarize(run))
+
+
+@dataclass(frozen=True)
+class DownHost:
+    host: str
+    docker: bool
+    containers: list[str]
+    images: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def down_inventory(
+    config: Config,
+    inventory: Path,
+    *,
+    images: bool = False,
+    data: bool = False,
+    limit: str | None = None,
+    verbosity: int = 0,
+    sink: ProgressSink | None = None,
+    cancel: threading.Event | None = None,
+) -> tuple[RunResult, list[DownHost]]:
+    spec = RunSpec(
+        playbook="down",
+        inventory=inventory,
+        extravars={"zenops_remove_images": images, "zenops_remove_data": data},
+        limit=limit,
+        verbosity=verbosity,
+    )
+    run = run_playbook(spec, settings_from_config(config), sink, cancel)
+    if limit is None:  # every host's servers are gone: nothing left to benchmark or restart
+        serving_record_path(config, inventory).unlink(missing_ok=True)
+    hosts = []
+    for host in sorted(run.stats):
+        fact = run.host_facts.get(host, {}).get("zenops_down") or {}
+        hosts.append(
+            DownHost(
+                host=host,
+                docker=bool(fact.get("docker", False)),
+                containers=list(fact.get("containers") or []),
+                images=[str(i) for i in fact.get("images") or []],
+            )
+        )
+    return run, hosts

@@ -1,0 +1,49 @@
+"""The serving record: how zenops started the servers of an inventory (the ServeRequest as a dict, the vLLM/zentorch
+pair, the API key file), ``<state_dir>/serving/<inventory stem>-<hash>.json``, mode 0600. `zenops up --model`
+(zenops.serve) writes it, `zenops bench` (zenops.bench.run) reads it, `zenops down --inventory` (zenops.hosts) removes
+it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from zenops.config import Config
+from zenops.errors import ZenopsError
+
+
+def serving_record_path(config: Config, inventory: Path) -> Path:
+    """Where zenops records how it started the servers of ``inventory`` (what `zenops bench` benchmarks, and what
+    `--compare-platforms` restarts): ``<state_dir>/serving/<inventory stem>-<hash>.json``."""
+    digest = hashlib.sha256(str(inventory.resolve()).encode()).hexdigest()[:8]
+    return config.state_dir / "serving" / f"{inventory.stem}-{digest}.json"
+
+
+def save_serving_record(config: Config, inventory: Path, record: Mapping[str, Any]) -> Path:
+    path = serving_record_path(config, inventory)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.chmod(0o700)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(record, f, indent=2, sort_keys=True)
+    tmp.replace(path)
+    return path
+
+
+def load_serving_record(config: Config, inventory: Path) -> dict[str, Any] | None:
+    path = serving_record_path(config, inventory)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, json.JSONDecodeError) as e:
+        raise ZenopsError(
+            f"{path}: the serving record cannot be read ({e})",
+            hint=f"remove it and start the servers again with `zenops up --inventory {inventory} --model ...`",
+        ) from e
+    return data if isinstance(data, dict) else None
