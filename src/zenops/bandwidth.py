@@ -20,14 +20,16 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zenops.errors import UsageError, ZenopsError
+
+if TYPE_CHECKING:
+    from zenops.context import RunContext
 
 KEY = "bandwidth"  # the facts key (zenops.planner reads it)
 PROBE = "bandwidth_probe.py"  # roles/vllm_server/files/
@@ -237,25 +239,22 @@ def probe_path() -> Path:
 
 
 def measure_inventory(
-    config: Any,
+    ctx: RunContext,
     inventory: Path,
     topologies: Mapping[str, Mapping[str, Any]],
     *,
     image: str | None = None,
     limit: str | None = None,
-    sink: Any = None,
-    cancel: threading.Event | None = None,
-    verbosity: int = 0,
 ) -> dict[str, dict[str, Any]]:
     """Run playbooks/bandwidth.yml on the hosts of ``topologies``; host -> the facts key."""
-    from zenops.runner import RunSpec, run_playbook, settings_from_config  # noqa: PLC0415
+    from zenops.runner import RunSpec  # noqa: PLC0415
 
     nodes = {host: probe_targets(t) for host, t in topologies.items()}
     extravars: dict[str, Any] = {"zenops_bandwidth_nodes": nodes}
     if image:
         extravars["zenops_bandwidth_image"] = image
-    spec = RunSpec(playbook="bandwidth", inventory=inventory, extravars=extravars, limit=limit, verbosity=verbosity)
-    run = run_playbook(spec, settings_from_config(config), sink, cancel)
+    spec = RunSpec(playbook="bandwidth", inventory=inventory, extravars=extravars, limit=limit, verbosity=ctx.verbosity)
+    run = ctx.run(spec)
     out = {}
     for host in sorted(nodes):
         result = run.host_facts.get(host, {}).get("zenops_bandwidth")

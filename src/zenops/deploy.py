@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import threading
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,8 +29,8 @@ from zenops.config import Config
 from zenops.errors import CanceledError, ExitCode, RunFailedError, UsageError, ZenopsError
 
 if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functions that use them: the CLI starts fast
+    from zenops.context import RunContext
     from zenops.hosts import UpResult
-    from zenops.runner import ProgressSink
 
 Note = Callable[[str], None]
 
@@ -100,16 +99,8 @@ def _write_inventory(state_dir: Path, dep: ledger.Deployment, user: str) -> Path
     return path
 
 
-def up_cloud(
-    config: Config,
-    req: CloudRequest,
-    *,
-    check: bool = False,
-    verbosity: int = 0,
-    sink: ProgressSink | None = None,
-    cancel: threading.Event | None = None,
-    note: Note = _ignore,
-) -> tuple[UpResult, ledger.Deployment]:
+def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tuple[UpResult, ledger.Deployment]:
+    config, note = ctx.config, ctx.note
     name = m.check_name(req.name or default_name(req.flavor))
     campaign = m.check_name(req.campaign, "campaign") if req.campaign else None
     if req.count < 1:
@@ -119,7 +110,7 @@ def up_cloud(
     image = req.image or profile.image
     from zenops.cloud import ops  # noqa: PLC0415
     from zenops.hosts import UpResult, summarize  # noqa: PLC0415
-    from zenops.runner import RunSpec, run_playbook, settings_from_config  # noqa: PLC0415
+    from zenops.runner import RunSpec  # noqa: PLC0415
 
     flavor_spec = catalog.flavors(config.flavors).get(req.flavor)
     price = flavor_spec.price_per_hour if flavor_spec else None
@@ -211,9 +202,11 @@ def up_cloud(
         **config.docker.role_vars(),
     }
     env = {k: os.environ[k] for k in ("OS_CLIENT_CONFIG_FILE",) if k in os.environ}
-    spec = RunSpec(playbook="up", inventory=None, extravars=extravars, check=check, verbosity=verbosity, envvars=env)
+    spec = RunSpec(
+        playbook="up", inventory=None, extravars=extravars, check=check, verbosity=ctx.verbosity, envvars=env
+    )
     try:
-        run = run_playbook(spec, settings_from_config(config), sink, cancel)
+        run = ctx.run(spec)
     except (RunFailedError, CanceledError) as e:
         if not check:
             dep.status = "failed"

@@ -14,13 +14,13 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
 from zenops.config import Config
+from zenops.context import RunContext
 from zenops.errors import UsageError, ZenopsError
-from zenops.runner import ProgressSink, RunSpec, run_playbook, settings_from_config
+from zenops.runner import RunSpec
 
 FACT_NAME = "zenops_cpu_topology"
 SCHEMA = 1
@@ -105,14 +105,11 @@ def check_topology(topology: Any, source: str) -> dict[str, Any]:
 
 
 def gather_facts(
-    config: Config,
+    ctx: RunContext,
     inventory: Path | None,
     *,
     local: bool = False,
     limit: str | None = None,
-    sink: ProgressSink | None = None,
-    cancel: threading.Event | None = None,
-    verbosity: int = 0,
     bandwidth: bool = False,
     image: str | None = None,
 ) -> dict[str, dict[str, Any]]:
@@ -126,14 +123,13 @@ def gather_facts(
             "zenops facts needs exactly one of --inventory FILE and --local",
             hint="pass --inventory hosts.yml for your hosts, or --local for this machine",
         )
-    settings = settings_from_config(config)
     with tempfile.TemporaryDirectory(prefix="zenops-facts-") as tmp:  # mode 0700
         if local:
             inventory = Path(tmp) / "local.ini"
             inventory.write_text(f"localhost ansible_connection=local ansible_python_interpreter={sys.executable}\n")
         assert inventory is not None
-        spec = RunSpec(playbook="facts", inventory=inventory, limit=limit, verbosity=verbosity)
-        run = run_playbook(spec, settings, sink, cancel)
+        spec = RunSpec(playbook="facts", inventory=inventory, limit=limit, verbosity=ctx.verbosity)
+        run = ctx.run(spec)
         out: dict[str, dict[str, Any]] = {}
         for host in sorted(run.stats):
             topology = run.host_facts.get(host, {}).get(FACT_NAME)
@@ -145,22 +141,14 @@ def gather_facts(
                 )
             out[host] = check_topology(topology, f"{host} ({run.run_dir})")
         if bandwidth:
-            _measure(config, inventory, out, local=local, image=image, sink=sink, cancel=cancel, verbosity=verbosity)
+            _measure(ctx, inventory, out, local=local, image=image)
     for host, topology in out.items():
-        save_facts(config, host, topology)
+        save_facts(ctx.config, host, topology)
     return out
 
 
 def _measure(
-    config: Config,
-    inventory: Path,
-    topologies: dict[str, dict[str, Any]],
-    *,
-    local: bool,
-    image: str | None,
-    sink: ProgressSink | None,
-    cancel: threading.Event | None,
-    verbosity: int,
+    ctx: RunContext, inventory: Path, topologies: dict[str, dict[str, Any]], *, local: bool, image: str | None
 ) -> None:
     """Measure every host of ``topologies`` and put the figures in its facts (key ``bandwidth``)."""
     from zenops import bandwidth  # noqa: PLC0415
@@ -171,9 +159,7 @@ def _measure(
         for topology in topologies.values():
             topology[bandwidth.KEY] = bandwidth.measure_local(topology)
         return
-    measured = bandwidth.measure_inventory(
-        config, inventory, topologies, image=image, sink=sink, cancel=cancel, verbosity=verbosity
-    )
+    measured = bandwidth.measure_inventory(ctx, inventory, topologies, image=image)
     for host, figures in measured.items():
         topologies[host][bandwidth.KEY] = figures
 

@@ -4,13 +4,12 @@ started there, and with --images / --data their images and models (playbooks/dow
 
 from __future__ import annotations
 
-import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from zenops.config import Config
-from zenops.runner import HostStats, ProgressSink, RunResult, RunSpec, run_playbook, settings_from_config
+from zenops.context import RunContext
+from zenops.runner import HostStats, RunResult, RunSpec
 from zenops.serving_record import serving_record_path
 
 
@@ -59,25 +58,16 @@ def summarize(run: RunResult) -> list[HostSummary]:
     return out
 
 
-def up_inventory(
-    config: Config,
-    inventory: Path,
-    *,
-    limit: str | None = None,
-    check: bool = False,
-    verbosity: int = 0,
-    sink: ProgressSink | None = None,
-    cancel: threading.Event | None = None,
-) -> UpResult:
+def up_inventory(ctx: RunContext, inventory: Path, *, limit: str | None = None, check: bool = False) -> UpResult:
     spec = RunSpec(
         playbook="up",
         inventory=inventory,
-        extravars=config.docker.role_vars(),
+        extravars=ctx.config.docker.role_vars(),
         limit=limit,
         check=check,
-        verbosity=verbosity,
+        verbosity=ctx.verbosity,
     )
-    run = run_playbook(spec, settings_from_config(config), sink, cancel)
+    run = ctx.run(spec)
     return UpResult(run=run, hosts=summarize(run))
 
 
@@ -93,26 +83,18 @@ class DownHost:
 
 
 def down_inventory(
-    config: Config,
-    inventory: Path,
-    *,
-    images: bool = False,
-    data: bool = False,
-    limit: str | None = None,
-    verbosity: int = 0,
-    sink: ProgressSink | None = None,
-    cancel: threading.Event | None = None,
+    ctx: RunContext, inventory: Path, *, images: bool = False, data: bool = False, limit: str | None = None
 ) -> tuple[RunResult, list[DownHost]]:
     spec = RunSpec(
         playbook="down",
         inventory=inventory,
         extravars={"zenops_remove_images": images, "zenops_remove_data": data},
         limit=limit,
-        verbosity=verbosity,
+        verbosity=ctx.verbosity,
     )
-    run = run_playbook(spec, settings_from_config(config), sink, cancel)
+    run = ctx.run(spec)
     if limit is None:  # every host's servers are gone: nothing left to benchmark or restart
-        serving_record_path(config, inventory).unlink(missing_ok=True)
+        serving_record_path(ctx.config, inventory).unlink(missing_ok=True)
     hosts = []
     for host in sorted(run.stats):
         fact = run.host_facts.get(host, {}).get("zenops_down") or {}

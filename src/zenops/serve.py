@@ -14,7 +14,6 @@ import secrets
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -26,11 +25,12 @@ from urllib.parse import urlsplit
 from zenops import catalog, compat
 from zenops.catalog import ModelSpec
 from zenops.config import Config
+from zenops.context import RunContext
 from zenops.errors import UsageError, ZenopsError
 from zenops.facts import FACT_NAME, check_topology, save_facts
 from zenops.hosts import UpResult, summarize
 from zenops.planner import Plan, PlanOptions, PlanRefusedError, Topology, plan
-from zenops.runner import ProgressSink, RunResult, RunSpec, run_playbook, settings_from_config
+from zenops.runner import RunResult, RunSpec
 from zenops.serving_record import save_serving_record
 
 IMAGE_SOURCES = ("pip", "build", "prebuilt")
@@ -255,24 +255,15 @@ def make_plans(
 
 
 def serve_inventory(
-    config: Config,
+    ctx: RunContext,
     inventory: Path,
     req: ServeRequest,
     *,
     limit: str | None = None,
     check: bool = False,
-    verbosity: int = 0,
-    sink: ProgressSink | None = None,
-    cancel: threading.Event | None = None,
-    note: Callable[[str], None] = lambda _text: None,
     record: bool = True,
 ) -> ServeResult:
-    warnings: list[str] = []
-
-    def warn(text: str) -> None:
-        warnings.append(text)
-        note(text)
-
+    config, warn, first_warning = ctx.config, ctx.warn, len(ctx.warnings)
     combo = resolve_combo(req, warn)
     model, model_dir = resolve_model(req.model)
     api_key = ensure_api_key(config, inventory, req.api_key_file)
@@ -285,7 +276,6 @@ def serve_inventory(
         platform=req.platform,
         vllm_version=combo.vllm,
     )
-    settings = settings_from_config(config)
 
     # ready -> docker -> facts
     up_spec = RunSpec(
@@ -294,9 +284,9 @@ def serve_inventory(
         extravars=config.docker.role_vars(),
         limit=limit,
         check=check,
-        verbosity=verbosity,
+        verbosity=ctx.verbosity,
     )
-    up_run = run_playbook(up_spec, settings, sink, cancel)
+    up_run = ctx.run(up_spec)
     up_result = UpResult(run=up_run, hosts=summarize(up_run))
     topologies: dict[str, dict[str, Any]] = {}
     for host in sorted(up_run.stats):
@@ -348,14 +338,20 @@ def serve_inventory(
         elif model.hf_token_required and model_dir is None:
             warn(f"{model.name} is gated on Hugging Face: set HF_TOKEN or pass --hf-token-file, or the download fails")
         serve_spec = RunSpec(
-            playbook="serve", inventory=inventory, extravars=extravars, limit=limit, check=check, verbosity=verbosity
+            playbook="serve",
+            inventory=inventory,
+            extravars=extravars,
+            limit=limit,
+            check=check,
+            verbosity=ctx.verbosity,
         )
-        serve_run = run_playbook(serve_spec, settings, sink, cancel)
+        serve_run = ctx.run(serve_spec)
     endpoints = {h: list(serve_run.host_facts.get(h, {}).get("zenops_endpoints") or []) for h in plans}
     images = {h: dict(serve_run.host_facts.get(h, {}).get("zenops_image") or {}) for h in plans}
     if req.measure and not check:
-        plans = _measure_missing(config, inventory, topologies, images, lambda t: make_plans(t, model, opts, config),
-                                 plans, sink=sink, cancel=cancel, verbosity=verbosity, note=note)  # fmt: skip
+        plans = _measure_missing(
+            ctx, inventory, topologies, images, lambda t: make_plans(t, model, opts, config), plans
+        )
     served_name = req.served_model_name or (model_dir.name if model_dir else model.name)
     if record and not check:  # not for a temporary state (`zenops bench --compare-platforms`'s other platform)
         save_serving_record(
@@ -385,18 +381,17 @@ def serve_inventory(
         api_key_file=api_key,
         model=served_name,
         inventory=inventory,
-        warnings=warnings,
+        warnings=ctx.warnings[first_warning:],
     )
 
 
 def _measure_missing(
-    config: Config,
+    ctx: RunContext,
     inventory: Path,
     topologies: dict[str, dict[str, Any]],
     images: Mapping[str, Mapping[str, Any]],
     replan: Callable[[dict[str, dict[str, Any]]], dict[str, Plan]],
     plans: dict[str, Plan],
-    **run: Any,
 ) -> dict[str, Plan]:
     """`zenops up --measure`: the hosts whose facts carry no bandwidth measurement are measured once, now that the
     engine image is there (zenops.bandwidth), and planned again: the plans then show the measured ceiling (the
@@ -408,16 +403,19 @@ def _measure_missing(
     missing = {h: t for h, t in topologies.items() if not bandwidth.has_measurement(t)}
     if not missing:
         return plans
-    note = run.pop("note", lambda _text: None)
     refs = [str(images.get(h, {}).get("ref") or "") for h in sorted(missing)]
-    note(f"measuring memory bandwidth and GEMM throughput of {', '.join(sorted(missing))} (once; kept with the facts)")
+    ctx.note(
+        f"measuring memory bandwidth and GEMM throughput of {', '.join(sorted(missing))} (once; kept with the facts)"
+    )
     try:
-        measured = bandwidth.measure_inventory(config, inventory, missing, image=refs[0] or None, **run)
+        measured = bandwidth.measure_inventory(ctx, inventory, missing, image=refs[0] or None)
     except (bandwidth.MeasurementError, RunFailedError) as e:
         why = e.message + (f" ({e.hint})" if e.hint else "")
-        note(f"warning: the measurement failed, the plans show no measured ceiling: {why}; the servers run as planned")
+        ctx.note(
+            f"warning: the measurement failed, the plans show no measured ceiling: {why}; the servers run as planned"
+        )
         return plans
     for host, key in measured.items():
         topologies[host][bandwidth.KEY] = key
-        save_facts(config, host, topologies[host])
+        save_facts(ctx.config, host, topologies[host])
     return replan(topologies)

@@ -17,6 +17,7 @@ from zenops.cli import main as cli_main
 from zenops.cli.facts import facts as facts_command
 from zenops.cli.facts import summary_lines
 from zenops.config import load
+from zenops.context import RunContext
 from zenops.errors import ExitCode, UsageError
 from zenops.facts import facts_path, gather_facts, load_facts_file
 from zenops.paths import collections_path, venv_bin
@@ -24,7 +25,7 @@ from zenops.paths import collections_path, venv_bin
 
 def test_gather_facts_local_runs_the_module_and_saves_the_result():
     config = load()
-    hosts = gather_facts(config, None, local=True)
+    hosts = gather_facts(RunContext(config), None, local=True)
     assert list(hosts) == ["localhost"]
     t = hosts["localhost"]
     check_invariants(t)
@@ -44,20 +45,20 @@ def test_gather_facts_local_runs_the_module_and_saves_the_result():
 
 
 def test_gather_facts_with_an_inventory(local_inventory):
-    hosts = gather_facts(load(), local_inventory)
+    hosts = gather_facts(RunContext(load()), local_inventory)
     assert set(hosts) == {"localhost"}
 
 
 def test_gather_facts_limit_matching_nothing_is_a_usage_error(local_inventory):
     with pytest.raises(UsageError, match="no hosts matching --limit nothere"):
-        gather_facts(load(), local_inventory, limit="nothere")
+        gather_facts(RunContext(load()), local_inventory, limit="nothere")
 
 
 def test_gather_facts_needs_exactly_one_source(local_inventory):
     with pytest.raises(UsageError, match="exactly one"):
-        gather_facts(load(), None, local=False)
+        gather_facts(RunContext(load()), None, local=False)
     with pytest.raises(UsageError, match="exactly one"):
-        gather_facts(load(), local_inventory, local=True)
+        gather_facts(RunContext(load()), local_inventory, local=True)
 
 
 # --- the click command (zenops.cli.facts.facts), called directly ------------------------------------------------------

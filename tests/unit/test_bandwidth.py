@@ -14,6 +14,7 @@ import pytest
 from zenops import bandwidth, serve
 from zenops import facts as facts_lib
 from zenops.config import Config
+from zenops.context import RunContext
 from zenops.cpulist import parse_cpulist
 from zenops.errors import ExitCode, UsageError
 from zenops.facts import facts_path, load_facts_file, save_facts
@@ -277,7 +278,7 @@ def inventory(tmp_path: Path) -> Path:
 
 def test_facts_bandwidth_measures_each_node_and_plan_uses_it(run, monkeypatch, inventory, tmp_path):
     fake = FakeRuns(facts("epyc-9654-2s-nps4.json"))
-    monkeypatch.setattr("zenops.facts.run_playbook", fake)
+    monkeypatch.setattr("zenops.context.run_playbook", fake)
     monkeypatch.setattr("zenops.runner.run_playbook", fake)
     r = run(["facts", "--inventory", str(inventory), "--bandwidth", "--image", "zenops/vllm-zen:v"])
     assert r.exit_code == 0, r.output
@@ -308,7 +309,7 @@ def test_facts_bandwidth_measures_each_node_and_plan_uses_it(run, monkeypatch, i
 
 def test_facts_bandwidth_failure_names_the_node_and_saves_nothing_new(run, monkeypatch, inventory):
     fake = FakeRuns(facts("gp-5-24-96.json"), fail_node=0)
-    monkeypatch.setattr("zenops.facts.run_playbook", fake)
+    monkeypatch.setattr("zenops.context.run_playbook", fake)
     monkeypatch.setattr("zenops.runner.run_playbook", fake)
     r = run(["facts", "--inventory", str(inventory), "--bandwidth"])
     assert r.exit_code != 0
@@ -328,9 +329,8 @@ def test_local_without_image_or_torch_names_the_fix(monkeypatch, tmp_path):
     topologies = {"localhost": facts("gp-5-24-96.json")}
     with pytest.raises(UsageError) as e:
         facts_lib._measure(
-            Config(state_dir=tmp_path), tmp_path / "x.ini", topologies, local=True, image=None, sink=None,
-            cancel=None, verbosity=0,
-        )  # fmt: skip
+            RunContext(Config(state_dir=tmp_path)), tmp_path / "x.ini", topologies, local=True, image=None
+        )
     assert "neither the engine image" in e.value.message
     assert "zenops up --inventory HOSTS --model MODEL" in (e.value.hint or "")
     assert "pip install torch" in (e.value.hint or "")
@@ -344,7 +344,7 @@ def test_up_measure_measures_only_hosts_without_a_measurement_then_plans_again(m
     topologies = {"a": facts("gp-5-24-96.json"), "b": {**facts("gp-5-24-96.json"), "bandwidth": MEASURED}}
     asked: list[tuple[list[str], str | None]] = []
 
-    def measure(config: Any, inventory: Path, missing: dict[str, Any], *, image: str | None, **_: Any) -> Any:
+    def measure(ctx: Any, inventory: Path, missing: dict[str, Any], *, image: str | None, **_: Any) -> Any:
         asked.append((sorted(missing), image))
         return {h: bandwidth.from_runs(h, {"image": image, "runs": [_run(0)]}) for h in missing}
 
@@ -353,8 +353,8 @@ def test_up_measure_measures_only_hosts_without_a_measurement_then_plans_again(m
     notes: list[str] = []
     before: dict[str, Any] = {"a": "old plan"}
     out = serve._measure_missing(
-        config, tmp_path / "hosts.yml", topologies, {"a": {"ref": "zenops/vllm-zen:v"}},
-        lambda t: replanned.append(copy.deepcopy(t)) or {"a": "new plan"}, before, note=notes.append,
+        RunContext(config, note=notes.append), tmp_path / "hosts.yml", topologies, {"a": {"ref": "zenops/vllm-zen:v"}},
+        lambda t: replanned.append(copy.deepcopy(t)) or {"a": "new plan"}, before,
     )  # fmt: skip
     assert asked == [(["a"], "zenops/vllm-zen:v")]
     assert out == {"a": "new plan"}
@@ -364,7 +364,7 @@ def test_up_measure_measures_only_hosts_without_a_measurement_then_plans_again(m
     assert "measuring memory bandwidth" in notes[0]
     # everything measured: nothing runs, the plans stay
     asked.clear()
-    same = serve._measure_missing(config, tmp_path / "h.yml", topologies, {}, lambda t: {}, before)
+    same = serve._measure_missing(RunContext(config), tmp_path / "h.yml", topologies, {}, lambda t: {}, before)
     assert same is before
     assert asked == []
 
@@ -382,8 +382,8 @@ def test_up_measure_that_fails_is_a_warning_and_keeps_the_plans(monkeypatch, tmp
     notes: list[str] = []
     before: dict[str, Any] = {"a": "plan"}
     out = serve._measure_missing(
-        config, tmp_path / "h.yml", topologies, {}, lambda t: pytest.fail("must not plan again"), before,
-        note=notes.append,
+        RunContext(config, note=notes.append), tmp_path / "h.yml", topologies, {},
+        lambda t: pytest.fail("must not plan again"), before,
     )  # fmt: skip
     assert out is before
     assert any(n.startswith("warning: the measurement failed") and "probe failed: killed" in n for n in notes), notes

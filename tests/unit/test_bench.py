@@ -15,6 +15,7 @@ import yaml
 from zenops import bench, report
 from zenops.bench import run as bench_run
 from zenops.config import Config
+from zenops.context import RunContext
 from zenops.errors import BenchFailedError, ExitCode, HostFailure, NoServerError, RunFailedError, UsageError
 from zenops.serve import ServeRequest, request_from_dict
 from zenops.serving_record import load_serving_record, save_serving_record, serving_record_path
@@ -321,7 +322,7 @@ def test_run_directory_has_manifest_plan_and_priced_results(tmp_path, monkeypatc
     monkeypatch.setattr(bench_run, "_phase", fake_phase(GOOD, log=f"oops {KEY}\n"))
     req = bench_run.BenchRequest(profile="sweep", concurrency=(1, 2), runs_dir=tmp_path / "runs", run_id="r1",
                              price_per_hour=0.79)  # fmt: skip
-    out = bench_run.bench_inventory(config, inv, req)
+    out = bench_run.bench_inventory(RunContext(config), inv, req)
     run_dir = tmp_path / "runs" / "r1"
     manifest = json.loads((run_dir / "run.json").read_text())
     assert manifest["status"] == "complete"
@@ -340,11 +341,15 @@ def test_run_directory_has_manifest_plan_and_priced_results(tmp_path, monkeypatc
 def test_failed_requests_are_reported_and_a_missing_result_is_an_error(tmp_path, monkeypatch):
     config, inv = _served(tmp_path)
     monkeypatch.setattr(bench_run, "_phase", fake_phase({**GOOD, "completed": 0, "failed": 20}))
-    out = bench_run.bench_inventory(config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="bad"))
+    out = bench_run.bench_inventory(
+        RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="bad")
+    )
     assert [r.problems for r in out.report.flagged] == [["no request completed", "20 of 20 requests failed"]]
     monkeypatch.setattr(bench_run, "_phase", fake_phase(None))
     with pytest.raises(BenchFailedError, match="left no result") as info:
-        bench_run.bench_inventory(config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="none"))
+        bench_run.bench_inventory(
+            RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="none")
+        )
     assert info.value.exit_code == ExitCode.BENCH_FAILED
     assert json.loads((tmp_path / "runs" / "none" / "run.json").read_text())["status"] == "complete"
 
@@ -357,7 +362,9 @@ def test_a_failed_ansible_run_still_leaves_its_manifest(tmp_path, monkeypatch):
 
     monkeypatch.setattr(bench_run, "_phase", broken)
     with pytest.raises(RuntimeError):
-        bench_run.bench_inventory(config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="x"))
+        bench_run.bench_inventory(
+            RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="x")
+        )
     assert json.loads((tmp_path / "runs" / "x" / "run.json").read_text())["status"] == "failed"
 
 
@@ -367,7 +374,7 @@ def test_no_record_of_servers_is_a_clear_error_before_anything_runs(tmp_path, mo
     inv.write_text("all: {}\n")
     monkeypatch.setattr(bench_run, "_phase", lambda *a, **k: pytest.fail("no run may start"))
     with pytest.raises(NoServerError, match="has not started servers") as info:
-        bench_run.bench_inventory(config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs"))
+        bench_run.bench_inventory(RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs"))
     assert info.value.exit_code == ExitCode.NO_SERVER
     assert "zenops up --inventory" in (info.value.hint or "")
     assert not (tmp_path / "runs").exists()
@@ -377,7 +384,9 @@ def test_an_existing_run_directory_is_not_overwritten(tmp_path, monkeypatch):
     config, inv = _served(tmp_path)
     (tmp_path / "runs" / "r1").mkdir(parents=True)
     with pytest.raises(UsageError, match="exists already"):
-        bench_run.bench_inventory(config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="r1"))
+        bench_run.bench_inventory(
+            RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="r1")
+        )
 
 
 # --- the command -----------------------------------------------------------------------------------------------
@@ -449,7 +458,7 @@ def test_compare_platforms_restarts_on_the_other_platform_and_always_restores(tm
     monkeypatch.setattr(bench_run, "_phase", phase)
     fail_second = False
     out = bench_run.bench_inventory(
-        config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True)
+        RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True)
     )
     assert calls == ["bench zen", "serve cpu", "bench cpu", "serve auto"]  # put back as recorded (platform auto)
     assert [p["platform"] for p in out.phases] == ["as deployed", "cpu"]
@@ -459,7 +468,9 @@ def test_compare_platforms_restarts_on_the_other_platform_and_always_restores(tm
     fail_second = True
     with pytest.raises(RuntimeError):
         bench_run.bench_inventory(
-            config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="f", compare_platforms=True)
+            RunContext(config),
+            inv,
+            bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="f", compare_platforms=True),
         )
     assert calls == ["bench zen", "serve cpu", "bench cpu", "serve auto"]  # restored even so
 
@@ -481,7 +492,7 @@ def test_compare_platforms_on_a_host_without_zentorch_measures_what_it_can(tmp_p
     monkeypatch.setattr(bench_run._Run, "serve", serve)
     monkeypatch.setattr(bench_run, "_phase", phase)
     out = bench_run.bench_inventory(
-        config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True)
+        RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True)
     )
     assert calls == ["bench", "serve zen"]  # refused before anything restarted: nothing to restore
     assert any("no zen platform here" in w for w in out.warnings)
@@ -507,7 +518,7 @@ def test_a_failed_switch_to_the_other_platform_is_still_put_back(tmp_path, monke
     monkeypatch.setattr(bench_run, "_phase", phase)
     with pytest.raises(RunFailedError):
         bench_run.bench_inventory(
-            config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True)
+            RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True)
         )
     # the other platform is never recorded as how the servers run; the restore is
     assert calls == ["bench", "serve cpu record=False", "serve auto record=True"]
@@ -538,9 +549,9 @@ def test_hosts_without_servers_map_to_exit_13(tmp_path, monkeypatch, task):
     def run_playbook(*_a: Any, **_kw: Any) -> None:
         raise RunFailedError("bench", [failure])
 
-    monkeypatch.setattr(bench_run, "run_playbook", run_playbook)
+    monkeypatch.setattr("zenops.context.run_playbook", run_playbook)
     with pytest.raises(NoServerError) as info:
-        bench_run.bench_inventory(config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs"))
+        bench_run.bench_inventory(RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs"))
     assert info.value.exit_code == ExitCode.NO_SERVER == 13
     assert failure.message in str(info.value)
 
@@ -561,9 +572,11 @@ def test_stopped_servers_or_other_failures_are_not_exit_13(tmp_path, monkeypatch
         def run_playbook(*_a: Any, _failures: list[HostFailure] = failures, **_kw: Any) -> None:
             raise RunFailedError("bench", _failures)
 
-        monkeypatch.setattr(bench_run, "run_playbook", run_playbook)
+        monkeypatch.setattr("zenops.context.run_playbook", run_playbook)
         with pytest.raises(RunFailedError) as info:
-            bench_run.bench_inventory(config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id=f"r{n}"))
+            bench_run.bench_inventory(
+                RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id=f"r{n}")
+            )
         assert not isinstance(info.value, NoServerError)
         assert info.value.exit_code == ExitCode.RUN_FAILED
         assert "zenops-vllm-0 is exited" in str(info.value)
@@ -574,7 +587,9 @@ def test_run_ids_that_are_not_plain_names_are_refused(tmp_path, monkeypatch, run
     config, inv = _served(tmp_path)
     monkeypatch.setattr(bench_run, "_phase", lambda *a, **k: pytest.fail("no run may start"))
     with pytest.raises(UsageError, match="--run-id") as info:
-        bench_run.bench_inventory(config, inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id=run_id))
+        bench_run.bench_inventory(
+            RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id=run_id)
+        )
     assert info.value.exit_code == ExitCode.USAGE == 2
     assert not (tmp_path / "runs").exists()
 

@@ -19,7 +19,7 @@ from zenops import catalog
 from zenops import report as report_lib
 from zenops.bench.client import RUN_ID
 from zenops.bench.profiles import BenchRun, runs_for
-from zenops.config import Config
+from zenops.context import RunContext
 from zenops.errors import (
     NoBenchResultError,
     NoServerError,
@@ -29,7 +29,7 @@ from zenops.errors import (
 )
 from zenops.facts import facts_path
 from zenops.planner import PlanRefusedError
-from zenops.runner import ProgressSink, RunSpec, run_playbook, settings_from_config
+from zenops.runner import RunSpec
 from zenops.serve import HF_TOKEN_ENV, ServeRequest, request_from_dict, serve_inventory
 from zenops.serving_record import load_serving_record, serving_record_path
 
@@ -135,7 +135,7 @@ def _write_json(path: Path, data: Any) -> None:
 class _Run:
     """One `zenops bench` invocation: what every phase (platform) shares."""
 
-    config: Config
+    ctx: RunContext
     inventory: Path
     req: BenchRequest
     record: Mapping[str, Any]
@@ -145,16 +145,14 @@ class _Run:
     api_key_file: Path | None
     metadata: Mapping[str, Any]
     limit: str | None = None
-    verbosity: int = 0
-    sink: ProgressSink | None = None
-    cancel: threading.Event | None = None
-    warn: Callable[[str], None] = lambda _text: None
+
+    def warn(self, text: str) -> None:
+        self.ctx.warn(text)
 
     def serve(self, request: ServeRequest, *, record: bool = True, cancel: threading.Event | None = None) -> None:
-        serve_inventory(
-            self.config, self.inventory, request, limit=self.limit, verbosity=self.verbosity, sink=self.sink,
-            cancel=cancel or self.cancel, record=record,
-        )  # fmt: skip
+        """Restart the servers as ``request`` says: a step of the benchmark, so serving's notes and warnings stay
+        out of the benchmark's (its progress shows)."""
+        serve_inventory(self.ctx.quiet(cancel=cancel), self.inventory, request, limit=self.limit, record=record)
 
 
 def _phase(run: _Run) -> dict[str, Any]:
@@ -171,10 +169,10 @@ def _phase(run: _Run) -> dict[str, Any]:
     if run.api_key_file is not None:
         extravars["vllm_server_api_key_file"] = str(run.api_key_file)
     spec = RunSpec(
-        playbook="bench", inventory=run.inventory, extravars=extravars, limit=run.limit, verbosity=run.verbosity
+        playbook="bench", inventory=run.inventory, extravars=extravars, limit=run.limit, verbosity=run.ctx.verbosity
     )
     try:
-        result = run_playbook(spec, settings_from_config(run.config), run.sink, run.cancel)
+        result = run.ctx.run(spec)
     except RunFailedError as e:
         missing = [f for f in e.failures if NO_SERVER_MESSAGE in f.message]
         if missing and len(missing) == len(e.failures):
@@ -190,22 +188,8 @@ def _phase(run: _Run) -> dict[str, Any]:
     return {h: {**v, "ansible_run": str(result.run_dir)} for h, v in hosts.items() if v}
 
 
-def bench_inventory(
-    config: Config,
-    inventory: Path,
-    req: BenchRequest,
-    *,
-    limit: str | None = None,
-    verbosity: int = 0,
-    sink: ProgressSink | None = None,
-    cancel: threading.Event | None = None,
-    note: Callable[[str], None] = lambda _text: None,
-) -> BenchOutcome:
-    warnings: list[str] = []
-
-    def warn(text: str) -> None:
-        warnings.append(text)
-        note(text)
+def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limit: str | None = None) -> BenchOutcome:
+    config, warn, first_warning = ctx.config, ctx.warn, len(ctx.warnings)
 
     # bad usage first, before any other check; an empty --run-id is refused, not replaced by the default
     run_id = new_run_id() if req.run_id is None else req.run_id
@@ -253,8 +237,7 @@ def bench_inventory(
     }
 
     run = _Run(
-        config, inventory, req, record, runs, run_id, run_dir, api_key_file, metadata,
-        limit=limit, verbosity=verbosity, sink=sink, cancel=cancel, warn=warn,
+        ctx, inventory, req, record, runs, run_id, run_dir, api_key_file, metadata, limit=limit
     )  # fmt: skip
     phases: list[dict[str, Any]] = []
     status = "failed"
@@ -282,7 +265,7 @@ def bench_inventory(
     if len(rep.results) < expected:
         warn(f"{expected} results expected, {len(rep.results)} found in {run_dir}")
     _warn_without_ceiling(rep, inventory, warn)
-    return BenchOutcome(run_id, run_dir, runs, phases, rep, manifest, warnings)
+    return BenchOutcome(run_id, run_dir, runs, phases, rep, manifest, ctx.warnings[first_warning:])
 
 
 def _warn_without_ceiling(rep: report_lib.Report, inventory: Path, warn: Callable[[str], None]) -> None:
@@ -298,7 +281,7 @@ def _finish(run: _Run, phases: list[dict[str, Any]], started: str, price: float 
     """The provenance the controller holds (each host's facts and plan) and the run's manifest, run.json."""
     hosts = sorted({h for p in phases for h in p["hosts"]} | {d.name for d in run.run_dir.iterdir() if d.is_dir()})
     for host in hosts:
-        fp = facts_path(run.config, host)
+        fp = facts_path(run.ctx.config, host)
         if fp.is_file():
             (run.run_dir / host).mkdir(exist_ok=True)
             shutil.copyfile(fp, run.run_dir / host / "facts.json")

@@ -140,10 +140,8 @@ def bench(
         deployment=dep.name if dep else None,
         timeout=timeout,
     )
-    with app.progress() as sink:
-        outcome = lib.bench_inventory(
-            app.config, inv, req, limit=limit, verbosity=max(app.verbose - 1, 0), sink=sink, note=app.note
-        )
+    with app.run_context() as run_ctx:
+        outcome = lib.bench_inventory(run_ctx, inv, req, limit=limit)
     _report(app, outcome)
     check_failures(app, outcome.report, None, allow_failed)
 

@@ -1,10 +1,12 @@
-"""What every command receives: the loaded config and the output mode."""
+"""What every command receives: the loaded config and the output mode; and the run context it hands the library."""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +17,7 @@ from rich.text import Text
 from zenops.config import Config, load
 
 if TYPE_CHECKING:  # zenops.progress imports ansible-runner: loaded by the commands that run Ansible, not by --help
+    from zenops.context import RunContext
     from zenops.progress import JsonProgress, RichProgress
 
 
@@ -37,6 +40,16 @@ class App:
         from zenops.progress import JsonProgress, RichProgress  # noqa: PLC0415
 
         return JsonProgress() if self.json else RichProgress(self.err, self.verbose)
+
+    @contextmanager
+    def run_context(self) -> Iterator[RunContext]:
+        """The run context of this command (zenops.context.RunContext), built here once: the config, live progress
+        while it is open, Ansible's verbosity (-v shows every host result, so Ansible gets the -v after the first),
+        notes on stderr (or as JSON)."""
+        from zenops.context import RunContext  # noqa: PLC0415
+
+        with self.progress() as sink:
+            yield RunContext(self.config, sink=sink, verbosity=max(self.verbose - 1, 0), note=self.note)
 
     def note(self, text: str) -> None:
         """A line of progress outside an Ansible run: {"type": "note"} in JSON mode, else on stderr."""

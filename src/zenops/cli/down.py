@@ -111,8 +111,8 @@ def down(
 def _down_inventory(app: App, inventory: Path, *, images: bool, data: bool, limit: str | None) -> None:
     from zenops.hosts import down_inventory  # noqa: PLC0415
 
-    with app.progress() as sink:
-        run, hosts = down_inventory(app.config, inventory, images=images, data=data, limit=limit, sink=sink)
+    with app.run_context() as run_ctx:
+        run, hosts = down_inventory(run_ctx, inventory, images=images, data=data, limit=limit)
     if app.json:
         app.emit_json(
             {"type": "result", "command": "down", "run": run.to_dict(), "hosts": [h.to_dict() for h in hosts]}

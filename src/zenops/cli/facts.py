@@ -60,17 +60,8 @@ def facts(
             "zenops facts needs exactly one of --inventory FILE and --local" + (" (both were given)" if local else ""),
             hint="pass --inventory hosts.yml for your hosts, or --local for this machine",
         )
-    with app.progress() as sink:
-        hosts = gather_facts(
-            app.config,
-            inventory,
-            local=local,
-            limit=limit,
-            sink=sink,
-            verbosity=max(app.verbose - 1, 0),
-            bandwidth=bandwidth,
-            image=image,
-        )
+    with app.run_context() as run_ctx:
+        hosts = gather_facts(run_ctx, inventory, local=local, limit=limit, bandwidth=bandwidth, image=image)
     saved = {host: str(facts_path(app.config, host)) for host in hosts}
     if app.json:
         app.emit_json({"type": "result", "command": "facts", "hosts": hosts, "saved": saved})

@@ -175,8 +175,8 @@ def plan_cmd(
     if facts_file is not None:
         topologies[host or "facts"] = Topology.from_facts(load_facts_file(facts_file, host=host))
     elif inventory is not None or local:
-        with app.progress() as sink:
-            gathered = gather_facts(app.config, inventory, local=local, limit=limit, sink=sink)
+        with app.run_context() as run_ctx:
+            gathered = gather_facts(run_ctx, inventory, local=local, limit=limit)
         for name, facts in gathered.items():
             if host is None or name == host:
                 topologies[name] = Topology.from_facts(facts)

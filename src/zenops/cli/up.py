@@ -216,17 +216,12 @@ def up(
             network_mode=network_mode,
         )
 
-        with app.progress() as sink:
-            result, dep = up_cloud(
-                app.config, request, check=check, verbosity=max(app.verbose - 1, 0), sink=sink, note=app.note
-            )
-        if serve_req is None or check:
+        with app.run_context() as run_ctx:
+            result, dep = up_cloud(run_ctx, request, check=check)
+            served = None if serve_req is None or check else serve_inventory(run_ctx, Path(dep.inventory), serve_req)
+        if served is None:
             _report(app, result, check, dep)
             return
-        with app.progress() as sink:
-            served = serve_inventory(
-                app.config, Path(dep.inventory), serve_req, verbosity=max(app.verbose - 1, 0), sink=sink, note=app.note
-            )
         _report_serve(app, served, check, dep)
         return
     if inventory is None:
@@ -236,23 +231,12 @@ def up(
             "`zenops devhost up` makes a local one to try",
         )
     if serve_req is not None:
-        with app.progress() as sink:
-            served = serve_inventory(
-                app.config,
-                inventory,
-                serve_req,
-                limit=limit,
-                check=check,
-                verbosity=max(app.verbose - 1, 0),
-                sink=sink,
-                note=app.note,
-            )
+        with app.run_context() as run_ctx:
+            served = serve_inventory(run_ctx, inventory, serve_req, limit=limit, check=check)
         _report_serve(app, served, check)
         return
-    with app.progress() as sink:
-        result = up_inventory(
-            app.config, inventory, limit=limit, check=check, verbosity=max(app.verbose - 1, 0), sink=sink
-        )
+    with app.run_context() as run_ctx:
+        result = up_inventory(run_ctx, inventory, limit=limit, check=check)
     _report(app, result, check)
 
 
