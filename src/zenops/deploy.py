@@ -27,6 +27,7 @@ from zenops.cloud import marks as m
 from zenops.cloud.preflight import cost_so_far
 from zenops.config import Config
 from zenops.errors import CanceledError, ExitCode, RunFailedError, UsageError, ZenopsError
+from zenops.target import cloud_for
 
 if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functions that use them: the CLI starts fast
     from zenops.context import RunContext
@@ -241,21 +242,6 @@ class DownResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"cloud": self.cloud, "removed": self.removed, "dry_run": self.dry_run, "deployments": self.deployments}
-
-
-def cloud_for(config: Config, cloud: str | None, name: str | None) -> str:
-    """The cloud a deployment is in: ``cloud`` when given, else the one cloud the ledger records it (or any) in."""
-    if cloud:
-        return cloud
-    clouds = sorted({d.cloud for d in ledger.all_deployments(config.state_dir) if name is None or d.name == name})
-    if len(clouds) == 1:
-        return clouds[0]
-    if not clouds:
-        raise UsageError(
-            "no deployment of zenops is recorded here" + (f" named '{name}'" if name else ""),
-            hint="pass --cloud NAME to look in a cloud directly",
-        )
-    raise UsageError(f"deployments in several clouds ({', '.join(clouds)})", hint="pass --cloud NAME")
 
 
 def down(

@@ -419,8 +419,8 @@ def test_cli_refuses_bad_levels_and_unknown_deployments(run, tmp_path):
 
 
 def test_a_deployment_gives_its_inventory_flavor_and_price(tmp_path):
-    from zenops.cli.bench import _target  # noqa: PLC0415
     from zenops.cloud import ledger  # noqa: PLC0415
+    from zenops.target import resolve_target  # noqa: PLC0415
 
     config = Config(state_dir=tmp_path / "state")
     inv = tmp_path / "demo.yml"
@@ -428,13 +428,14 @@ def test_a_deployment_gives_its_inventory_flavor_and_price(tmp_path):
     dep = ledger.Deployment(name="demo", cloud="sandbox", flavor="gp.5.24.96", image="debian-12", count=1,
                             network_mode="floating", price_per_hour=0.79, inventory=str(inv))  # fmt: skip
     ledger.save(config.state_dir, dep)
-    path, found = _target(config, None, "demo", None)
+    target = resolve_target(config, deployment="demo")
+    path, found = target.inventory, target.deployment
     assert path == inv
     assert found is not None
     assert (found.flavor, found.price_per_hour, found.cloud) == ("gp.5.24.96", 0.79, "sandbox")
     inv.unlink()  # a deployment whose inventory is gone has nothing to benchmark
     with pytest.raises(NoServerError, match="no deployment named 'demo'"):
-        _target(config, None, "demo", None)
+        resolve_target(config, deployment="demo")
 
 
 def test_compare_platforms_restarts_on_the_other_platform_and_always_restores(tmp_path, monkeypatch):

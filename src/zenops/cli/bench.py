@@ -13,11 +13,17 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import LazyChoice, inventory_option, json_option, limit_option
+from zenops.cli.options import (
+    LazyChoice,
+    cloud_option,
+    deployment_option,
+    flavor_option,
+    inventory_option,
+    json_option,
+    limit_option,
+    price_option,
+)
 from zenops.cli.report import check_failures, print_comparison, print_table
-from zenops.cloud import ledger
-from zenops.config import Config
-from zenops.errors import NoServerError, UsageError
 
 if TYPE_CHECKING:  # zenops.bench.run imports ansible-runner: only a benchmark loads it, not --help
     from zenops.bench import run as lib
@@ -38,10 +44,8 @@ def _profile_names() -> list[str]:
 
 @click.command("bench")
 @inventory_option
-@click.option(
-    "--deployment", metavar="NAME", help="A deployment `zenops up --cloud` made (its inventory, flavor, price)."
-)
-@click.option("--cloud", metavar="NAME", help="With --deployment: the cloud it is in (default: where the ledger says).")
+@deployment_option
+@cloud_option
 @click.option(
     "--profile",
     type=LazyChoice(_profile_names),
@@ -69,10 +73,8 @@ def _profile_names() -> list[str]:
     help="Where run directories are written (<runs-dir>/<run-id>/<host>/<instance>/).",
 )
 @click.option("--run-id", metavar="ID", help="Name of the run directory (default: UTC date and time).")
-@click.option("--flavor", metavar="FLAVOR", help="The hosts' flavor, for labels and price (a deployment knows it).")
-@click.option(
-    "--price-per-hour", type=click.FloatRange(min=0, min_open=True), metavar="USD", help="Price of one host per hour."
-)
+@flavor_option
+@price_option
 @click.option(
     "--timeout", type=click.IntRange(min=10), default=3600, show_default=True, help="Seconds one run may take."
 )
@@ -118,9 +120,11 @@ def bench(
       zenops report runs/20261121-140000 --plot sweep.png          tables, costs and plots afterwards
     """
     from zenops.bench import run as lib  # noqa: PLC0415
+    from zenops.target import resolve_target  # noqa: PLC0415
 
     app = get_app(ctx)
-    inv, dep = _target(app.config, inventory, deployment, cloud)
+    target = resolve_target(app.config, inventory=inventory, deployment=deployment, cloud=cloud)
+    inv, dep = target.inventory, target.deployment
     if dep is not None:
         flavor = flavor or dep.flavor
         if price_per_hour is None:
@@ -144,32 +148,6 @@ def bench(
         outcome = lib.bench_inventory(run_ctx, inv, req, limit=limit)
     _report(app, outcome)
     check_failures(app, outcome.report, None, allow_failed)
-
-
-def _target(
-    config: Config, inventory: Path | None, deployment: str | None, cloud: str | None
-) -> tuple[Path, ledger.Deployment | None]:
-    if inventory is not None and deployment is not None:
-        raise UsageError("--inventory and --deployment: benchmark your hosts or a deployment, not both")
-    if inventory is not None:
-        if cloud:
-            raise UsageError("--cloud goes with --deployment")
-        return inventory, None
-    if deployment is None:
-        raise UsageError(
-            "zenops bench needs the servers: --inventory FILE or --deployment NAME",
-            hint="the inventory `zenops up --inventory` served, or the deployment `zenops up --cloud` made "
-            "(`zenops status` lists them)",
-        )
-    from zenops.deploy import cloud_for  # noqa: PLC0415
-
-    dep = ledger.load(config.state_dir, cloud_for(config, cloud, deployment), deployment)
-    if dep is None or not dep.inventory or not Path(dep.inventory).is_file():
-        raise NoServerError(
-            f"no deployment named {deployment!r} with an inventory is recorded here",
-            hint="`zenops status` lists the deployments; start one with `zenops up --cloud C --flavor F --model M`",
-        )
-    return Path(dep.inventory), dep
 
 
 def _report(app: App, outcome: lib.BenchOutcome) -> None:

@@ -1,10 +1,17 @@
-"""Reusable click options. Config values under ``defaults.<command>`` become their defaults; flags win."""
+"""Reusable click options, one definition each. Config values under ``defaults.<command>`` become their defaults;
+flags win.
+
+* target   ``inventory_option``, ``cloud_option``, ``deployment_option``, ``limit_option``: which hosts (from flags to
+           hosts: zenops.target.resolve_target)
+* serving  ``serving_options(model_required=...)``: what to serve and how (`plan`, `up`; next `rollout`, `campaign`)
+* pricing  ``flavor_option``, ``price_option``: what a host costs (`plan`, `up`, `bench`, `report`)
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -35,6 +42,112 @@ inventory_option = click.option(
 )
 
 limit_option = click.option("--limit", metavar="PATTERN", help="Only these hosts/groups of the inventory.")
+
+cloud_option = click.option(
+    "--cloud",
+    metavar="NAME",
+    help="clouds.yaml entry (e.g. flex, sandbox): where `up` creates servers; for a deployment, the cloud it is in "
+    "(default: where the ledger says).",
+)
+
+deployment_option = click.option(
+    "--deployment", metavar="NAME", help="A deployment `zenops up --cloud` made (its inventory, flavor, price)."
+)
+
+# --- pricing ------------------------------------------------------------------------------------------------------
+
+flavor_option = click.option(
+    "--flavor",
+    metavar="FLAVOR",
+    help="Flavor, e.g. gp.5.24.96 (catalogue or config `flavors:`): the servers --cloud creates, or the hosts' own; "
+    "its price prices the results and labels them.",
+)
+
+price_option = click.option(
+    "--price-per-hour",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="USD",
+    help="Price of one host per hour (wins over the flavor's and run manifests').",
+)
+
+# --- serving ------------------------------------------------------------------------------------------------------
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class InstancesType(click.ParamType[int | None, Any]):
+    """``auto`` (None: the plan decides) or a whole number of server instances per host, at least 1."""
+
+    name = "auto|N"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | None:
+        if value is None or value == "auto":
+            return None
+        if isinstance(value, bool):
+            self.fail("use auto or a number, e.g. --instances 2", param, ctx)
+        try:
+            n = int(value)
+        except (TypeError, ValueError):
+            self.fail("use auto or a number, e.g. --instances 2", param, ctx)
+        if n < 1:
+            self.fail("must be at least 1", param, ctx)
+        return n
+
+
+def model_option(*, required: bool) -> Callable[[F], F]:
+    return click.option(
+        "--model",
+        "-m",
+        required=required,
+        metavar="MODEL",
+        help="A catalogue model id (e.g. Qwen/Qwen3-4B) or a local model directory with config.json (copied to the "
+        "hosts when served).",
+    )
+
+
+def serving_options(*, model_required: bool) -> Callable[[F], F]:
+    """--model and the options that shape the serving plan, in this order: --platform, --max-model-len,
+    --max-num-seqs, --concurrency, --objective, --instances."""
+    options = [
+        model_option(required=model_required),
+        click.option(
+            "--platform",
+            type=click.Choice(["auto", "zen", "cpu"]),
+            default="auto",
+            show_default=True,
+            help="zen = vLLM + zentorch (AMD with AVX-512), cpu = stock vLLM CPU backend.",
+        ),
+        click.option("--max-model-len", type=click.IntRange(min=16), help="Tokens per request (default: what fits)."),
+        click.option(
+            "--max-num-seqs", type=click.IntRange(min=1), help="Concurrent sequences (default: concurrency + 1)."
+        ),
+        click.option(
+            "--concurrency",
+            type=click.IntRange(min=1),
+            default=4,
+            show_default=True,
+            help="Expected concurrent requests (sizes max-num-seqs and KV; picks the default objective).",
+        ),
+        click.option(
+            "--objective",
+            type=click.Choice(["auto", "latency", "throughput"]),
+            default="auto",
+            show_default=True,
+            help="latency: one instance per NUMA node; throughput: big nodes split into several instances "
+            "(auto: throughput from concurrency 6).",
+        ),
+        click.option(
+            "--instances", type=InstancesType(), default="auto", show_default=True, help="Server instances per host."
+        ),
+    ]
+
+    def apply(f: F) -> F:
+        for option in reversed(options):
+            f = option(f)
+        return f
+
+    return apply
+
 
 check_option = click.option(
     "--check", is_flag=True, help="Dry run: report what would change on the hosts, change nothing."

@@ -13,7 +13,14 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import LazyDefaultOption, inventory_option, json_option, limit_option
+from zenops.cli.options import (
+    LazyDefaultOption,
+    flavor_option,
+    inventory_option,
+    json_option,
+    limit_option,
+    serving_options,
+)
 from zenops.errors import UsageError
 
 if TYPE_CHECKING:
@@ -26,18 +33,6 @@ def _default_vllm_version() -> str:
     return DEFAULT_VLLM_VERSION
 
 
-def _instances(value: str) -> int | None:
-    if value == "auto":
-        return None
-    try:
-        n = int(value)
-    except ValueError as e:
-        raise click.BadParameter("use auto or a number, e.g. --instances 2") from e
-    if n < 1:
-        raise click.BadParameter("must be at least 1")
-    return n
-
-
 @click.command("plan")
 @click.option(
     "--facts",
@@ -47,49 +42,14 @@ def _instances(value: str) -> int | None:
 )
 @inventory_option
 @click.option("--local", is_flag=True, help="Gather the facts of this machine.")
-@click.option(
-    "--model",
-    "-m",
-    required=True,
-    metavar="MODEL",
-    help="Catalogue model id (e.g. Qwen/Qwen3-4B) or a local model directory with config.json.",
-)
-@click.option(
-    "--flavor",
-    metavar="FLAVOR",
-    help="Catalogue or config flavor: its price is shown; without facts, the plan is projected from it.",
-)
+@serving_options(model_required=True)
+@flavor_option
 @click.option("--dtype", type=click.Choice(["bfloat16", "float16", "float32"]), default="bfloat16", show_default=True)
-@click.option("--max-model-len", type=click.IntRange(min=16), help="Tokens per request (default: auto, what fits).")
-@click.option("--max-num-seqs", type=click.IntRange(min=1), help="Concurrent sequences (default: concurrency + 1).")
-@click.option(
-    "--concurrency",
-    type=click.IntRange(min=1),
-    default=4,
-    show_default=True,
-    help="Expected concurrent requests (sizes max-num-seqs and KV; picks the default objective).",
-)
-@click.option(
-    "--objective",
-    type=click.Choice(["auto", "latency", "throughput"]),
-    default="auto",
-    show_default=True,
-    help="latency: one instance per NUMA node; throughput: big nodes split into several instances "
-    "(auto: throughput from concurrency 6).",
-)
 @click.option(
     "--tensor-parallel",
     type=click.IntRange(min=1),
     metavar="N",
     help="Tensor-parallel ranks per instance (default: only when the model fits no NUMA node).",
-)
-@click.option("--instances", default="auto", show_default=True, metavar="auto|N", help="Server instances per host.")
-@click.option(
-    "--platform",
-    type=click.Choice(["auto", "zen", "cpu"]),
-    default="auto",
-    show_default=True,
-    help="zen = vLLM + zentorch (AMD with AVX-512), cpu = stock vLLM CPU backend.",
 )
 @click.option(
     "--vllm",
@@ -117,7 +77,7 @@ def plan_cmd(
     concurrency: int,
     objective: str,
     tensor_parallel: int | None,
-    instances: str,
+    instances: int | None,
     platform: str,
     vllm_version: str,
     host: str | None,
@@ -164,7 +124,7 @@ def plan_cmd(
         max_model_len=max_model_len,
         max_num_seqs=max_num_seqs,
         concurrency=concurrency,
-        instances=_instances(instances),
+        instances=instances,
         platform=platform,
         vllm_version=vllm_version,
         objective=objective,

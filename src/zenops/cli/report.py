@@ -14,7 +14,7 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import json_option
+from zenops.cli.options import flavor_option, json_option, price_option
 from zenops.errors import BenchFailedError, UsageError
 
 if TYPE_CHECKING:
@@ -23,15 +23,8 @@ if TYPE_CHECKING:
 
 @click.command("report")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="PATH...")
-@click.option(
-    "--price-per-hour",
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="USD",
-    help="Server price per hour for every result (wins over run manifests and --flavor).",
-)
-@click.option(
-    "--flavor", metavar="FLAVOR", help="The results ran on this flavor: label them, and price them at its price."
-)
+@price_option
+@flavor_option
 @click.option(
     "--format",
     "output_format",

@@ -13,7 +13,15 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import check_option, inventory_option, json_option, limit_option
+from zenops.cli.options import (
+    check_option,
+    cloud_option,
+    flavor_option,
+    inventory_option,
+    json_option,
+    limit_option,
+    serving_options,
+)
 from zenops.errors import UsageError
 
 if TYPE_CHECKING:
@@ -29,8 +37,8 @@ IMAGE_SOURCES = ("pip", "build", "prebuilt")
 
 @click.command()
 @inventory_option
-@click.option("--cloud", metavar="NAME", help="clouds.yaml entry to provision servers in (e.g. flex, sandbox).")
-@click.option("--flavor", metavar="FLAVOR", help="Server flavor, e.g. gp.5.24.96 (with --cloud).")
+@cloud_option
+@flavor_option
 @click.option("--count", type=click.IntRange(1, 100), default=1, show_default=True, help="Servers (with --cloud).")
 @click.option("--name", metavar="NAME", help="Deployment name (default: from the flavor). Re-using a name adopts.")
 @click.option("--image", metavar="IMAGE", help="Image (default: the cloud profile's, debian-12).")
@@ -40,12 +48,7 @@ IMAGE_SOURCES = ("pip", "build", "prebuilt")
     type=click.Choice(["provider", "floating"]),
     help="provider network, or tenant network + router + floating IPs (default: the cloud profile's).",
 )
-@click.option(
-    "--model",
-    "-m",
-    metavar="MODEL",
-    help="Serve this model: a catalogue id (Qwen/Qwen3-4B) or a local model directory (copied to the hosts).",
-)
+@serving_options(model_required=False)
 @click.option(
     "--image-source",
     type=click.Choice(IMAGE_SOURCES),
@@ -60,30 +63,6 @@ IMAGE_SOURCES = ("pip", "build", "prebuilt")
 @click.option("--served-model-name", metavar="NAME", help="Name clients use (default: the model id or dir name).")
 @click.option("--api-key-file", type=_FILE, help="File (mode 0600) with the API key (default: one zenops generates).")
 @click.option("--hf-token-file", type=_FILE, help="File (mode 0600) with a Hugging Face token (default: $HF_TOKEN).")
-@click.option(
-    "--platform",
-    type=click.Choice(["auto", "zen", "cpu"]),
-    default="auto",
-    show_default=True,
-    help="zen = vLLM + zentorch, cpu = stock vLLM CPU backend.",
-)
-@click.option("--max-model-len", type=click.IntRange(min=16), help="Tokens per request (default: what fits).")
-@click.option("--max-num-seqs", type=click.IntRange(min=1), help="Concurrent sequences (default: concurrency + 1).")
-@click.option(
-    "--concurrency",
-    type=click.IntRange(min=1),
-    default=4,
-    show_default=True,
-    help="Expected concurrent requests (shapes the plan).",
-)
-@click.option(
-    "--objective",
-    type=click.Choice(["auto", "latency", "throughput"]),
-    default="auto",
-    show_default=True,
-    help="Plan for latency (one instance per NUMA node) or throughput (big nodes split into several instances).",
-)
-@click.option("--instances", type=click.IntRange(min=1), help="Server instances per host (default: from the plan).")
 @click.option(
     "--measure/--no-measure",
     default=False,

@@ -1,0 +1,70 @@
+"""From flags to hosts: the inventory a command runs on, given --inventory (hosts you have) or --deployment (what
+`zenops up --cloud` made, found in the ledger, in --cloud or wherever the ledger says it is).
+
+`zenops bench` uses it; `rollout` and `campaign` will too. `zenops up` is the one command that makes its target
+(--cloud C --flavor F creates it) and `zenops down` the one that removes it, so they read their own flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from zenops.cloud import ledger
+from zenops.config import Config
+from zenops.errors import NoServerError, UsageError
+
+
+@dataclass(frozen=True)
+class Target:
+    """The hosts of one command: an inventory file, and the deployment it belongs to when there is one (its flavor,
+    price and cloud label the results)."""
+
+    inventory: Path
+    deployment: ledger.Deployment | None = None
+
+
+def resolve_target(
+    config: Config,
+    *,
+    inventory: Path | None = None,
+    deployment: str | None = None,
+    cloud: str | None = None,
+    command: str = "bench",
+) -> Target:
+    """Exactly one of ``inventory`` and ``deployment``; ``cloud`` only with ``deployment``. A deployment must be in
+    the ledger with an inventory (NoServerError otherwise: nothing runs there that zenops knows of)."""
+    if inventory is not None and deployment is not None:
+        raise UsageError("--inventory and --deployment: your hosts or a deployment, not both")
+    if inventory is not None:
+        if cloud:
+            raise UsageError("--cloud goes with --deployment")
+        return Target(inventory)
+    if deployment is None:
+        raise UsageError(
+            f"zenops {command} needs the servers: --inventory FILE or --deployment NAME",
+            hint="the inventory `zenops up --inventory` served, or the deployment `zenops up --cloud` made "
+            "(`zenops status` lists them)",
+        )
+    dep = ledger.load(config.state_dir, cloud_for(config, cloud, deployment), deployment)
+    if dep is None or not dep.inventory or not Path(dep.inventory).is_file():
+        raise NoServerError(
+            f"no deployment named {deployment!r} with an inventory is recorded here",
+            hint="`zenops status` lists the deployments; start one with `zenops up --cloud C --flavor F --model M`",
+        )
+    return Target(Path(dep.inventory), dep)
+
+
+def cloud_for(config: Config, cloud: str | None, name: str | None) -> str:
+    """The cloud a deployment is in: ``cloud`` when given, else the one cloud the ledger records it (or any) in."""
+    if cloud:
+        return cloud
+    clouds = sorted({d.cloud for d in ledger.all_deployments(config.state_dir) if name is None or d.name == name})
+    if len(clouds) == 1:
+        return clouds[0]
+    if not clouds:
+        raise UsageError(
+            "no deployment of zenops is recorded here" + (f" named '{name}'" if name else ""),
+            hint="pass --cloud NAME to look in a cloud directly",
+        )
+    raise UsageError(f"deployments in several clouds ({', '.join(clouds)})", hint="pass --cloud NAME")
