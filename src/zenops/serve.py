@@ -28,7 +28,7 @@ from zenops.config import Config
 from zenops.context import RunContext
 from zenops.errors import UsageError, ZenopsError
 from zenops.facts import FACT_NAME, check_topology, save_facts
-from zenops.hosts import UpResult, summarize
+from zenops.hosts import UpResult, up_inventory
 from zenops.planner import Plan, PlanOptions, PlanRefusedError, Topology, plan
 from zenops.runner import RunResult, RunSpec
 from zenops.serving_record import save_serving_record
@@ -278,16 +278,8 @@ def serve_inventory(
     )
 
     # ready -> docker -> facts
-    up_spec = RunSpec(
-        playbook="up",
-        inventory=inventory,
-        extravars=config.docker.role_vars(),
-        limit=limit,
-        check=check,
-        verbosity=ctx.verbosity,
-    )
-    up_run = ctx.run(up_spec)
-    up_result = UpResult(run=up_run, hosts=summarize(up_run))
+    up_result = up_inventory(ctx, inventory, limit=limit, check=check)  # the hosts' own up: facts come with it
+    up_run = up_result.run
     topologies: dict[str, dict[str, Any]] = {}
     for host in sorted(up_run.stats):
         facts = up_run.host_facts.get(host, {}).get(FACT_NAME)

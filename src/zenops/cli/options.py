@@ -9,9 +9,11 @@ flags win.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -105,9 +107,23 @@ def model_option(*, required: bool) -> Callable[[F], F]:
     )
 
 
+@dataclass(frozen=True)
+class ServingFlags:
+    """What :func:`serving_options` hands the command, as one ``serving`` argument."""
+
+    model: str | None
+    platform: str
+    max_model_len: int | None
+    max_num_seqs: int | None
+    concurrency: int
+    objective: str
+    instances: int | None
+
+
 def serving_options(*, model_required: bool) -> Callable[[F], F]:
     """--model and the options that shape the serving plan, in this order: --platform, --max-model-len,
-    --max-num-seqs, --concurrency, --objective, --instances."""
+    --max-num-seqs, --concurrency, --objective, --instances. The command receives them as one argument,
+    ``serving: ServingFlags`` (each is still its own option, for --help and ``defaults.<command>`` in the config)."""
     options = [
         model_option(required=model_required),
         click.option(
@@ -141,10 +157,18 @@ def serving_options(*, model_required: bool) -> Callable[[F], F]:
         ),
     ]
 
+    names = [f.name for f in fields(ServingFlags)]
+
     def apply(f: F) -> F:
+        @functools.wraps(f)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            serving = ServingFlags(**{name: kwargs.pop(name) for name in names})
+            return f(*args, serving=serving, **kwargs)
+
+        decorated = cast(F, command)
         for option in reversed(options):
-            f = option(f)
-        return f
+            decorated = option(decorated)
+        return decorated
 
     return apply
 

@@ -15,6 +15,7 @@ from rich.markup import escape
 from zenops.cli.context import App, get_app
 from zenops.cli.options import (
     LazyDefaultOption,
+    ServingFlags,
     flavor_option,
     inventory_option,
     json_option,
@@ -69,16 +70,10 @@ def plan_cmd(
     facts_file: Path | None,
     inventory: Path | None,
     local: bool,
-    model: str,
+    serving: ServingFlags,
     flavor: str | None,
     dtype: str,
-    max_model_len: int | None,
-    max_num_seqs: int | None,
-    concurrency: int,
-    objective: str,
     tensor_parallel: int | None,
-    instances: int | None,
-    platform: str,
     vllm_version: str,
     host: str | None,
     limit: str | None,
@@ -118,16 +113,17 @@ def plan_cmd(
         raise UsageError(
             "no facts to plan from", hint="pass --facts FILE, --inventory FILE, --local, or --flavor F for a projection"
         )
-    model_spec = catalog.get_model(model)
+    assert serving.model is not None  # required=True
+    model_spec = catalog.get_model(serving.model)
     opts = PlanOptions(
         dtype=dtype,
-        max_model_len=max_model_len,
-        max_num_seqs=max_num_seqs,
-        concurrency=concurrency,
-        instances=instances,
-        platform=platform,
+        max_model_len=serving.max_model_len,
+        max_num_seqs=serving.max_num_seqs,
+        concurrency=serving.concurrency,
+        instances=serving.instances,
+        platform=serving.platform,
         vllm_version=vllm_version,
-        objective=objective,
+        objective=serving.objective,
         tensor_parallel=tensor_parallel,
     )
 

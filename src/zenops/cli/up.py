@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import (
+    ServingFlags,
     check_option,
     cloud_option,
     flavor_option,
@@ -100,7 +101,7 @@ def up(
     image: str | None,
     campaign: str | None,
     network_mode: str | None,
-    model: str | None,
+    serving: ServingFlags,
     image_source: str,
     vllm_version: str | None,
     zentorch: str | None,
@@ -109,12 +110,6 @@ def up(
     served_model_name: str | None,
     api_key_file: Path | None,
     hf_token_file: Path | None,
-    platform: str,
-    max_model_len: int | None,
-    max_num_seqs: int | None,
-    concurrency: int,
-    objective: str,
-    instances: int | None,
     measure: bool,
     base_image: str | None,
     base_image_archive: Path | None,
@@ -157,7 +152,7 @@ def up(
     app = get_app(ctx)
     serve_req = (
         ServeRequest(
-            model=model,
+            model=serving.model,
             image_source=image_source,
             vllm=vllm_version,
             zentorch=zentorch,
@@ -166,18 +161,18 @@ def up(
             served_model_name=served_model_name,
             api_key_file=api_key_file,
             hf_token_file=hf_token_file,
-            platform=platform,
-            max_model_len=max_model_len,
-            max_num_seqs=max_num_seqs,
-            concurrency=concurrency,
-            objective=objective,
-            instances=instances,
+            platform=serving.platform,
+            max_model_len=serving.max_model_len,
+            max_num_seqs=serving.max_num_seqs,
+            concurrency=serving.concurrency,
+            objective=serving.objective,
+            instances=serving.instances,
             base_image=base_image,
             base_image_archive=base_image_archive,
             health_timeout=health_timeout,
             measure=measure,
         )
-        if model
+        if serving.model
         else None
     )
     if cloud or flavor:
