@@ -31,7 +31,7 @@ from zenops.facts import FACT_NAME, check_topology, save_facts
 from zenops.hosts import UpResult, up_inventory
 from zenops.planner import Plan, PlanOptions, PlanRefusedError, Topology, plan
 from zenops.runner import RunResult, RunSpec
-from zenops.serving_record import save_serving_record
+from zenops.serving_record import ServingRecord, save_serving_record
 
 IMAGE_SOURCES = ("pip", "build", "prebuilt")
 HF_TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -349,19 +349,19 @@ def serve_inventory(
         save_serving_record(
             config,
             inventory,
-            {
-                "inventory": str(inventory.resolve()),
-                "request": _request_dict(req, hf_token_given=req.hf_token_file is not None, model_dir=model_dir),
-                "compat": combo.to_dict(),
-                "model": served_name,
-                "model_spec": model.name,
-                "plans": {h: p.to_dict() for h, p in plans.items()},
-                "endpoints": endpoints,
-                "images": images,
-                "api_key_file": str(api_key),
-                "deployment": inventory.stem,
-                "updated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            },
+            ServingRecord(
+                inventory=str(inventory.resolve()),
+                request=_request_dict(req, hf_token_given=req.hf_token_file is not None, model_dir=model_dir),
+                compat=combo.to_dict(),
+                model=served_name,
+                model_spec=model.name,
+                plans={h: p.to_dict() for h, p in plans.items()},
+                endpoints=endpoints,
+                images=images,
+                api_key_file=str(api_key),
+                deployment=inventory.stem,
+                updated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            ),
         )
     return ServeResult(
         up=up_result,

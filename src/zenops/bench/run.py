@@ -31,7 +31,7 @@ from zenops.facts import facts_path
 from zenops.planner import PlanRefusedError
 from zenops.runner import RunSpec
 from zenops.serve import HF_TOKEN_ENV, ServeRequest, request_from_dict, serve_inventory
-from zenops.serving_record import load_serving_record, serving_record_path
+from zenops.serving_record import ServingRecord, load_serving_record, serving_record_path
 
 NO_SERVER_MESSAGE = (
     "no zenops vLLM server"  # the role's words when a host runs none (roles/vllm_server/tasks/bench.yml)
@@ -138,7 +138,7 @@ class _Run:
     ctx: RunContext
     inventory: Path
     req: BenchRequest
-    record: Mapping[str, Any]
+    record: ServingRecord
     runs: list[BenchRun]
     run_id: str
     run_dir: Path
@@ -210,8 +210,8 @@ def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limi
             hint=f"start them with `zenops up --inventory {inventory} --model MODEL`, then benchmark",
         )
     api_key_file: Path | None = None
-    if record.get("api_key_file"):
-        api_key_file = Path(record["api_key_file"])
+    if record.api_key_file:
+        api_key_file = Path(record.api_key_file)
         if not api_key_file.is_file():
             raise NoServerError(
                 f"the API key file of these servers is gone: {api_key_file}",
@@ -226,7 +226,7 @@ def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limi
         raise UsageError(f"{run_dir} exists already", hint="pass another --run-id, or move that directory away")
     run_dir.mkdir(parents=True)
     started = _now()
-    combo = record.get("compat") or {}
+    combo = record.compat
     metadata = {
         "flavor": req.flavor,
         "cloud": req.cloud,
@@ -249,7 +249,7 @@ def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limi
         status = "complete"
     finally:  # a failed run keeps what it fetched, with its manifest: the text summaries and logs say why
         manifest = _finish(run, phases, started, price, status)
-        token_file = (record.get("request") or {}).get("hf_token_file")
+        token_file = record.request.get("hf_token_file")
         leaked = scrub(run_dir, secret_values(api_key_file, Path(token_file) if token_file else None))
         if leaked:
             warn(f"secret values were found and hidden in: {', '.join(str(p) for p in leaked)}")
@@ -285,8 +285,8 @@ def _finish(run: _Run, phases: list[dict[str, Any]], started: str, price: float 
         if fp.is_file():
             (run.run_dir / host).mkdir(exist_ok=True)
             shutil.copyfile(fp, run.run_dir / host / "facts.json")
-        if host in (run.record.get("plans") or {}):
-            _write_json(run.run_dir / host / "plan.json", run.record["plans"][host])
+        if host in run.record.plans:
+            _write_json(run.run_dir / host / "plan.json", run.record.plans[host])
     manifest: dict[str, Any] = {
         "run_id": run.run_id,
         "status": status,
@@ -301,9 +301,9 @@ def _finish(run: _Run, phases: list[dict[str, Any]], started: str, price: float 
         "cloud": run.req.cloud,
         "flavor": run.req.flavor,
         "price_per_hour": price,
-        "model": run.record.get("model"),
-        "compat": run.record.get("compat"),
-        "serve_request": run.record.get("request"),
+        "model": run.record.model,
+        "compat": dict(run.record.compat) or None,
+        "serve_request": dict(run.record.request) or None,
         "hosts": hosts,
         "phases": phases,
     }
@@ -324,7 +324,7 @@ def _compare(run: _Run, first: Mapping[str, Any]) -> list[dict[str, Any]]:
         run.warn(f"--compare-platforms: the servers run on {', '.join(sorted(deployed))}: not one platform to swap")
         return []
     other = "cpu" if deployed == {"zen"} else "zen"
-    original = request_from_dict(run.record.get("request") or {})
+    original = request_from_dict(run.record.request)
     refused = False
     try:
         run.serve(replace(original, platform=other), record=False)
