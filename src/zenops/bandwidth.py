@@ -94,16 +94,20 @@ def gemm_gflops(m: int, n: int, k: int, seconds: float) -> float:
     return 2 * m * n * k / seconds / 1e9
 
 
-def parse_probe(stdout: str, *, where: str, image: str) -> NodeFigures:
-    """The probe's JSON line (the last line of ``stdout`` that is a JSON object) -> the node's figures."""
-    obj: Any = None
+def _probe_line(stdout: str) -> Any:
+    """The probe's JSON line: the last line of ``stdout`` that parses as a JSON object; None without one."""
     for line in reversed(stdout.strip().splitlines()):
         if line.strip().startswith("{"):
             try:
-                obj = json.loads(line)
+                return json.loads(line)
             except json.JSONDecodeError:
                 continue
-            break
+    return None
+
+
+def parse_probe(stdout: str, *, where: str, image: str) -> NodeFigures:
+    """The probe's JSON line (see :func:`_probe_line`) -> the node's figures."""
+    obj = _probe_line(stdout)
     if not isinstance(obj, dict):
         raise MeasurementError(
             f"{where}: the bandwidth probe printed no result", hint="look at its output in the run log (-v)"
@@ -164,15 +168,8 @@ def from_runs(host: str, result: Mapping[str, Any]) -> dict[str, Any]:
 
 def _probe_error(stdout: str) -> str | None:
     """The ``{"error": ...}`` line a failing probe prints, if any."""
-    for line in reversed(stdout.strip().splitlines()):
-        if line.strip().startswith("{"):
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(obj, dict) and obj.get("error"):
-                return str(obj["error"])
-    return None
+    obj = _probe_line(stdout)
+    return str(obj["error"]) if isinstance(obj, dict) and obj.get("error") else None
 
 
 # --- keeping it with the facts ----------------------------------------------------------------------------------
