@@ -52,6 +52,13 @@ options:
     description: Seconds to wait for C(/health) (a cold start takes about a minute on small hosts).
     type: int
     default: 900
+  min_healthy:
+    description:
+      - Seconds the server must stay healthy after the checks passed (Nomad's C(min_healthy_time)): C(/health)
+        is probed every 2 seconds and the container watched; one failed probe, a restart or an exit fails the gate.
+        0 (the default) ends the gate at the first pass.
+    type: int
+    default: 0
   probe_timeout:
     description: Seconds each HTTP probe may take before it counts as not ready.
     type: float
@@ -100,6 +107,10 @@ RETURN = r"""
 ready_after_s:
   description: Seconds until C(/health) answered 200.
   type: float
+  returned: success
+healthy_probes:
+  description: C(/health) probes that answered 200 during O(min_healthy) (0 when it is 0).
+  type: int
   returned: success
 models:
   description: Model ids C(/v1/models) listed.
@@ -220,6 +231,7 @@ class Gate:
             try:
                 http_status, _ = self.request("/health")
                 if http_status == 200:
+                    self.restarts_at_ready = restarts + restarts_before
                     return time.monotonic() - start
                 last_error = f"HTTP {http_status}"
             except urllib.error.HTTPError as e:
@@ -229,6 +241,29 @@ class Gate:
             if time.monotonic() >= deadline:
                 self.fail(f"{self.base}: /health did not answer 200 within {self.p['timeout']}s (last: {last_error})")
             time.sleep(2)
+
+    def stay_healthy(self, restarts_before):
+        """Probe /health and the container for min_healthy seconds; fail on the first bad sign."""
+        end = time.monotonic() + self.p["min_healthy"]
+        probes = 0
+        while time.monotonic() < end:
+            status, code, restarts, _err = self.state()
+            if status != "running" or restarts > restarts_before:
+                self.fail(
+                    f"container {self.p['container']} did not stay up for min_healthy={self.p['min_healthy']}s "
+                    f"(state {status}, exit code {code}, restarts {restarts - restarts_before})"
+                )
+            try:
+                http_status, _ = self.request("/health")
+            except urllib.error.HTTPError as e:
+                http_status = e.code
+            except (urllib.error.URLError, OSError, ValueError) as e:
+                self.fail(f"{self.base}/health failed during the minimum healthy time: {getattr(e, 'reason', e)}")
+            if http_status != 200:
+                self.fail(f"{self.base}/health answered HTTP {http_status} during the minimum healthy time")
+            probes += 1
+            time.sleep(min(2, max(0, end - time.monotonic())))
+        return probes
 
     def run(self):
         if self.m.check_mode:
@@ -283,10 +318,12 @@ class Gate:
                     self.p["container"], self.p["expect_platform"]
                 )
             )
+        healthy_probes = self.stay_healthy(self.restarts_at_ready) if self.p["min_healthy"] > 0 else 0
         memory = self.memory()
         self.m.exit_json(
             changed=False,
             ready_after_s=round(ready, 1),
+            healthy_probes=healthy_probes,
             models=models,
             completion=completion,
             platform=platform,
@@ -306,6 +343,7 @@ def main():
             "served_model_name": {"type": "str", "required": True},
             "expect_platform": {"type": "str", "choices": ["zen", "cpu", "any"], "default": "any"},
             "timeout": {"type": "int", "default": 900},
+            "min_healthy": {"type": "int", "default": 0},
             "probe_timeout": {"type": "float", "default": 3},
             "completion_timeout": {"type": "float", "default": 120},
             "prompt": {"type": "str", "default": "The capital of France is"},

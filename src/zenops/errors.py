@@ -22,6 +22,10 @@ class ExitCode:
     # request failed); `zenops report --allow-failed` reports such results without this code
     BENCH_FAILED = 12
     NO_SERVER = 13  # `zenops bench`: no server zenops started is known or running there
+    LOCKED = 14  # another zenops command holds the deployment's lock (it is named); wait for it or stop it
+    ROLLOUT_GATE = 15  # `zenops rollout`: a health or performance gate failed; the changed hosts went back (or not,
+    # with --no-revert); the message names the gate, the host and the figures
+    ROLLOUT_PAUSED = 16  # `zenops rollout`: the performance gate could not tell (too noisy); re-run to go on
     CANCELED = 130  # Ctrl-C (128 + SIGINT)
 
 
@@ -126,3 +130,15 @@ class NoServerError(ZenopsError):
 
 class CanceledError(ZenopsError):
     exit_code = ExitCode.CANCELED
+
+
+class LockedError(ZenopsError):
+    exit_code = ExitCode.LOCKED
+
+
+class RolloutGateError(ZenopsError):
+    exit_code = ExitCode.ROLLOUT_GATE
+
+
+class RolloutPausedError(ZenopsError):
+    exit_code = ExitCode.ROLLOUT_PAUSED

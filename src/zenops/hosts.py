@@ -10,7 +10,7 @@ from typing import Any
 
 from zenops.context import RunContext
 from zenops.runner import HostStats, RunResult, RunSpec
-from zenops.serving_record import serving_record_path
+from zenops.serving_record import load_serving_record, serving_record_path
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,13 @@ def down_inventory(
         limit=limit,
         verbosity=ctx.verbosity,
     )
+    record = load_serving_record(ctx.config, inventory) if limit is None else None
+    if record is not None and record.gateway:  # the fleet endpoint first: clients get refused, not half-served
+        from zenops import gateway  # noqa: PLC0415
+
+        gw = gateway.Gateway.from_dict(record.gateway)
+        ctx.note(f"removing the gateway on {gw.host} ({gw.url})")
+        gateway.remove(ctx, inventory, gw)
     run = ctx.run(spec)
     if limit is None:  # every host's servers are gone: nothing left to benchmark or restart
         serving_record_path(ctx.config, inventory).unlink(missing_ok=True)

@@ -31,7 +31,7 @@ from zenops.facts import FACT_NAME, check_topology, save_facts
 from zenops.hosts import UpResult, up_inventory
 from zenops.planner import Plan, PlanOptions, PlanRefusedError, Topology, plan
 from zenops.runner import RunResult, RunSpec
-from zenops.serving_record import ServingRecord, save_serving_record
+from zenops.serving_record import ServingRecord, load_serving_record, save_serving_record
 
 IMAGE_SOURCES = ("pip", "build", "prebuilt")
 HF_TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -58,6 +58,10 @@ class ServeRequest:
     base_image: str | None = None
     health_timeout: int = 900
     measure: bool = False  # hosts whose facts have no bandwidth measurement are measured once (zenops.bandwidth)
+    gateway: str = "auto"  # auto | on | off: the fleet endpoint (zenops.gateway); auto: on with more than 1 instance
+    gateway_host: str | None = None  # the inventory host running it (default: the first host)
+    gateway_port: int = 8080
+    gateway_tls_cert_file: Path | None = None
 
 
 @dataclass
@@ -72,6 +76,7 @@ class ServeResult:
     model: str
     inventory: Path
     warnings: list[str] = field(default_factory=list)
+    gateway: dict[str, Any] | None = None  # zenops.gateway.Gateway.to_dict() when the deployment has one
 
     @property
     def changed_total(self) -> int:
@@ -90,6 +95,7 @@ class ServeResult:
             "api_key_file": str(self.api_key_file) if self.api_key_file else None,
             "inventory": str(self.inventory),
             "warnings": self.warnings,
+            "gateway": self.gateway,
         }
 
 
@@ -232,7 +238,7 @@ def _request_dict(req: ServeRequest, hf_token_given: bool, model_dir: Path | Non
 def request_from_dict(data: Mapping[str, Any]) -> ServeRequest:
     """The ServeRequest a serving record holds (paths as Path again); unknown keys are ignored."""
     names = set(ServeRequest.__dataclass_fields__)
-    paths = {"api_key_file", "hf_token_file", "base_image_archive"}
+    paths = {"api_key_file", "hf_token_file", "base_image_archive", "gateway_tls_cert_file"}
     values: dict[str, Any] = {k: (Path(v) if k in paths and v else v) for k, v in data.items() if k in names}
     return ServeRequest(**values)
 
@@ -262,7 +268,12 @@ def serve_inventory(
     limit: str | None = None,
     check: bool = False,
     record: bool = True,
+    min_healthy: int = 0,
+    gateway: bool = True,
 ) -> ServeResult:
+    """Serve ``req`` on the hosts of ``inventory`` (``limit``: some of them). ``record``: write the serving record
+    (not for a temporary state); ``gateway``: add, update or remove the fleet endpoint as the request says (a rollout
+    manages it itself); ``min_healthy``: seconds each server must stay healthy after the gate passed."""
     config, warn, first_warning = ctx.config, ctx.warn, len(ctx.warnings)
     combo = resolve_combo(req, warn)
     model, model_dir = resolve_model(req.model)
@@ -294,6 +305,11 @@ def serve_inventory(
         )
 
     # plan (refusals stop here: nothing built, nothing started)
+    if req.gateway_host and limit is None and req.gateway_host not in topologies:
+        raise UsageError(
+            f"--gateway-host {req.gateway_host} is not a host of {inventory}",
+            hint=f"one of: {', '.join(sorted(topologies))}",
+        )
     plans = make_plans(topologies, model, opts, config)
     for host, p in plans.items():
         for w in p.warnings:
@@ -313,6 +329,7 @@ def serve_inventory(
         "vllm_server_model_dir": str(model_dir) if model_dir else "",
         "vllm_server_deployment": inventory.stem,
         "vllm_server_health_timeout": req.health_timeout,
+        "vllm_server_health_min_healthy": min_healthy,
     }
     if req.served_model_name:
         extravars["vllm_server_served_model_name"] = req.served_model_name
@@ -345,6 +362,7 @@ def serve_inventory(
             ctx, inventory, topologies, images, lambda t: make_plans(t, model, opts, config), plans
         )
     served_name = req.served_model_name or (model_dir.name if model_dir else model.name)
+    gw = _gateway_step(ctx, inventory, req, endpoints, limit, apply=gateway and record and not check)
     if record and not check:  # not for a temporary state (`zenops bench --compare-platforms`'s other platform)
         save_serving_record(
             config,
@@ -361,6 +379,7 @@ def serve_inventory(
                 api_key_file=str(api_key),
                 deployment=inventory.stem,
                 updated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                gateway=gw or {},
             ),
         )
     return ServeResult(
@@ -374,7 +393,52 @@ def serve_inventory(
         model=served_name,
         inventory=inventory,
         warnings=ctx.warnings[first_warning:],
+        gateway=gw,
     )
+
+
+def _gateway_step(
+    ctx: RunContext,
+    inventory: Path,
+    req: ServeRequest,
+    endpoints: Mapping[str, list[dict[str, Any]]],
+    limit: str | None,
+    *,
+    apply: bool,
+) -> dict[str, Any] | None:
+    """The fleet endpoint after a serve: on, updated with every server of the deployment (a --limit run keeps the
+    other hosts' servers of the record); off: removed when there was one. Not ``apply``: the record's, unchanged."""
+    from zenops import gateway as gw_lib  # noqa: PLC0415
+
+    previous = load_serving_record(ctx.config, inventory)
+    if not apply:
+        return dict(previous.gateway) if previous and previous.gateway else None
+
+    everything = dict(previous.endpoints) if previous and limit else {}
+    everything.update(endpoints)
+    instances = sum(len(v) for v in everything.values())
+    had = gw_lib.Gateway.from_dict(previous.gateway) if previous and previous.gateway else None
+    if not gw_lib.wanted(req.gateway, instances):
+        if had is not None:
+            ctx.note(f"gateway: off (--gateway {req.gateway}); removing it from {had.host}")
+            gw_lib.remove(ctx, inventory, had)
+        elif req.gateway == "auto":
+            ctx.note("gateway: off (one instance; --gateway on adds one)")
+        return None
+    host = req.gateway_host or (had.host if had else sorted(everything)[0])
+    why = "--gateway on" if req.gateway == "on" else f"{instances} instances"
+    ctx.note(f"gateway: on ({why}); HAProxy on {host}, port {req.gateway_port}")
+    if had is not None and had.host != host:
+        gw_lib.remove(ctx, inventory, had)
+    made = gw_lib.apply(
+        ctx,
+        inventory,
+        host,
+        gw_lib.backends_from_endpoints(everything),
+        port=req.gateway_port,
+        tls_cert_file=req.gateway_tls_cert_file,
+    )
+    return made.to_dict()
 
 
 def _measure_missing(

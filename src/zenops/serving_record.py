@@ -33,13 +33,14 @@ class ServingRecord:
     api_key_file: str | None = None
     deployment: str | None = None
     updated_at: str | None = None
+    gateway: Mapping[str, Any] = field(default_factory=dict)  # zenops.gateway.Gateway.to_dict(); empty: none
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ServingRecord:
         values: dict[str, Any] = {}
         for f in fields(cls):
             v = data.get(f.name)
-            if f.name in ("request", "compat", "plans", "endpoints", "images"):
+            if f.name in ("request", "compat", "plans", "endpoints", "images", "gateway"):
                 values[f.name] = dict(v) if isinstance(v, Mapping) else {}
             elif f.name == "inventory":
                 values[f.name] = str(v) if v else ""
@@ -51,11 +52,17 @@ class ServingRecord:
         return asdict(self)
 
 
+def deployment_key(inventory: Path) -> str:
+    """The name zenops files a deployment of an inventory under (serving record, lock, rollout state):
+    ``<inventory stem>-<hash of its absolute path>``."""
+    digest = hashlib.sha256(str(inventory.resolve()).encode()).hexdigest()[:8]
+    return f"{inventory.stem}-{digest}"
+
+
 def serving_record_path(config: Config, inventory: Path) -> Path:
     """Where zenops records how it started the servers of ``inventory`` (what `zenops bench` benchmarks, and what
     `--compare-platforms` restarts): ``<state_dir>/serving/<inventory stem>-<hash>.json``."""
-    digest = hashlib.sha256(str(inventory.resolve()).encode()).hexdigest()[:8]
-    return config.state_dir / "serving" / f"{inventory.stem}-{digest}.json"
+    return config.state_dir / "serving" / f"{deployment_key(inventory)}.json"
 
 
 def save_serving_record(config: Config, inventory: Path, record: ServingRecord) -> Path:

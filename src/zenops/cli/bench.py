@@ -144,7 +144,10 @@ def bench(
         deployment=dep.name if dep else None,
         timeout=timeout,
     )
-    with app.run_context() as run_ctx:
+    from zenops.serving_record import deployment_key  # noqa: PLC0415
+
+    # --compare-platforms restarts the servers: it changes the deployment, so it holds the deployment's lock
+    with app.run_context(lock=deployment_key(inv) if compare_platforms else None) as run_ctx:
         outcome = lib.bench_inventory(run_ctx, inv, req, limit=limit)
     _report(app, outcome)
     check_failures(app, outcome.report, None, allow_failed)

@@ -42,13 +42,18 @@ class App:
         return JsonProgress() if self.json else RichProgress(self.err, self.verbose)
 
     @contextmanager
-    def run_context(self) -> Iterator[RunContext]:
+    def run_context(self, *, lock: str | None = None) -> Iterator[RunContext]:
         """The run context of this command (zenops.context.RunContext), built here once: the config, live progress
         while it is open, Ansible's verbosity (-v shows every host result, so Ansible gets the -v after the first),
-        notes on stderr (or as JSON)."""
-        from zenops.context import RunContext  # noqa: PLC0415
+        notes on stderr (or as JSON). ``lock``: a deployment key (zenops.lock) this mutating command holds while
+        the context is open."""
+        from contextlib import nullcontext  # noqa: PLC0415
 
-        with self.progress() as sink:
+        from zenops.context import RunContext  # noqa: PLC0415
+        from zenops.lock import deployment_lock  # noqa: PLC0415
+
+        held = deployment_lock(self.config, lock, note=self.note) if lock else nullcontext()
+        with held, self.progress() as sink:
             yield RunContext(self.config, sink=sink, verbosity=max(self.verbose - 1, 0), note=self.note)
 
     def note(self, text: str) -> None:

@@ -58,7 +58,7 @@ def down(
 
     \b
     Your own hosts: stop and remove the vLLM servers zenops started there (containers labelled io.zenops.managed),
-    then list again and fail if any is left. The Docker engine stays.
+    then list again and fail if any is left; the deployment's gateway (HAProxy) goes first. The Docker engine stays.
       zenops down --inventory hosts.yml                  the servers
       zenops down --inventory hosts.yml --images --data  and the engine images, models and model cache
     """
@@ -110,8 +110,9 @@ def down(
 
 def _down_inventory(app: App, inventory: Path, *, images: bool, data: bool, limit: str | None) -> None:
     from zenops.hosts import down_inventory  # noqa: PLC0415
+    from zenops.serving_record import deployment_key  # noqa: PLC0415
 
-    with app.run_context() as run_ctx:
+    with app.run_context(lock=deployment_key(inventory)) as run_ctx:
         run, hosts = down_inventory(run_ctx, inventory, images=images, data=data, limit=limit)
     if app.json:
         app.emit_json(

@@ -22,6 +22,7 @@ from zenops.cli import (
     paths,
     plan,
     report,
+    rollout,
     status,
     tiny_model,
     up,
@@ -79,6 +80,7 @@ cli.add_command(images.images)
 cli.add_command(tiny_model.tiny_model)
 cli.add_command(report.report)
 cli.add_command(bench.bench)
+cli.add_command(rollout.rollout)
 
 
 def _wants_json(argv: list[str]) -> bool:

@@ -173,6 +173,59 @@ def serving_options(*, model_required: bool) -> Callable[[F], F]:
     return apply
 
 
+# --- gateway ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GatewayFlags:
+    """What :func:`gateway_options` hands the command, as one ``gateway`` argument."""
+
+    mode: str
+    host: str | None
+    port: int
+    tls_cert_file: Path | None
+
+
+def gateway_options(f: F) -> F:
+    """--gateway auto|on|off, --gateway-host, --gateway-port, --gateway-tls-cert: the fleet endpoint (zenops.gateway).
+    The command receives them as one argument, ``gateway: GatewayFlags``."""
+    options = [
+        click.option(
+            "--gateway",
+            "gateway_mode",
+            type=click.Choice(["auto", "on", "off"]),
+            default="auto",
+            show_default=True,
+            help="One endpoint for the deployment: HAProxy balancing every vLLM instance (least outstanding requests, "
+            "/health checks; what `zenops rollout` drains). auto: on when there is more than one instance.",
+        ),
+        click.option("--gateway-host", metavar="HOST", help="Inventory host that runs it (default: the first)."),
+        click.option(
+            "--gateway-port", type=click.IntRange(1, 65535), default=8080, show_default=True, help="Its port."
+        ),
+        click.option(
+            "--gateway-tls-cert",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            help="PEM file (certificate chain + key, mode 0600): the endpoint speaks HTTPS only.",
+        ),
+    ]
+
+    @functools.wraps(f)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        gateway = GatewayFlags(
+            kwargs.pop("gateway_mode"),
+            kwargs.pop("gateway_host"),
+            kwargs.pop("gateway_port"),
+            kwargs.pop("gateway_tls_cert"),
+        )
+        return f(*args, gateway=gateway, **kwargs)
+
+    decorated = cast(F, command)
+    for option in reversed(options):
+        decorated = option(decorated)
+    return decorated
+
+
 check_option = click.option(
     "--check", is_flag=True, help="Dry run: report what would change on the hosts, change nothing."
 )

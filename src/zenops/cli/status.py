@@ -1,26 +1,42 @@
-"""`zenops status`: the deployments this machine knows, with their servers, age, cost and reachability.
+"""`zenops status`: the deployments this machine knows, with their servers, age, cost and reachability; with
+--inventory, one deployment's serving state: model, servers, the gateway and its backends, the lock, rollouts.
 
-Library: zenops.deploy (``status``). Playbook: none.
+Library: zenops.deploy (``status``), zenops.gateway (``status``), zenops.rollout (``history``). Playbook:
+playbooks/gateway.yml (status) with --inventory.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import click
 from rich.markup import escape
 
-from zenops.cli.context import get_app
-from zenops.cli.options import json_option
+from zenops.cli.context import App, get_app
+from zenops.cli.options import inventory_option, json_option
 
 
 @click.command()
 @click.option("--cloud", metavar="NAME", help="Only this cloud.")
+@inventory_option
+@click.option("--history", "last", type=click.IntRange(min=0), default=10, show_default=True, help="Rollout events.")
 @json_option
 @click.pass_context
-def status(ctx: click.Context, cloud: str | None) -> None:
-    """List deployments: servers, addresses, flavor, age, cost so far, SSH reachability."""
+def status(ctx: click.Context, cloud: str | None, inventory: Path | None, last: int) -> None:
+    """List deployments: servers, addresses, flavor, age, cost so far, SSH reachability.
+
+    \b
+    With --inventory: what serves there (model, servers), the gateway's endpoint and each backend's state
+    (UP, DRAIN, DOWN, in-flight requests; read live from HAProxy), who holds the deployment's lock, the rollout
+    in progress and the last rollout events (--history N).
+    """
     from zenops.deploy import status as status_lib  # noqa: PLC0415
 
     app = get_app(ctx)
+    if inventory is not None:
+        _serving_status(app, inventory, last)
+        return
     deps = status_lib(app.config, cloud)
     if app.json:
         app.emit_json({"type": "result", "command": "status", "deployments": deps})
@@ -51,3 +67,61 @@ def status(ctx: click.Context, cloud: str | None) -> None:
                 cost if first else "",
             )
     app.out.print(table)
+
+
+def _serving_status(app: App, inventory: Path, last: int) -> None:
+    from zenops import gateway  # noqa: PLC0415
+    from zenops.lock import describe_lock  # noqa: PLC0415
+    from zenops.rollout import current_state, history  # noqa: PLC0415
+    from zenops.serving_record import deployment_key, load_serving_record  # noqa: PLC0415
+
+    record = load_serving_record(app.config, inventory)
+    out: dict[str, Any] = {"inventory": str(inventory), "serving": None, "gateway": None, "backends": []}
+    with app.run_context() as ctx:
+        if record is not None:
+            out["serving"] = {"model": record.model, "endpoints": record.endpoints, "updated_at": record.updated_at}
+            if record.gateway:
+                gw = gateway.Gateway.from_dict(record.gateway)
+                out["gateway"] = gw.to_dict()
+                try:
+                    out["backends"] = [
+                        {"name": s.name, "status": s.status, "in_flight": s.in_flight}
+                        for s in gateway.status(ctx.quiet(), inventory, gw)
+                    ]
+                except Exception as e:
+                    out["gateway_error"] = str(e)
+        out["lock"] = describe_lock(app.config, deployment_key(inventory))
+        state = current_state(ctx, inventory)
+        out["rollout"] = (
+            {k: v for k, v in state.to_dict().items() if k not in ("from_record", "served")} if state else None
+        )
+        out["history"] = history(ctx, inventory, last) if last else []
+    if app.json:
+        app.emit_json({"type": "result", "command": "status", **out})
+        return
+    if record is None:
+        app.out.print(f"{inventory}: zenops serves nothing there (no serving record)")
+    else:
+        n = sum(len(v) for v in record.endpoints.values())
+        app.out.print(f"{inventory}: {record.model} on {len(record.endpoints)} host(s), {n} server(s)")
+        gw_d = out["gateway"]
+        if gw_d:
+            app.out.print(f"endpoint: {escape(str(gw_d['url']))} (gateway on {gw_d['host']})")
+            for b in out["backends"]:
+                app.out.print(f"  {b['name']:<28} {b['status']:<10} in flight {b['in_flight']}")
+            if out.get("gateway_error"):
+                app.err.print(f"[yellow]gateway status unavailable:[/] {escape(out['gateway_error'])}")
+        else:
+            for host, eps in sorted(record.endpoints.items()):
+                for ep in eps:
+                    app.out.print(f"  {host}: {escape(str(ep.get('url')))}")
+    lock = out["lock"]
+    if lock:
+        state_word = "alive" if lock["alive"] else "dead (the next command takes it over)"
+        app.out.print(f"locked by pid {lock['pid']} on {lock['host']} ({state_word}): {escape(lock['command'])}")
+    ro = out["rollout"]
+    if ro and ro["status"] in ("running", "paused", "failed"):
+        app.out.print(f"rollout {ro['id']}: {ro['status']} {escape(ro.get('message') or '')}")
+    for h in out["history"]:
+        extra = {k: v for k, v in h.items() if k in ("hosts", "batch", "gate", "host", "wall_s", "to")}
+        app.out.print(f"  {h['at']} {h['rollout']} {h['event']} {escape(str(extra)) if extra else ''}")

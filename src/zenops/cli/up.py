@@ -14,10 +14,12 @@ from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import (
+    GatewayFlags,
     ServingFlags,
     check_option,
     cloud_option,
     flavor_option,
+    gateway_options,
     inventory_option,
     json_option,
     limit_option,
@@ -87,6 +89,7 @@ IMAGE_SOURCES = ("pip", "build", "prebuilt")
     show_default=True,
     help="Seconds a server may take to become healthy.",
 )
+@gateway_options
 @limit_option
 @check_option
 @json_option
@@ -114,6 +117,7 @@ def up(
     base_image: str | None,
     base_image_archive: Path | None,
     health_timeout: int,
+    gateway: GatewayFlags,
     limit: str | None,
     check: bool,
 ) -> None:
@@ -143,6 +147,12 @@ def up(
     /v1/models, one completion and which platform vLLM loaded. An API key is generated (mode 0600) unless given;
     the output names its file. Re-running changes nothing when nothing changed.
 
+    \b
+    One endpoint for the whole deployment (--gateway; on by default with more than one instance):
+      zenops up -i fleet.yml -m ./tiny-llama --gateway on      HAProxy on the first host, port 8080
+    It balances every instance (least outstanding requests) and health-checks each; `zenops status` shows it and
+    its backends, `zenops rollout` drains instances through it, `zenops down` removes it.
+
     Docker settings (source distro|upstream, users, log rotation) come from the `docker:` section of the config.
     """
     from zenops.deploy import CloudRequest, up_cloud  # noqa: PLC0415
@@ -171,6 +181,10 @@ def up(
             base_image_archive=base_image_archive,
             health_timeout=health_timeout,
             measure=measure,
+            gateway=gateway.mode,
+            gateway_host=gateway.host,
+            gateway_port=gateway.port,
+            gateway_tls_cert_file=gateway.tls_cert_file,
         )
         if serving.model
         else None
@@ -190,7 +204,10 @@ def up(
             network_mode=network_mode,
         )
 
-        with app.run_context() as run_ctx:
+        from zenops.deploy import default_name  # noqa: PLC0415
+
+        key = None if check else f"cloud-{cloud}-{name or default_name(flavor)}"
+        with app.run_context(lock=key) as run_ctx:
             result, dep = up_cloud(run_ctx, request, check=check)
             served = None if serve_req is None or check else serve_inventory(run_ctx, Path(dep.inventory), serve_req)
         if served is None:
@@ -204,12 +221,15 @@ def up(
             hint="pass --inventory hosts.yml, or set defaults.up.inventory in zenops.yaml; "
             "`zenops devhost up` makes a local one to try",
         )
+    from zenops.serving_record import deployment_key  # noqa: PLC0415
+
+    key = None if check else deployment_key(inventory)
     if serve_req is not None:
-        with app.run_context() as run_ctx:
+        with app.run_context(lock=key) as run_ctx:
             served = serve_inventory(run_ctx, inventory, serve_req, limit=limit, check=check)
         _report_serve(app, served, check)
         return
-    with app.run_context() as run_ctx:
+    with app.run_context(lock=key) as run_ctx:
         result = up_inventory(run_ctx, inventory, limit=limit, check=check)
     _report(app, result, check)
 
@@ -287,6 +307,12 @@ def _report_serve(app: App, served: ServeResult, check: bool, dep: Deployment | 
     if served.api_key_file:
         app.out.print(
             f'API key: {served.api_key_file} (send it as: -H "Authorization: Bearer $(cat {served.api_key_file})")'
+        )
+    if served.gateway:
+        gw = served.gateway
+        app.out.print(
+            f"endpoint: {escape(str(gw.get('url')))} (gateway on {gw.get('host')}: "
+            f"{len(gw.get('backends') or [])} backend(s), least outstanding requests)"
         )
     target = f"--name {dep.name} --cloud {dep.cloud}" if dep else f"--inventory {served.inventory}"
     app.out.print(f"stop the servers with: zenops down {target}")

@@ -1,0 +1,254 @@
+"""`zenops rollout`: change a deployment's model, engine or serving settings host by host behind its gateway.
+
+Library: zenops.rollout (plan: batches and gate verdicts; run: the state machine; state: the ledger). Playbooks:
+playbooks/gateway.yml (drain, ready), playbooks/serve.yml (replace, health gate), playbooks/bench.yml (the
+performance gate). Plain Ansible users: playbooks/rollout.yml.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from click.core import ParameterSource
+from rich.markup import escape
+
+from zenops.cli.context import App, get_app
+from zenops.cli.options import (
+    ServingFlags,
+    cloud_option,
+    deployment_option,
+    inventory_option,
+    json_option,
+    serving_options,
+)
+
+if TYPE_CHECKING:
+    from zenops.rollout import RolloutResult
+    from zenops.rollout.state import RolloutState
+
+_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+# ServeRequest field <- this command's parameter, for the options a rollout can change
+_SERVING = {
+    "model": "model", "platform": "platform", "max_model_len": "max_model_len", "max_num_seqs": "max_num_seqs",
+    "concurrency": "concurrency", "objective": "objective", "instances": "instances",
+}  # fmt: skip
+_ENGINE = {
+    "image_source": "image_source", "vllm": "vllm_version", "zentorch": "zentorch",
+    "force_unsupported": "force_unsupported", "prebuilt_ref": "image_ref", "served_model_name": "served_model_name",
+    "health_timeout": "health_timeout",
+}  # fmt: skip
+
+
+@click.command()
+@inventory_option
+@deployment_option
+@cloud_option
+@serving_options(model_required=False)
+@click.option("--image-source", type=click.Choice(["pip", "build", "prebuilt"]), help="Engine image route.")
+@click.option("--vllm", "vllm_version", metavar="VERSION", help="vLLM release to move to.")
+@click.option("--zentorch", metavar="VERSION", help="zentorch release to pair with --vllm.")
+@click.option("--force-unsupported", is_flag=True, help="Accept a pair the table marks broken or unknown.")
+@click.option("--image-ref", metavar="REF", help="With --image-source prebuilt: the image.")
+@click.option("--served-model-name", metavar="NAME", help="Name clients use.")
+@click.option("--health-timeout", type=click.IntRange(min=10), help="Seconds a new server may take to be healthy.")
+@click.option(
+    "--batch", default="1", show_default=True, metavar="N|P%", help="Hosts per batch, or a percentage of the fleet."
+)
+@click.option(
+    "--canary", type=click.IntRange(min=0), default=1, show_default=True, help="Hosts of the first batch (0: none)."
+)
+@click.option(
+    "--max-unavailable",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Instances out of rotation at once, at most (cuts batches). The last serving instance is never drained.",
+)
+@click.option("--allow-downtime", is_flag=True, help="Allow a batch that takes every instance out (one-host fleets).")
+@click.option(
+    "--revert/--no-revert", default=True, show_default=True, help="Send changed hosts back when a gate fails."
+)
+@click.option(
+    "--drain-timeout",
+    type=click.IntRange(min=0),
+    default=600,
+    show_default=True,
+    metavar="S",
+    help="The longest expected request: how long a drained server's in-flight requests may take to finish.",
+)
+@click.option(
+    "--min-healthy",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    metavar="S",
+    help="Seconds a new server must stay healthy after its first good answer.",
+)
+@click.option(
+    "--perf-gate/--no-perf-gate", default=True, show_default=True, help="Benchmark new servers against the baseline."
+)
+@click.option(
+    "--max-tps-drop",
+    type=click.FloatRange(0, 1),
+    default=0.10,
+    show_default=True,
+    help="Fail on output tok/s lower by more than this (fraction) beyond the measured spread.",
+)
+@click.option(
+    "--max-ttft-rise",
+    type=click.FloatRange(min=0),
+    default=0.25,
+    show_default=True,
+    help="Fail on median TTFT higher by more than this (fraction) beyond the measured spread.",
+)
+@click.option(
+    "--max-spread",
+    type=click.FloatRange(min=0),
+    default=0.25,
+    show_default=True,
+    help="Run-to-run spread above which the gate cannot tell: the rollout pauses (exit 16).",
+)
+@click.option(
+    "--gate-concurrency", type=click.IntRange(min=1), default=4, show_default=True, help="The gate's concurrency."
+)
+@click.option("--gate-prompts", type=click.IntRange(min=1), default=8, show_default=True, help="Prompts per gate run.")
+@click.option("--gate-output-len", type=click.IntRange(min=1), default=32, show_default=True, help="Tokens per reply.")
+@click.option(
+    "--runs-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("runs"),
+    show_default=True,
+    help="Where the gates' bench artifacts go (<runs-dir>/<rollout id>/).",
+)
+@click.option("--dry-run", is_flag=True, help="Print the batches and what changes on each host; change nothing.")
+@click.option("--abort", is_flag=True, help="Send the hosts the rollout in progress changed back, and stop it.")
+@json_option
+@click.pass_context
+def rollout(
+    ctx: click.Context,
+    inventory: Path | None,
+    deployment: str | None,
+    cloud: str | None,
+    serving: ServingFlags,
+    image_source: str | None,
+    vllm_version: str | None,
+    zentorch: str | None,
+    force_unsupported: bool,
+    image_ref: str | None,
+    served_model_name: str | None,
+    health_timeout: int | None,
+    batch: str,
+    canary: int,
+    max_unavailable: int | None,
+    allow_downtime: bool,
+    revert: bool,
+    drain_timeout: int,
+    min_healthy: int,
+    perf_gate: bool,
+    max_tps_drop: float,
+    max_ttft_rise: float,
+    max_spread: float,
+    gate_concurrency: int,
+    gate_prompts: int,
+    gate_output_len: int,
+    runs_dir: Path,
+    dry_run: bool,
+    abort: bool,
+) -> None:
+    """Change a deployment's model, engine or settings host by host, behind its gateway, without a failed request.
+
+    \b
+      zenops rollout -i fleet.yml --model ./tiny-b --dry-run     the batches and what changes on each host
+      zenops rollout -i fleet.yml --model ./tiny-b               one host at a time, the first as the canary
+      zenops rollout -i fleet.yml --max-num-seqs 8 --batch 25%
+      zenops rollout -i fleet.yml --abort                        send the changed hosts back
+
+    Only what you pass changes; everything else stays as `zenops up` left it (the serving record). Before
+    anything changes: the new pair and plans are checked on every host's saved facts, and (--perf-gate) a short
+    `vllm bench serve` measures every server twice: the baseline and its run-to-run spread.
+
+    \b
+    Each batch: drain its servers in the gateway (in-flight requests finish, --drain-timeout) -> replace them
+    (health gate: /health, /v1/models, a completion, the platform, then --min-healthy seconds of health)
+    -> performance gate: the new servers and an untouched control server measured at the same time; fail on
+    output tok/s lower by more than --max-tps-drop, or median TTFT higher by more than --max-ttft-rise, beyond
+    the spread (the control's drift is taken out); too noisy: pause -> back in rotation.
+
+    \b
+    A failed gate sends the failed batch and every batch before it back to the previous release through the
+    same drain and stops (exit 15, naming the gate, host and figures; --no-revert leaves them). Ctrl-C or a lost
+    controller: re-run the same command, it resumes; no server stays drained. One mutating command per
+    deployment at a time (exit 14 names the holder). Exit codes: 14 locked, 15 gate failed, 16 paused (noisy).
+    History: `zenops status -i fleet.yml`; gate artifacts: <runs-dir>/<rollout id>/.
+    """
+    from zenops.rollout import GateLimits, RolloutRequest  # noqa: PLC0415
+    from zenops.rollout import rollout as run_rollout  # noqa: PLC0415
+    from zenops.serving_record import deployment_key  # noqa: PLC0415
+    from zenops.target import resolve_target  # noqa: PLC0415
+
+    app = get_app(ctx)
+    target = resolve_target(app.config, inventory=inventory, deployment=deployment, cloud=cloud, command="rollout")
+    params: dict[str, Any] = {**vars(serving), **locals()}
+    changes = {
+        field: params[name]
+        for field, name in {**_SERVING, **_ENGINE}.items()
+        if _given(ctx, name) and params[name] is not None
+    }
+    req = RolloutRequest(
+        changes=changes,
+        batch=batch,
+        canary=canary,
+        max_unavailable=max_unavailable,
+        allow_downtime=allow_downtime,
+        revert=revert,
+        drain_timeout=drain_timeout,
+        min_healthy=min_healthy,
+        perf_gate=perf_gate,
+        limits=GateLimits(max_tps_drop=max_tps_drop, max_ttft_rise=max_ttft_rise, max_spread=max_spread),
+        gate_concurrency=gate_concurrency,
+        gate_prompts=gate_prompts,
+        gate_output_len=gate_output_len,
+        dry_run=dry_run,
+        runs_dir=runs_dir,
+    )
+    lock = None if dry_run else deployment_key(target.inventory)
+    with app.run_context(lock=lock) as run_ctx:
+        result = run_rollout(
+            run_ctx, target.inventory, req, abort=abort, on_plan=None if app.json else lambda s: _print_plan(app, s)
+        )
+    _report(app, result, abort)
+
+
+def _given(ctx: click.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    return source not in (None, ParameterSource.DEFAULT)
+
+
+def _print_plan(app: App, state: RolloutState) -> None:
+    from zenops.rollout.run import _describe_changes  # noqa: PLC0415
+
+    app.err.print(f"{state.id}: {escape(_describe_changes(state.from_request, state.to_request))}")
+    for i, b in enumerate(state.batches):
+        marks = {"done": "done", "pending": "", "reverted": "reverted"}.get(b.status, b.status)
+        hosts = ", ".join(
+            f"{h} ({state.changes.get(h, {}).get('kind', '?')}: {'; '.join(state.changes.get(h, {}).get('diffs', []))})"
+            for h in b.hosts
+        )
+        app.err.print(f"  batch {i + 1}{' (canary)' if i == 0 and len(state.batches) > 1 else ''}: {escape(hosts)}"
+                      + (f" [{marks}]" if marks else ""))  # fmt: skip
+
+
+def _report(app: App, result: RolloutResult, abort: bool) -> None:
+    state = result.state
+    if app.json:
+        app.emit_json({"type": "result", "command": "rollout", "ok": True, "abort": abort, **result.to_dict()})
+        return
+    if result.dry_run:
+        app.out.print("dry run: nothing changed (args: a container restart; image: another engine image; model)")
+        return
+    if abort:
+        app.out.print(f"{state.id} aborted: the changed hosts serve the previous release again")
+        return
+    walls = ", ".join(f"batch {i + 1} {b.wall_s:.0f}s" for i, b in enumerate(state.batches) if b.wall_s is not None)
+    app.out.print(f"{state.id} done: {len(state.batches)} batch(es) ({walls}); gate artifacts in {state.run_dir}")

@@ -1,0 +1,172 @@
+"""The fleet endpoint: HAProxy (roles/gateway) on one host of the deployment, balancing every vLLM instance of the
+serving record (least outstanding requests, /health checks). Its runtime API drains an instance (no new requests,
+in-flight ones finish) and puts it back: what `zenops rollout` does around each batch.
+
+Library for `zenops up --gateway`, `zenops status`, `zenops down` and zenops.rollout; playbook: playbooks/gateway.yml
+(actions present, absent, drain, ready, status). A server's name in HAProxy is ``<inventory host>-<port>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from zenops.context import RunContext
+from zenops.errors import UsageError, ZenopsError
+from zenops.runner import RunSpec
+
+DEFAULT_PORT = 8080
+MODES = ("auto", "on", "off")
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    host: str
+    instance: int
+    address: str
+    port: int
+
+    def role_entry(self) -> dict[str, Any]:
+        return {"name": self.name, "address": self.address, "port": self.port}
+
+
+@dataclass(frozen=True)
+class Gateway:
+    """Where the gateway runs and what it balances, as kept in the serving record (``gateway``)."""
+
+    host: str
+    port: int
+    url: str
+    backends: tuple[Backend, ...] = ()
+    tls: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "backends": [asdict(b) for b in self.backends]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Gateway:
+        return cls(
+            host=str(data["host"]),
+            port=int(data["port"]),
+            url=str(data.get("url") or ""),
+            backends=tuple(
+                Backend(**{k: b[k] for k in Backend.__dataclass_fields__}) for b in data.get("backends", [])
+            ),
+            tls=bool(data.get("tls", False)),
+        )
+
+    def names_on(self, hosts: Iterable[str]) -> list[str]:
+        wanted = set(hosts)
+        return [b.name for b in self.backends if b.host in wanted]
+
+
+def backend_name(host: str, port: int) -> str:
+    return f"{host}-{port}"
+
+
+def backends_from_endpoints(endpoints: Mapping[str, Iterable[Mapping[str, Any]]]) -> tuple[Backend, ...]:
+    """One backend per server of the serving record's endpoints (host -> [{instance, port, url...}])."""
+    out = []
+    for host in sorted(endpoints):
+        for ep in endpoints[host]:
+            port = int(ep["port"])
+            address = urlsplit(str(ep.get("url") or "")).hostname or host
+            out.append(Backend(backend_name(host, port), host, int(ep.get("instance", 0)), address, port))
+    return tuple(out)
+
+
+def wanted(mode: str, instances: int) -> bool:
+    """`--gateway auto` (the default): on when the deployment has more than one instance."""
+    if mode not in MODES:
+        raise UsageError(f"--gateway {mode}: use one of {', '.join(MODES)}")
+    return mode == "on" or (mode == "auto" and instances > 1)
+
+
+def _run(
+    ctx: RunContext, inventory: Path, host: str, action: str, extravars: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    spec = RunSpec(
+        playbook="gateway",
+        inventory=inventory,
+        extravars={"zenops_gateway_host": host, "zenops_gateway_action": action, **(extravars or {})},
+        limit=host,
+        verbosity=ctx.verbosity,
+    )
+    run = ctx.run(spec)
+    result = run.host_facts.get(host, {}).get("zenops_gateway_result")
+    if not isinstance(result, Mapping):
+        raise ZenopsError(
+            f"the gateway play on {host} reported no result ({action})", hint=f"see the run log {run.run_dir}"
+        )
+    return dict(result)
+
+
+def apply(
+    ctx: RunContext,
+    inventory: Path,
+    host: str,
+    backends: Iterable[Backend],
+    *,
+    port: int = DEFAULT_PORT,
+    tls_cert_file: Path | None = None,
+) -> Gateway:
+    """Install or update the gateway on ``host`` with these backends; returns what the serving record keeps."""
+    backends = tuple(backends)
+    extravars: dict[str, Any] = {"gateway_backends": [b.role_entry() for b in backends], "gateway_port": port}
+    if tls_cert_file is not None:
+        extravars["gateway_tls_cert_file"] = str(tls_cert_file.resolve())
+    result = _run(ctx, inventory, host, "present", extravars)
+    return Gateway(
+        host=host, port=port, url=str(result.get("url") or ""), backends=backends, tls=tls_cert_file is not None
+    )
+
+
+@dataclass
+class ServerState:
+    name: str
+    status: str
+    in_flight: int
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def serving(self) -> bool:
+        return self.status.startswith("UP")
+
+
+def _states(result: Mapping[str, Any]) -> list[ServerState]:
+    return [
+        ServerState(str(s.get("name")), str(s.get("status", "?")), int(s.get("in_flight", 0) or 0), s)
+        for s in result.get("servers") or []
+    ]
+
+
+def status(ctx: RunContext, inventory: Path, gw: Gateway) -> list[ServerState]:
+    return _states(_run(ctx, inventory, gw.host, "status", {"gateway_port": gw.port}))
+
+
+def drain(
+    ctx: RunContext, inventory: Path, gw: Gateway, names: list[str], *, timeout: int, allow_last: bool = False
+) -> list[ServerState]:
+    """Take ``names`` out of rotation and wait (``timeout`` s at most) until their in-flight requests finished.
+    The role refuses to drain the last server that serves, unless ``allow_last``."""
+    extravars = {
+        "zenops_gateway_servers": names,
+        "gateway_drain_timeout": timeout,
+        "gateway_drain_allow_last": allow_last,
+        "gateway_port": gw.port,
+    }
+    return _states(_run(ctx, inventory, gw.host, "drain", extravars))
+
+
+def ready(ctx: RunContext, inventory: Path, gw: Gateway, names: list[str], *, timeout: int = 60) -> list[ServerState]:
+    """Put ``names`` back in rotation and wait until their health checks say UP."""
+    extravars = {"zenops_gateway_servers": names, "gateway_ready_timeout": timeout, "gateway_port": gw.port}
+    return _states(_run(ctx, inventory, gw.host, "ready", extravars))
+
+
+def remove(ctx: RunContext, inventory: Path, gw: Gateway) -> None:
+    _run(ctx, inventory, gw.host, "absent", {"gateway_port": gw.port})

@@ -1,0 +1,187 @@
+"""One mutating operation per deployment at a time (Terraform's state lock): `up`, `rollout`, `down` and
+`bench --compare-platforms` hold ``<state_dir>/locks/<key>.lock`` while they run.
+
+The lock file names its holder (pid, the pid's start time, host, command, start, a token). Every process a holder
+starts inherits ``ZENOPS_LOCK=<token>`` in its environment, ansible-playbook and its workers included, so when the
+holder is gone (``kill -9``, a lost session) its orphaned playbooks can still be found and stopped. A later command:
+- holder alive on this machine: refuses (exit 14), naming it;
+- holder dead: stops the processes carrying its token (SIGTERM, then SIGKILL), says so, and takes the lock over;
+- holder on another machine (a shared state dir): refuses; after checking there, remove the lock file by hand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from zenops.config import Config
+from zenops.errors import LockedError
+
+ENV = "ZENOPS_LOCK"
+
+
+@dataclass(frozen=True)
+class Holder:
+    pid: int
+    pid_start: int | None  # the process's start time (clock ticks since boot): a reused pid is not the holder
+    host: str
+    command: str
+    started_at: str
+    token: str
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on {self.host}, `{self.command}`, since {self.started_at}"
+
+
+def lock_path(config: Config, key: str) -> Path:
+    return config.state_dir / "locks" / f"{key}.lock"
+
+
+def _proc_start(pid: int, proc: Path = Path("/proc")) -> int | None:
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # the command name (field 2) may hold spaces and parentheses: split after its closing one
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+def alive(holder: Holder, proc: Path = Path("/proc")) -> bool:
+    """Whether the holder process still runs (same pid and start time)."""
+    start = _proc_start(holder.pid, proc)
+    return start is not None and (holder.pid_start is None or start == holder.pid_start)
+
+
+def orphans(token: str, proc: Path = Path("/proc")) -> list[int]:
+    """Processes whose environment carries this lock's token (a dead holder's playbooks and their workers)."""
+    needle = f"{ENV}={token}".encode()
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in env.split(b"\0"):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def stop_processes(pids: list[int], grace: float = 10.0) -> list[int]:
+    """SIGTERM, then SIGKILL what is left after ``grace`` seconds; returns the pids that were signalled."""
+    signalled = []
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+            signalled.append(pid)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_proc_start(p) is not None for p in signalled):
+        time.sleep(0.2)
+    for pid in signalled:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return signalled
+
+
+def read_holder(path: Path) -> Holder | None:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, json.JSONDecodeError):
+        return Holder(0, None, "?", "(unreadable lock file)", "?", "")
+    return Holder(**{k: data.get(k) for k in Holder.__dataclass_fields__})
+
+
+def _command() -> str:
+    return " ".join(["zenops", *sys.argv[1:]])[:300]
+
+
+@contextmanager
+def deployment_lock(
+    config: Config, key: str, *, command: str | None = None, note: Callable[[str], None] = lambda _t: None
+) -> Iterator[Holder]:
+    """Hold the lock of deployment ``key`` for the block; see the module docstring for what a taken lock does."""
+    path = lock_path(config, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.chmod(0o700)
+    me = Holder(
+        pid=os.getpid(),
+        pid_start=_proc_start(os.getpid()),
+        host=socket.gethostname(),
+        command=command or _command(),
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        token=secrets.token_hex(8),
+    )
+    for _attempt in range(3):
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            holder = read_holder(path)
+            if holder is None:
+                continue  # released meanwhile
+            _take_over(path, holder, key, note)
+            continue
+        with os.fdopen(fd, "w") as f:
+            json.dump(asdict(me), f)
+        break
+    else:
+        raise LockedError(f"could not take the lock of deployment {key} ({path})", hint="try again")
+    before = os.environ.get(ENV)
+    os.environ[ENV] = me.token
+    try:
+        yield me
+    finally:
+        if before is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = before
+        current = read_holder(path)
+        if current is not None and current.token == me.token:
+            path.unlink(missing_ok=True)
+
+
+def _take_over(path: Path, holder: Holder, key: str, note: Callable[[str], None]) -> None:
+    if holder.host != socket.gethostname():
+        raise LockedError(
+            f"deployment {key} is locked by {holder.describe()}",
+            hint=f"it runs on another machine: wait for it, or check there and remove {path}",
+        )
+    if holder.pid == os.getpid():
+        raise LockedError(f"deployment {key} is already locked by this command ({holder.describe()})")
+    if holder.pid and alive(holder):
+        raise LockedError(
+            f"deployment {key} is locked by {holder.describe()}",
+            hint=f"wait for it to finish, or stop it (kill {holder.pid}); a dead holder's lock is taken over",
+        )
+    stopped = stop_processes(orphans(holder.token)) if holder.token else []
+    note(
+        f"the lock of deployment {key} was held by a command that is gone ({holder.describe()}); "
+        + (f"stopped {len(stopped)} orphaned process(es) it left running ({', '.join(map(str, stopped))}); "
+           if stopped else "it left no process running; ")
+        + "taking it over"
+    )  # fmt: skip
+    path.unlink(missing_ok=True)
+
+
+def describe_lock(config: Config, key: str) -> dict[str, Any] | None:
+    """The lock's holder as a dict with ``alive``, or None when the deployment is not locked (for `zenops status`)."""
+    holder = read_holder(lock_path(config, key))
+    if holder is None:
+        return None
+    return {**asdict(holder), "alive": bool(holder.pid) and alive(holder)}

@@ -1,0 +1,246 @@
+"""Pure logic of `zenops rollout`: the batches, what changes on each host, and the performance gate's verdict.
+No I/O here: zenops.rollout.run drives the hosts with it."""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from zenops.errors import UsageError
+
+# --- batches ------------------------------------------------------------------------------------------------------
+
+BATCH = re.compile(r"^(\d+)(%?)$")
+
+
+def batch_size(spec: str, hosts: int) -> int:
+    """``--batch N`` (hosts) or ``--batch P%`` (of the fleet, rounded down, at least 1)."""
+    m = BATCH.match(spec.strip())
+    if not m or int(m.group(1)) < 1 or (m.group(2) and int(m.group(1)) > 100):
+        raise UsageError(f"--batch {spec}: use a number of hosts (e.g. 1) or a percentage of the fleet (e.g. 25%)")
+    n = int(m.group(1))
+    return max(1, math.floor(hosts * n / 100)) if m.group(2) else n
+
+
+def make_batches(
+    hosts: Sequence[str],
+    *,
+    batch: str = "1",
+    canary: int = 1,
+    instances: Mapping[str, int] | None = None,
+    max_unavailable: int | None = None,
+    allow_downtime: bool = False,
+) -> list[list[str]]:
+    """The hosts in batches: the canary batch first (``canary`` hosts; 0: none), then ``batch`` hosts at a time.
+    ``max_unavailable``: instances out of rotation at once, at most (a batch is cut to fit, never below one host).
+    Hard rule: no batch takes every host of the fleet (the last serving instance is never drained), unless
+    ``allow_downtime``."""
+    hosts = list(hosts)
+    if not hosts:
+        return []
+    per_host = {h: (instances or {}).get(h, 1) for h in hosts}
+    size = batch_size(batch, len(hosts))
+    if canary < 0:
+        raise UsageError("--canary must be 0 or more")
+    if max_unavailable is not None and max_unavailable < 1:
+        raise UsageError("--max-unavailable must be at least 1 (an instance out at a time)")
+    out: list[list[str]] = []
+    rest = hosts
+    if canary:
+        out.append(rest[:canary])
+        rest = rest[canary:]
+    while rest:
+        out.append(rest[:size])
+        rest = rest[size:]
+    if max_unavailable is not None:
+        cut: list[list[str]] = []
+        for b in out:
+            cur: list[str] = []
+            for h in b:
+                if cur and sum(per_host[x] for x in cur) + per_host[h] > max_unavailable:
+                    cut.append(cur)
+                    cur = []
+                cur.append(h)
+            cut.append(cur)
+        out = cut
+    if not allow_downtime:
+        for b in out:
+            if len(b) == len(hosts):
+                raise UsageError(
+                    f"a batch of {len(b)} host(s) would take every instance of the deployment out of rotation "
+                    f"({', '.join(b)}): the last serving instance is never drained",
+                    hint="use a smaller --batch/--canary, add a host (a one-host deployment cannot roll without "
+                    "downtime), or pass --allow-downtime to accept that clients are refused meanwhile",
+                )
+    return out
+
+
+# --- what changes on a host ---------------------------------------------------------------------------------------
+
+CHANGE_KINDS = ("model", "image", "args", "none")
+
+
+def host_change(
+    old_plan: Mapping[str, Any] | None,
+    new_plan: Mapping[str, Any],
+    old_request: Mapping[str, Any],
+    new_request: Mapping[str, Any],
+) -> tuple[str, list[str]]:
+    """What a rollout does on one host: ``model`` (another model: new weights, a restart), ``image`` (another
+    engine: vLLM/zentorch pair or image route: an image on the host, a restart), ``args`` (the same image and model,
+    other serving settings: a container restart) or ``none``; with the differences in words."""
+    diffs: list[str] = []
+    for key in ("model", "served_model_name"):
+        if old_request.get(key) != new_request.get(key):
+            diffs.append(f"{key} {old_request.get(key)} -> {new_request.get(key)}")
+    if diffs:
+        return "model", diffs
+    for key in ("image_source", "vllm", "zentorch", "prebuilt_ref", "base_image", "base_image_archive"):
+        if old_request.get(key) != new_request.get(key):
+            diffs.append(f"{key} {old_request.get(key)} -> {new_request.get(key)}")
+    if diffs:
+        return "image", diffs
+    old_plan = old_plan or {}
+    for key in ("platform", "dtype", "max_model_len", "max_num_seqs"):
+        if old_plan.get(key) != new_plan.get(key):
+            diffs.append(f"{key} {old_plan.get(key)} -> {new_plan.get(key)}")
+    old_inst = [_instance_settings(i) for i in old_plan.get("instances") or []]
+    new_inst = [_instance_settings(i) for i in new_plan.get("instances") or []]
+    if len(old_inst) != len(new_inst):
+        diffs.append(f"instances {len(old_inst)} -> {len(new_inst)}")
+    elif old_inst != new_inst:
+        diffs.append("per-instance settings (args, env, CPUs or ports)")
+    return ("args", diffs) if diffs else ("none", [])
+
+
+def _instance_settings(inst: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: inst.get(k) for k in ("port", "args", "env", "cpuset", "container")}
+
+
+# --- the performance gate -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One bench run's figures for one server."""
+
+    output_tok_s: float
+    median_ttft_ms: float | None
+    failed: int = 0
+
+
+@dataclass(frozen=True)
+class GateLimits:
+    max_tps_drop: float = 0.10  # fail when output tok/s is lower by more than this (beyond the spread)
+    max_ttft_rise: float = 0.25  # fail when median TTFT is higher by more than this (beyond the spread)
+    max_spread: float = 0.25  # run-to-run spread above this: too noisy to tell
+
+
+@dataclass
+class Verdict:
+    server: str
+    outcome: str  # pass | fail | inconclusive
+    reasons: list[str] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def line(self) -> str:
+        f = self.figures
+        parts = [
+            f"output {f['new_tok_s']:.1f} tok/s vs baseline {f['baseline_tok_s']:.1f}",
+            f"expected {f['expected_tok_s']:.1f}" + (f" (control drift x{f['drift']:.2f})" if f.get("drift") else ""),
+            f"change {f['tok_s_change']:+.0%}",
+        ]
+        if f.get("new_ttft_ms") is not None and f.get("baseline_ttft_ms") is not None:
+            parts.append(
+                f"median TTFT {f['new_ttft_ms']:.0f} ms vs {f['baseline_ttft_ms']:.0f} ms ({f['ttft_change']:+.0%})"
+            )
+        parts.append(f"run-to-run spread {f['spread']:.0%}")
+        return (
+            f"{self.server}: {self.outcome.upper()}: "
+            + ", ".join(parts)
+            + (f" -- {'; '.join(self.reasons)}" if self.reasons else "")
+        )
+
+
+def spread(samples: Sequence[float]) -> float:
+    """Relative run-to-run spread: (max - min) / mean; 0 with one sample."""
+    if len(samples) < 2 or not statistics.fmean(samples):
+        return 0.0
+    return (max(samples) - min(samples)) / statistics.fmean(samples)
+
+
+def verdict(
+    server: str,
+    baseline: Sequence[Sample],
+    new: Sample,
+    limits: GateLimits,
+    *,
+    fleet_spread: float,
+    control_baseline: Sequence[Sample] = (),
+    control_now: Sample | None = None,
+) -> Verdict:
+    """Compare a changed server with its own baseline (measured before the rollout changed anything), corrected by
+    an untouched control server measured at the same time as the new one (its drift is the machine's noise, not
+    the change). Fails on a drop of output tok/s beyond ``max_tps_drop`` + spread, or a rise of median TTFT beyond
+    ``max_ttft_rise`` + spread; inconclusive when the measured spread exceeds ``max_spread``."""
+    base_tps = statistics.fmean(s.output_tok_s for s in baseline)
+    ttfts = [s.median_ttft_ms for s in baseline if s.median_ttft_ms is not None]
+    base_ttft = statistics.fmean(ttfts) if ttfts else None
+    sp = max(fleet_spread, spread([s.output_tok_s for s in baseline]))
+    drift = ttft_drift = None
+    if control_baseline and control_now is not None:
+        cb = statistics.fmean(s.output_tok_s for s in control_baseline)
+        if cb > 0:
+            drift = control_now.output_tok_s / cb
+        cbt = [s.median_ttft_ms for s in control_baseline if s.median_ttft_ms is not None]
+        if cbt and control_now.median_ttft_ms is not None and statistics.fmean(cbt) > 0:
+            ttft_drift = control_now.median_ttft_ms / statistics.fmean(cbt)
+    expected = base_tps * (drift or 1.0)
+    change = new.output_tok_s / expected - 1 if expected > 0 else 0.0
+    figures: dict[str, Any] = {
+        "baseline_tok_s": round(base_tps, 2),
+        "baseline_runs": [round(s.output_tok_s, 2) for s in baseline],
+        "new_tok_s": round(new.output_tok_s, 2),
+        "expected_tok_s": round(expected, 2),
+        "drift": round(drift, 3) if drift else None,
+        "tok_s_change": round(change, 4),
+        "spread": round(sp, 4),
+        "baseline_ttft_ms": round(base_ttft, 1) if base_ttft is not None else None,
+        "new_ttft_ms": new.median_ttft_ms,
+        "ttft_change": None,
+        "control_tok_s": round(control_now.output_tok_s, 2) if control_now else None,
+        "max_tps_drop": limits.max_tps_drop,
+        "max_ttft_rise": limits.max_ttft_rise,
+    }
+    reasons: list[str] = []
+    if new.failed:
+        reasons.append(f"{new.failed} request(s) failed")
+    if -change > limits.max_tps_drop + sp:
+        reasons.append(
+            f"output tok/s {change:+.0%} is beyond -{limits.max_tps_drop:.0%} - spread {sp:.0%} (--max-tps-drop)"
+        )
+    if base_ttft and new.median_ttft_ms is not None:
+        expected_ttft = base_ttft * (ttft_drift or 1.0)
+        rise = new.median_ttft_ms / expected_ttft - 1
+        figures["ttft_change"] = round(rise, 4)
+        if rise > limits.max_ttft_rise + sp:
+            reasons.append(
+                f"median TTFT {rise:+.0%} is beyond +{limits.max_ttft_rise:.0%} + spread {sp:.0%} (--max-ttft-rise)"
+            )
+    if reasons:
+        return Verdict(server, "fail", reasons, figures)
+    if sp > limits.max_spread:
+        return Verdict(
+            server,
+            "inconclusive",
+            [f"the run-to-run spread {sp:.0%} is above --max-spread {limits.max_spread:.0%}: too noisy to tell"],
+            figures,
+        )
+    return Verdict(server, "pass", [], figures)

@@ -1,0 +1,598 @@
+"""`zenops rollout`: change the model, engine or serving settings of a deployment host by host behind its gateway.
+
+For each batch (the canary first): drain its servers in the gateway (in-flight requests finish), replace them
+(playbooks/serve.yml on those hosts only, with the health gate and a minimum healthy time), run the performance gate
+(a short `vllm bench serve` on the new servers and an untouched control server at the same time, against the
+baseline the rollout measured before it changed anything), then put them back. A failed gate sends the failed batch
+and every batch already changed back to the previous request through the same drain. The state is in the
+deployment's ledger (zenops.rollout.state): a re-run continues; whatever happens, no server stays drained.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+from zenops import gateway as gw_lib
+from zenops.context import RunContext
+from zenops.errors import (
+    CanceledError,
+    NoServerError,
+    RolloutGateError,
+    RolloutPausedError,
+    RunFailedError,
+    UsageError,
+    ZenopsError,
+)
+from zenops.rollout.plan import GateLimits, Sample, Verdict, host_change, make_batches, spread, verdict
+from zenops.rollout.state import BatchState, Ledger, RolloutState, now
+from zenops.serving_record import deployment_key, load_serving_record, save_serving_record
+
+# ServeRequest fields a rollout may change (the same model/engine/plan options as `zenops up`)
+CHANGEABLE = (
+    "model", "image_source", "vllm", "zentorch", "force_unsupported", "prebuilt_ref", "served_model_name",
+    "platform", "max_model_len", "max_num_seqs", "concurrency", "objective", "instances", "base_image",
+    "base_image_archive", "health_timeout",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RolloutRequest:
+    changes: Mapping[str, Any]  # ServeRequest field -> new value (only what the operator asked to change)
+    batch: str = "1"
+    canary: int = 1
+    max_unavailable: int | None = None
+    allow_downtime: bool = False
+    revert: bool = True
+    drain_timeout: int = 600  # the longest expected request, seconds
+    min_healthy: int = 10
+    perf_gate: bool = True
+    limits: GateLimits = field(default_factory=GateLimits)
+    gate_concurrency: int = 4
+    gate_prompts: int = 8
+    gate_input_len: int = 64
+    gate_output_len: int = 32
+    baseline_repeats: int = 2
+    dry_run: bool = False
+    runs_dir: Path = Path("runs")
+
+
+@dataclass
+class RolloutResult:
+    state: RolloutState
+    batches_planned: list[list[str]]
+    dry_run: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dry_run": self.dry_run, "batches": self.batches_planned, **self.state.to_dict()}
+
+
+def _rollout_id() -> str:
+    return "rollout-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+
+
+class Rollout:
+    """One `zenops rollout` invocation (a new rollout or the resumption of one)."""
+
+    def __init__(self, ctx: RunContext, inventory: Path, req: RolloutRequest) -> None:
+        from zenops import serve  # noqa: PLC0415
+
+        self.serve_lib = serve
+        self.ctx = ctx
+        self.inventory = inventory
+        self.req = req
+        self.key = deployment_key(inventory)
+        self.ledger = Ledger(ctx.config, self.key)
+        record = load_serving_record(ctx.config, inventory)
+        if record is None:
+            raise NoServerError(
+                f"zenops has not started servers for {inventory}: nothing to roll out",
+                hint=f"start them with `zenops up --inventory {inventory} --model MODEL`",
+            )
+        self.record = record
+        unknown = sorted(set(req.changes) - set(CHANGEABLE))
+        if unknown:
+            raise UsageError(f"a rollout cannot change {', '.join(unknown)}")
+
+    # --- planning (nothing changes) ---------------------------------------------------------------------------
+
+    def _gateway(self) -> gw_lib.Gateway | None:
+        return gw_lib.Gateway.from_dict(self.record.gateway) if self.record.gateway else None
+
+    def prepare(self) -> RolloutState:
+        """The state to run: the one in progress (same target: resumed), or a new one, checked and planned before
+        any host is touched (refusals: unknown pair, plan refused, no gateway, a batch that would take all)."""
+        current = self.ledger.load()
+        old = dict(self.record.request)
+        if current is not None and current.active:
+            wanted = {**current.from_request, **self._changes_dict()}
+            if self.req.changes and wanted != current.to_request:
+                raise UsageError(
+                    f"rollout {current.id} to another target is {current.status} on this deployment "
+                    f"({_describe_changes(current.from_request, current.to_request)})",
+                    hint="re-run it with the same options to finish it, or `zenops rollout --abort` to send the "
+                    "changed hosts back first",
+                )
+            self.ctx.note(
+                f"resuming {current.id} ({current.status}): batch "
+                f"{next((i + 1 for i, b in enumerate(current.batches) if b.status != 'done'), len(current.batches))}"
+                f" of {len(current.batches)}"
+            )
+            return current
+        new = {**old, **self._changes_dict()}
+        if new == old:
+            raise UsageError(
+                "nothing to roll out: the options ask for what the deployment already serves",
+                hint="pass what should change, e.g. --model DIR, --max-num-seqs N, --vllm VERSION",
+            )
+        new_req = self.serve_lib.request_from_dict(new)
+        # refused here, before anything: an unknown or broken pair, a model the hosts cannot serve
+        combo = self.serve_lib.resolve_combo(new_req, self.ctx.warn)
+        model, _dir = self.serve_lib.resolve_model(new_req.model)
+        new_plans = self._plans_from_facts(new_req, model, combo.vllm)
+        changes = {
+            h: dict(zip(("kind", "diffs"), host_change(self.record.plans.get(h), p, old, new), strict=True))
+            for h, p in new_plans.items()
+        }
+        hosts = [h for h in sorted(self.record.plans) if changes.get(h, {}).get("kind") != "none"]
+        gw = self._gateway()
+        if gw is None and not self.req.allow_downtime:
+            raise UsageError(
+                f"{self.inventory}'s deployment has no gateway: a rollout drains servers through it so that no "
+                "request fails",
+                hint=f"add it with `zenops up -i {self.inventory} --model ... --gateway on` (same options as before), "
+                "or pass --allow-downtime",
+            )
+        instances = {h: len(self.record.plans[h].get("instances") or []) for h in hosts}
+        batches = make_batches(
+            hosts,
+            batch=self.req.batch,
+            canary=min(self.req.canary, max(len(hosts) - 1, 0)) if len(hosts) > 1 else self.req.canary,
+            instances=instances,
+            max_unavailable=self.req.max_unavailable,
+            allow_downtime=self.req.allow_downtime or len(hosts) < len(self.record.plans),
+        )
+        if not self.req.allow_downtime and len(hosts) == len(self.record.plans) == 1:
+            raise UsageError(
+                "a one-host deployment cannot roll without downtime: its only instance would be drained",
+                hint="add a host to the inventory first (then `zenops up`), or pass --allow-downtime",
+            )
+        rid = _rollout_id()
+        return RolloutState(
+            id=rid,
+            deployment=self.key,
+            inventory=str(self.inventory.resolve()),
+            from_request=old,
+            to_request=new,
+            from_record=self.record.to_dict(),
+            batches=[BatchState(hosts=b) for b in batches],
+            changes=changes,
+            run_dir=str((self.req.runs_dir / rid).resolve()),
+        )
+
+    def _changes_dict(self) -> dict[str, Any]:
+        return {k: (str(v.resolve()) if isinstance(v, Path) else v) for k, v in self.req.changes.items()}
+
+    def _plans_from_facts(self, new_req: Any, model: Any, vllm: str) -> dict[str, dict[str, Any]]:
+        from zenops.facts import facts_path, load_facts_file  # noqa: PLC0415
+        from zenops.planner import PlanOptions  # noqa: PLC0415
+
+        topologies = {}
+        for host in sorted(self.record.plans):
+            path = facts_path(self.ctx.config, host)
+            if not path.is_file():
+                raise ZenopsError(
+                    f"no saved facts for {host} ({path}): the rollout plans before it changes anything",
+                    hint=f"gather them: zenops facts -i {self.inventory}",
+                )
+            topologies[host] = load_facts_file(path, host)
+        opts = PlanOptions(
+            max_model_len=new_req.max_model_len,
+            max_num_seqs=new_req.max_num_seqs,
+            concurrency=new_req.concurrency,
+            objective=new_req.objective,
+            instances=new_req.instances,
+            platform=new_req.platform,
+            vllm_version=vllm,
+        )
+        plans = self.serve_lib.make_plans(topologies, model, opts, self.ctx.config)
+        return {h: p.to_dict() for h, p in plans.items()}
+
+    # --- the run ----------------------------------------------------------------------------------------------
+
+    def run(self, state: RolloutState) -> RolloutState:
+        self.state = state
+        self.ledger.save(state)
+        if not any(b.started_at for b in state.batches) and state.status == "running":
+            self.ledger.event(
+                state.id, "started", to=_describe_changes(state.from_request, state.to_request),
+                batches=[b.hosts for b in state.batches],
+            )  # fmt: skip
+        state.status = "running"
+        try:
+            self._undrain_leftovers()
+            if self.req.perf_gate and not state.baseline:
+                self._baseline()
+            for i, batch in enumerate(state.batches):
+                if batch.status == "done":
+                    continue
+                self._batch(i, batch)
+            self._finish()
+        finally:
+            self._reconcile_drained()
+        return state
+
+    def _note(self, text: str) -> None:
+        self.ctx.note(f"rollout: {text}")
+
+    def _save(self) -> None:
+        self.ledger.save(self.state)
+
+    def _serve(self, request: Mapping[str, Any], hosts: list[str], *, min_healthy: int) -> Any:
+        req = self.serve_lib.request_from_dict(request)
+        return self.serve_lib.serve_inventory(
+            self.ctx.quiet(),
+            self.inventory,
+            req,
+            limit=",".join(hosts),
+            record=False,
+            gateway=False,
+            min_healthy=min_healthy,
+        )
+
+    def _drain(self, names: list[str]) -> None:
+        gw = self._gateway()
+        if gw is None or not names:
+            return
+        self.state.drained = sorted(set(self.state.drained) | set(names))
+        self._save()
+        t0 = time.monotonic()
+        gw_lib.drain(self.ctx.quiet(), self.inventory, gw, names, timeout=self.req.drain_timeout)
+        self._note(f"drained {', '.join(names)} in {time.monotonic() - t0:.0f}s (in-flight requests finished)")
+
+    def _ready(self, names: list[str], *, wait: int = 60, ctx: RunContext | None = None) -> None:
+        gw = self._gateway()
+        if gw is None or not names:
+            return
+        gw_lib.ready(ctx or self.ctx.quiet(), self.inventory, gw, names, timeout=wait)
+        self.state.drained = sorted(set(self.state.drained) - set(names))
+        self._save()
+
+    def _undrain_leftovers(self) -> None:
+        """A re-run first puts back what an interrupted run left drained (its batch is then redone from the top)."""
+        if self.state.drained:
+            self._note(f"putting back {', '.join(self.state.drained)} (left drained by an interrupted run)")
+            self._ready(list(self.state.drained), wait=0)
+
+    def _reconcile_drained(self) -> None:
+        """On every way out (a gate failed, Ctrl-C, an error): servers zenops drained go back in rotation. HAProxy
+        sends them requests only while their health checks pass, so a server that is down takes none."""
+        if not self.state.drained:
+            return
+        try:
+            self._ready(list(self.state.drained), wait=0, ctx=self.ctx.quiet(cancel=threading.Event()))
+            self._note("no server is left drained")
+        except (ZenopsError, KeyboardInterrupt) as e:
+            self.ctx.warn(
+                f"could not put {', '.join(self.state.drained)} back in rotation ({e}); re-run `zenops rollout` "
+                "to continue (it puts them back first)"
+            )
+
+    # --- gates ------------------------------------------------------------------------------------------------
+
+    def _bench(self, hosts: list[str], label: str) -> dict[str, Sample]:
+        from zenops.bench.run import BenchRequest, bench_inventory  # noqa: PLC0415
+
+        req = BenchRequest(
+            profile="seed",
+            concurrency=(self.req.gate_concurrency,),
+            num_prompts=self.req.gate_prompts,
+            input_len=self.req.gate_input_len,
+            output_len=self.req.gate_output_len,
+            runs_dir=Path(self.state.run_dir),
+            run_id=f"{label}-{time.strftime('%H%M%S')}",
+            timeout=600,
+        )
+        outcome = bench_inventory(self.ctx.quiet(), self.inventory, req, limit=",".join(hosts))
+        out: dict[str, Sample] = {}
+        for r in outcome.report.results:
+            host = str(r.metadata.get("host") or "")
+            port = _port_of(self.state, host, r.instance)
+            out[gw_lib.backend_name(host, port)] = Sample(r.output_tok_s, r.median_ttft_ms, r.failed or 0)
+        return out
+
+    def _baseline(self) -> None:
+        hosts = sorted(self.record.plans)
+        self._note(
+            f"measuring the baseline of {len(hosts)} host(s) before changing anything "
+            f"({self.req.baseline_repeats} runs: C={self.req.gate_concurrency}, {self.req.gate_prompts} prompts)"
+        )
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for k in range(self.req.baseline_repeats):
+            for server, s in self._bench(hosts, f"baseline{k + 1}").items():
+                runs.setdefault(server, []).append(dataclasses.asdict(s))
+        self.state.baseline = runs
+        self.state.baseline_spread = max((spread([x["output_tok_s"] for x in v]) for v in runs.values()), default=0.0)
+        self._save()
+        figures = ", ".join(
+            f"{s} {statistics.fmean(x['output_tok_s'] for x in v):.1f} tok/s" for s, v in sorted(runs.items())
+        )
+        self._note(f"baseline: {figures}; run-to-run spread {self.state.baseline_spread:.0%}")
+        self.ledger.event(self.state.id, "baseline", servers=runs, spread=self.state.baseline_spread)
+
+    def _control_host(self, batch_index: int) -> str | None:
+        """An untouched host: one of a later batch (or not rolled at all)."""
+        changed = {h for b in self.state.batches[: batch_index + 1] for h in b.hosts}
+        untouched = [h for h in sorted(self.record.plans) if h not in changed]
+        return untouched[0] if untouched else None
+
+    def _perf_gate(self, i: int, batch: BatchState) -> list[Verdict]:
+        control = self._control_host(i)
+        hosts = batch.hosts + ([control] if control else [])
+        now_samples = self._bench(hosts, f"gate-batch{i + 1}")
+        control_servers = [s for s in now_samples if control and s.startswith(f"{control}-")]
+        limits = self.req.limits
+        verdicts = []
+        base = {s: [Sample(**x) for x in v] for s, v in self.state.baseline.items()}
+        for server, sample in sorted(now_samples.items()):
+            if server in control_servers:
+                continue
+            baseline = base.get(server)
+            if not baseline:
+                self.ctx.warn(f"{server}: no baseline (a new server): the performance gate only checks it answered")
+                continue
+            cs = control_servers[0] if control_servers else None
+            verdicts.append(
+                verdict(
+                    server,
+                    baseline,
+                    sample,
+                    limits,
+                    fleet_spread=self.state.baseline_spread or 0.0,
+                    control_baseline=base.get(cs, []) if cs else [],
+                    control_now=now_samples.get(cs) if cs else None,
+                )
+            )
+        return verdicts
+
+    # --- a batch ----------------------------------------------------------------------------------------------
+
+    def _batch(self, i: int, batch: BatchState) -> None:
+        n = len(self.state.batches)
+        what = "canary batch" if i == 0 and self.req.canary and n > 1 else f"batch {i + 1}/{n}"
+        self._note(f"{what}: {', '.join(batch.hosts)}")
+        t0 = time.monotonic()
+        batch.started_at = batch.started_at or now()
+        gw = self._gateway()
+        names = gw.names_on(batch.hosts) if gw else []
+        batch.status = "draining"
+        self._save()
+        self._drain(names)
+        batch.status = "replacing"
+        self._save()
+        try:
+            served = self._serve(self.state.to_request, batch.hosts, min_healthy=self.req.min_healthy)
+        except RunFailedError as e:
+            self._gate_failed(i, batch, "health", e.failures[0].host if e.failures else batch.hosts[0], e.message)
+        self._keep_served(served)
+        new_names = self._update_gateway_backends(batch.hosts)
+        if self.req.perf_gate:
+            batch.status = "gating"
+            self._save()
+            verdicts = self._perf_gate(i, batch)
+            batch.verdicts = [v.to_dict() for v in verdicts]
+            self._save()
+            for v in verdicts:
+                self._note(f"performance gate {v.line()}")
+            self.ledger.event(self.state.id, "gate", batch=i + 1, hosts=batch.hosts, verdicts=batch.verdicts)
+            failed = [v for v in verdicts if v.outcome == "fail"]
+            if failed:
+                host = failed[0].server.rsplit("-", 1)[0]
+                self._gate_failed(i, batch, "performance", host, "; ".join(v.line() for v in failed))
+            unsure = [v for v in verdicts if v.outcome == "inconclusive"]
+            if unsure:
+                self._ready(new_names)
+                self.state.status = "paused"
+                self.state.message = "; ".join(v.line() for v in unsure)
+                self._save()
+                self.ledger.event(self.state.id, "paused", batch=i + 1, reason=self.state.message)
+                raise RolloutPausedError(
+                    f"the performance gate cannot tell on {', '.join(v.server for v in unsure)}: " + self.state.message,
+                    hint="the batch serves the new release; re-run the same `zenops rollout` to measure again and "
+                    "go on (a quieter machine, or more --gate-prompts), or raise --max-spread",
+                )
+        self._ready(new_names)
+        batch.status = "done"
+        batch.finished_at = now()
+        batch.wall_s = round(time.monotonic() - t0, 1)
+        self._save()
+        self.ledger.event(self.state.id, "batch done", batch=i + 1, hosts=batch.hosts, wall_s=batch.wall_s)
+        self._note(f"{what} done in {batch.wall_s:.0f}s: {', '.join(batch.hosts)} serve the new release")
+
+    def _keep_served(self, served: Any) -> None:
+        for host, plan in served.plans.items():
+            self.state.served[host] = {
+                "plan": plan.to_dict(),
+                "endpoints": served.endpoints.get(host, []),
+                "image": served.images.get(host, {}),
+            }
+        self._save()
+
+    def _endpoints_now(self) -> dict[str, list[dict[str, Any]]]:
+        out = {h: list(v) for h, v in self.record.endpoints.items()}
+        for host, s in self.state.served.items():
+            out[host] = list(s["endpoints"])
+        return out
+
+    def _update_gateway_backends(self, hosts: list[str]) -> list[str]:
+        """When the new plan has other ports or instances on these hosts, the gateway learns the new servers (the
+        old ones of these hosts are gone); returns the batch's server names now."""
+        gw = self._gateway()
+        if gw is None:
+            return []
+        backends = gw_lib.backends_from_endpoints(self._endpoints_now())
+        if {b.name for b in backends} != {b.name for b in gw.backends}:
+            made = gw_lib.apply(self.ctx.quiet(), self.inventory, gw.host, backends, port=gw.port)
+            self.record = dataclasses.replace(self.record, gateway=made.to_dict())
+            self._note(f"the gateway now balances {', '.join(b.name for b in backends)}")
+        return [b.name for b in backends if b.host in set(hosts)]
+
+    # --- the end ----------------------------------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        rec = self.record
+        plans = dict(rec.plans)
+        endpoints = dict(rec.endpoints)
+        images = dict(rec.images)
+        for host, s in self.state.served.items():
+            plans[host], endpoints[host], images[host] = s["plan"], s["endpoints"], s["image"]
+        target = str(self.state.to_request["model"])
+        model = self.state.to_request.get("served_model_name") or (
+            Path(target).name if Path(target).is_dir() else target
+        )
+        save_serving_record(
+            self.ctx.config,
+            self.inventory,
+            dataclasses.replace(
+                rec,
+                request=self.state.to_request,
+                plans=plans,
+                endpoints=endpoints,
+                images=images,
+                model=model,
+                updated_at=now(),
+            ),
+        )
+        self.state.status = "done"
+        self.state.finished_at = now()
+        self._save()
+        walls = [b.wall_s for b in self.state.batches if b.wall_s is not None]
+        self.ledger.event(self.state.id, "finished", batches=len(self.state.batches), wall_s=walls)
+        self._note(f"{self.state.id} finished: {len(self.state.served)} host(s) on the new release")
+
+    def _gate_failed(self, i: int, batch: BatchState, gate: str, host: str, detail: str) -> NoReturn:
+        """Record the failure, send the changed batches back (unless --no-revert) and raise the gate's error."""
+        self.ledger.event(self.state.id, "gate failed", gate=gate, batch=i + 1, host=host, detail=detail)
+        changed = [b for b in self.state.batches[: i + 1] if b.status != "pending"]
+        where = f"{gate} gate failed on {host} (batch {i + 1} of {len(self.state.batches)})"
+        if not self.req.revert:
+            self.state.status = "failed"
+            self.state.message = f"{where}: {detail}"
+            self._save()
+            raise RolloutGateError(
+                f"{where}: {detail}; the fleet is left as it is (--no-revert): "
+                f"{', '.join(h for b in changed for h in b.hosts)} on the new release or failed",
+                hint="re-run `zenops rollout --abort` to send them back",
+            )
+        reverted = self._revert(changed)
+        self.state.status = "reverted"
+        self.state.message = f"{where}: {detail}"
+        self.state.finished_at = now()
+        self._save()
+        self.ledger.event(self.state.id, "reverted", hosts=reverted, gate=gate)
+        raise RolloutGateError(
+            f"{where}: {detail}. Reverted {', '.join(reverted)} to the previous release "
+            f"({_describe_changes(self.state.to_request, self.state.from_request)}); the rollout stopped",
+            hint=f"the gate's figures and logs are in {self.state.run_dir} and the run logs; "
+            "`zenops status` shows the history",
+        )
+
+    def _revert(self, batches: list[BatchState]) -> list[str]:
+        hosts: list[str] = []
+        for b in reversed(batches):
+            gw = self._gateway()
+            names = gw.names_on(b.hosts) if gw else []
+            self._note(f"reverting {', '.join(b.hosts)} to the previous release")
+            drained_already = set(names) <= set(self.state.drained)
+            if not drained_already:
+                self._drain(names)
+            self._serve(self.state.from_request, b.hosts, min_healthy=0)
+            for host in b.hosts:
+                self.state.served.pop(host, None)
+            self.record = dataclasses.replace(self.record, gateway=self.state.from_record.get("gateway") or {})
+            gw_old = self._gateway()
+            if (
+                gw_old is not None
+                and gw is not None
+                and {x.name for x in gw.backends} != {x.name for x in gw_old.backends}
+            ):
+                gw_lib.apply(self.ctx.quiet(), self.inventory, gw_old.host, gw_old.backends, port=gw_old.port)
+            self._ready(gw_old.names_on(b.hosts) if gw_old else [])
+            b.status = "reverted"
+            self._save()
+            hosts.extend(b.hosts)
+        return hosts
+
+    def abort(self, state: RolloutState) -> list[str]:
+        """`zenops rollout --abort`: send every host the rollout changed back to the previous release."""
+        self.state = state
+        try:
+            self._undrain_leftovers()
+            changed = [b for b in state.batches if b.status not in ("pending", "reverted")]
+            hosts = self._revert(changed)
+            state.status = "reverted"
+            state.finished_at = now()
+            state.message = "aborted by the operator"
+            self._save()
+            self.ledger.event(state.id, "aborted", hosts=hosts)
+            return hosts
+        finally:
+            self._reconcile_drained()
+
+
+def _port_of(state: RolloutState, host: str, instance: int | None) -> int:
+    """The port of a host's instance: the new plan's once the host was served in this rollout, else the old."""
+    plan = (state.served.get(host) or {}).get("plan") or state.from_record.get("plans", {}).get(host) or {}
+    for inst in plan.get("instances") or []:
+        if instance is None or inst.get("index") == instance:
+            return int(inst["port"])
+    return 0
+
+
+def _describe_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    diffs = [f"{k}: {old.get(k)} -> {new.get(k)}" for k in CHANGEABLE if old.get(k) != new.get(k)]
+    return "; ".join(diffs) or "no change"
+
+
+def rollout(
+    ctx: RunContext,
+    inventory: Path,
+    req: RolloutRequest,
+    *,
+    abort: bool = False,
+    on_plan: Callable[..., None] | None = None,
+) -> RolloutResult:
+    """Plan, then run (or with ``dry_run`` only plan) a rollout; ``abort``: revert the one in progress."""
+    r = Rollout(ctx, inventory, req)
+    if abort:
+        current = r.ledger.load()
+        if current is None or (not current.active and current.status != "failed"):
+            raise UsageError("no rollout is in progress on this deployment: nothing to abort")
+        r.abort(current)
+        return RolloutResult(current, [b.hosts for b in current.batches])
+    state = r.prepare()
+    batches = [b.hosts for b in state.batches]
+    if on_plan is not None:
+        on_plan(state)
+    if req.dry_run:
+        return RolloutResult(state, batches, dry_run=True)
+    try:
+        r.run(state)
+    except KeyboardInterrupt as e:
+        raise CanceledError("rollout interrupted: re-run the same command to resume") from e
+    return RolloutResult(state, batches)
+
+
+def history(ctx: RunContext, inventory: Path, last: int = 20) -> list[dict[str, Any]]:
+    return Ledger(ctx.config, deployment_key(inventory)).history(last)
+
+
+def current_state(ctx: RunContext, inventory: Path) -> RolloutState | None:
+    return Ledger(ctx.config, deployment_key(inventory)).load()

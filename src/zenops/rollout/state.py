@@ -1,0 +1,107 @@
+"""The rollout ledger of a deployment: ``<state_dir>/rollouts/<deployment key>/``
+
+* ``state.json``: the rollout in progress (or the last one): from and to (the serve requests), the batches and how
+  far each got, the baseline figures, which gateway servers zenops drained and has not put back. Written (atomically)
+  before and after every step, so a re-run after Ctrl-C or a lost controller continues where it stopped.
+* ``history.jsonl``: one line per event (started, batch done, gate verdicts, reverted, finished), kept for good;
+  `zenops status` shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from zenops.config import Config
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def ledger_dir(config: Config, key: str) -> Path:
+    return config.state_dir / "rollouts" / key
+
+
+@dataclass
+class BatchState:
+    hosts: list[str]
+    status: str = "pending"  # pending | draining | replacing | gating | done | reverted
+    started_at: str | None = None
+    finished_at: str | None = None
+    wall_s: float | None = None
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class RolloutState:
+    id: str
+    deployment: str
+    inventory: str
+    from_request: dict[str, Any]
+    to_request: dict[str, Any]
+    from_record: dict[str, Any]  # the serving record before the rollout (plans, endpoints, images, gateway)
+    batches: list[BatchState]
+    status: str = "running"  # running | paused | done | reverted | failed
+    started_at: str = field(default_factory=now)
+    finished_at: str | None = None
+    changes: dict[str, Any] = field(default_factory=dict)  # host -> {kind, diffs}
+    baseline: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # server -> samples
+    baseline_spread: float | None = None
+    drained: list[str] = field(default_factory=list)  # gateway servers zenops drained and has not put back
+    served: dict[str, Any] = field(default_factory=dict)  # host -> {plan, endpoints, image} after its batch
+    run_dir: str = ""
+    message: str = ""
+
+    @property
+    def active(self) -> bool:
+        return self.status in ("running", "paused")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RolloutState:
+        values = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        values["batches"] = [BatchState(**b) for b in data.get("batches", [])]
+        return cls(**values)
+
+
+class Ledger:
+    def __init__(self, config: Config, key: str) -> None:
+        self.dir = ledger_dir(config, key)
+        self.state_path = self.dir / "state.json"
+        self.history_path = self.dir / "history.jsonl"
+
+    def load(self) -> RolloutState | None:
+        try:
+            return RolloutState.from_dict(json.loads(self.state_path.read_text()))
+        except FileNotFoundError:
+            return None
+
+    def save(self, state: RolloutState) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.chmod(0o700)
+        tmp = self.state_path.with_name(f".state.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(state.to_dict(), indent=2, sort_keys=True))
+        tmp.replace(self.state_path)
+
+    def event(self, rollout_id: str, kind: str, **data: Any) -> dict[str, Any]:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        line = {"at": now(), "rollout": rollout_id, "event": kind, **data}
+        with self.history_path.open("a") as f:
+            f.write(json.dumps(line, sort_keys=True, default=str) + "\n")
+        return line
+
+    def history(self, last: int | None = None) -> list[dict[str, Any]]:
+        try:
+            lines = self.history_path.read_text().splitlines()
+        except FileNotFoundError:
+            return []
+        out = [json.loads(x) for x in lines if x.strip()]
+        return out[-last:] if last else out
