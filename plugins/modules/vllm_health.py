@@ -54,9 +54,9 @@ options:
     default: 900
   min_healthy:
     description:
-      - Seconds the server must stay healthy after the checks passed (Nomad's C(min_healthy_time)): C(/health)
-        is probed every 2 seconds and the container watched; one failed probe, a restart or an exit fails the gate.
-        0 (the default) ends the gate at the first pass.
+      - Seconds the server must stay healthy after the checks passed (like Nomad's C(min_healthy_time)).
+      - C(/health) is probed every 2 seconds and the container watched; one failed probe, a restart or an exit
+        fails the gate. 0 (the default) ends the gate at the first pass.
     type: int
     default: 0
   probe_timeout:
