@@ -28,7 +28,8 @@ COMMON_ARGS = {
 
 
 def error_kind(exc):
-    """quota | auth | not_found | transient | error, from an openstacksdk / keystoneauth exception."""
+    """quota | auth | not_found | transient | error, from an openstacksdk / keystoneauth exception: the words of the
+    CLI's zenops.cloud.errors (CloudError.kind); tests/fixtures/openstack_errors.py holds the cases of both."""
     status = getattr(exc, "status_code", None) or 0
     text = str(exc).lower()
     name = type(exc).__name__

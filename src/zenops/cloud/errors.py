@@ -7,7 +7,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from keystoneauth1 import exceptions as ksa
 from openstack import exceptions as sdk
@@ -18,23 +18,30 @@ T = TypeVar("T")
 
 
 class CloudError(ZenopsError):
+    """A failure of the cloud. ``kind`` names it in the words the collection's OpenStack modules use for theirs
+    (``error_kind`` in plugins/module_utils/zenops_openstack.py, their ``zenops_error`` result): quota, auth,
+    not_found, transient, or error for anything else."""
+
     exit_code = ExitCode.CLOUD
+    kind: ClassVar[str] = "error"
 
 
 class CloudAuthError(CloudError):
-    pass
+    kind = "auth"
 
 
 class QuotaExceededError(CloudError):
     exit_code = ExitCode.QUOTA
+    kind = "quota"
 
 
 class CloudNotFoundError(CloudError):
     exit_code = ExitCode.USAGE
+    kind = "not_found"
 
 
 class CloudTransientError(CloudError):
-    pass
+    kind = "transient"
 
 
 def close_matches(name: str, candidates: Iterable[str], n: int = 3) -> str:
