@@ -214,7 +214,12 @@ def test_both_kinds_of_host_from_facts_to_container_settings(tmp_path):
         # the plan's settings reach the container as they are
         assert {k: env[k] for k in inst["env"]} == {k: str(v) for k, v in inst["env"].items()}
         assert env["VLLM_CPU_OMP_THREADS_BIND"] == inst["omp_threads_bind"]
-        assert params["command"] == [MODEL, "--served-model-name", MODEL, "--host", "0.0.0.0", *inst["args"]]
+        # then vLLM's --shutdown-timeout (the role's default, 30 s: in-flight requests finish on stop), and Docker's
+        # stop timeout above it, so vLLM is not killed before they do
+        assert params["command"] == [
+            MODEL, "--served-model-name", MODEL, "--host", "0.0.0.0", *inst["args"], "--shutdown-timeout", "30",
+        ]  # fmt: skip
+        assert int(params["stop_timeout"]) == 45, params.get("stop_timeout")
         assert str(inst["kv_cache_bytes"]) in params["command"]
         assert params["cpuset_cpus"] == inst["cpuset"] == inst["container"]["cpuset_cpus"]
         assert params["cpuset_mems"] == inst["container"]["cpuset_mems"]
@@ -276,7 +281,8 @@ def test_every_planned_instance_becomes_its_own_container(tmp_path):
             assert params["cpuset_cpus"] == inst["cpuset"]
             assert params["cpuset_mems"] == inst["container"]["cpuset_mems"]
             assert params["env"]["VLLM_CPU_OMP_THREADS_BIND"] == inst["omp_threads_bind"]
-            assert params["command"][-len(inst["args"]) :] == inst["args"]
+            tail = ["--shutdown-timeout", "30"]  # the role's stop grace comes after the plan's args
+            assert params["command"][-len(inst["args"]) - len(tail) :] == [*inst["args"], *tail]
             assert f"--port={inst['port']}" in params["command"] or str(inst["port"]) in params["command"]
             omp = set(parse_cpulist(inst["omp_threads_bind"].replace("|", ",")))
             assert omp == set(inst["cpus"])
