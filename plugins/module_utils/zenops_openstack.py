@@ -21,6 +21,8 @@ except ImportError:
     HAS_SDK = False
     SDK_IMPORT_ERROR = traceback.format_exc()
 
+# The arguments every OpenStack module takes, added to its own argument_spec by ZenopsOpenStackModule; documented once
+# in plugins/doc_fragments/openstack.py (extends_documentation_fragment: zenops.inference.openstack).
 COMMON_ARGS = {
     "cloud": {"type": "str", "required": True},
     "api_retries": {"type": "int", "default": 4},

@@ -15,8 +15,6 @@ description:
   - With I(floating_network), each server gets a floating IP carrying I(tags), allocated and associated explicitly
     (and deleted by C(zenops down), unlike the openstack.cloud.server default which can leak them).
 options:
-  cloud: {description: Name of the clouds.yaml entry., type: str, required: true}
-  api_retries: {description: Attempts for transient API errors., type: int, default: 4}
   deployment: {description: Deployment name (value of the zenops:deployment mark)., type: str, required: true}
   name_prefix: {description: Server name prefix., type: str, required: true}
   count: {description: Number of servers., type: int, required: true}
@@ -30,6 +28,7 @@ options:
   floating_network: {description: External network for floating IPs; none means no floating IP., type: str}
   timeout: {description: Seconds to wait for ACTIVE., type: int, default: 900}
   retries: {description: How many times a server in ERROR is replaced., type: int, default: 2}
+extends_documentation_fragment: [zenops.inference.openstack]
 author: zenops developers
 """
 

@@ -11,8 +11,6 @@ description:
   - Adds the given tags to a network, subnet, router, port, security group or floating IP. Existing tags stay.
   - zenops marks everything it creates this way so that C(zenops down) and C(zenops leaks) can find it.
 options:
-  cloud: {description: Name of the clouds.yaml entry., type: str, required: true}
-  api_retries: {description: Attempts for transient API errors., type: int, default: 4}
   resource:
     description: Kind of resource.
     type: str
@@ -20,6 +18,7 @@ options:
     choices: [network, subnet, router, port, security_group, floating_ip]
   id: {description: ID of the resource., type: str, required: true}
   tags: {description: Tags that must be present., type: list, elements: str, required: true}
+extends_documentation_fragment: [zenops.inference.openstack]
 author: zenops developers
 """
 
