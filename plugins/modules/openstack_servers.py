@@ -83,6 +83,16 @@ def _fixed_ip(server):
     return None
 
 
+class Attempts:
+    """What this run did to each wanted server: the names it created, how often each was replaced after going to
+    ERROR, and the faults of those attempts."""
+
+    def __init__(self, names):
+        self.created = []
+        self.replaced = dict.fromkeys(names, 0)
+        self.faults = {n: [] for n in names}
+
+
 class OpenStackServersModule(ZenopsOpenStackModule):
     argument_spec = {
         "deployment": {"type": "str", "required": True},
@@ -153,88 +163,109 @@ class OpenStackServersModule(ZenopsOpenStackModule):
         return ip.floating_ip_address, True
 
     def run(self):
+        names = self.resolve_inputs()
+        existing = self.mine()
+        if self.ansible.check_mode:
+            self.ansible.exit_json(**self.check_mode_result(names, existing))
+            return
+        log = Attempts(names)
+        pending = {n: self.keep_or_create(n, existing, log) for n in names}
+        active = self.wait_until_active(pending, log)
+        results = [self.result_of(n, active[n], log) for n in names]
+        changed = bool(log.created) or any(ip_changed for _, ip_changed in results)
+        self.ansible.exit_json(changed=changed, created=log.created, servers=[r for r, _ in results])
+
+    def resolve_inputs(self):
+        """Look up the flavor, image and network (each must exist); the names of the wanted servers."""
         p = self.params
-        compute = self.conn.compute
-        self.flavor = self.call(compute.find_flavor, p["flavor"], ignore_missing=False)
+        self.flavor = self.call(self.conn.compute.find_flavor, p["flavor"], ignore_missing=False)
         self.image = self.call(self.conn.image.find_image, p["image"], ignore_missing=False)
         self.network = self.call(self.conn.network.find_network, p["network"], ignore_missing=False)
-        names = [f"{p['name_prefix']}-{i}" for i in range(1, p["count"] + 1)]
-        existing = self.mine()
-        missing = [n for n in names if n not in existing]
-        if self.ansible.check_mode:
-            self.ansible.exit_json(
-                changed=bool(missing),
-                created=missing,
-                servers=[
-                    {
-                        "name": n,
-                        "id": existing[n].id if n in existing else None,
-                        "status": existing[n].status if n in existing else "would be created",
-                    }
-                    for n in names
-                ],
-            )
+        return [f"{p['name_prefix']}-{i}" for i in range(1, p["count"] + 1)]
 
-        created, replaced, faults = [], dict.fromkeys(names, 0), {n: [] for n in names}
-        pending = {}
-        for n in names:
-            pending[n] = existing[n] if n in existing else self.create(n)
-            if n not in existing:
-                created.append(n)
-        deadline = time.time() + p["timeout"]
+    def check_mode_result(self, names, existing):
+        missing = [n for n in names if n not in existing]
+        servers = [
+            {
+                "name": n,
+                "id": existing[n].id if n in existing else None,
+                "status": existing[n].status if n in existing else "would be created",
+            }
+            for n in names
+        ]
+        return {"changed": bool(missing), "created": missing, "servers": servers}
+
+    def keep_or_create(self, name, existing, log):
+        """The deployment's server of that name if it has one (adopted), else a new one."""
+        if name in existing:
+            return existing[name]
+        server = self.create(name)
+        log.created.append(name)
+        return server
+
+    def wait_until_active(self, pending, log):
+        """Poll every 2 s until every server is ACTIVE, replacing those that go to ERROR; name -> ACTIVE server.
+        Fails once the timeout is over (the servers are kept)."""
+        pending = dict(pending)
+        deadline = time.time() + self.params["timeout"]
         active = {}
         while pending:
             if time.time() > deadline:
-                slow = ", ".join(f"{n} ({s.status})" for n, s in sorted(pending.items()))
-                self.fail(
-                    "not ACTIVE after {}s: {}; the servers are kept (a slow BUILD is not an error): re-run to "
-                    "wait longer or raise the timeout, or remove them with zenops down".format(p["timeout"], slow),
-                    kind="timeout",
-                    created=created,
-                )
+                self.fail_timeout(pending, log)
             time.sleep(2)
             for n, old in list(pending.items()):
-                s = self.call(compute.get_server, old.id)
+                s = self.call(self.conn.compute.get_server, old.id)
                 if s.status == "ACTIVE":
                     active[n] = s
                     del pending[n]
                 elif s.status == "ERROR":
-                    fault = self.fault_of(s)
-                    faults[n].append(fault)
-                    self.delete_and_wait(s)
-                    if replaced[n] >= p["retries"]:
-                        self.fail(
-                            f"server {n} went to ERROR {replaced[n] + 1} time(s); last fault: {fault}. It was "
-                            "deleted; nothing of it is left",
-                            kind="server_error",
-                            created=created,
-                            faults=faults,
-                        )
-                    replaced[n] += 1
-                    pending[n] = self.create(n)
+                    pending[n] = self.replace_failed(n, s, log)
                 else:
                     pending[n] = s
-        out, changed = [], bool(created)
-        for n in names:
-            s = active[n]
-            fip = None
-            if p["floating_network"]:
-                fip, new = self.floating_ip(s)
-                changed = changed or new
-            fixed = _fixed_ip(s)
-            out.append(
-                {
-                    "name": n,
-                    "id": s.id,
-                    "status": s.status,
-                    "fixed_ip": fixed,
-                    "floating_ip": fip,
-                    "address": fip or fixed,
-                    "replaced": replaced[n],
-                    "faults": faults[n],
-                }
+        return active
+
+    def fail_timeout(self, pending, log):
+        slow = ", ".join(f"{n} ({s.status})" for n, s in sorted(pending.items()))
+        self.fail(
+            "not ACTIVE after {}s: {}; the servers are kept (a slow BUILD is not an error): re-run to "
+            "wait longer or raise the timeout, or remove them with zenops down".format(self.params["timeout"], slow),
+            kind="timeout",
+            created=log.created,
+        )
+
+    def replace_failed(self, name, server, log):
+        """A server in ERROR: note its fault, delete it (waiting until it is gone) and create it again, at most
+        the retries option's times; then fail."""
+        fault = self.fault_of(server)
+        log.faults[name].append(fault)
+        self.delete_and_wait(server)
+        if log.replaced[name] >= self.params["retries"]:
+            self.fail(
+                f"server {name} went to ERROR {log.replaced[name] + 1} time(s); last fault: {fault}. It was "
+                "deleted; nothing of it is left",
+                kind="server_error",
+                created=log.created,
+                faults=log.faults,
             )
-        self.ansible.exit_json(changed=changed, created=created, servers=out)
+        log.replaced[name] += 1
+        return self.create(name)
+
+    def result_of(self, name, server, log):
+        """The returned entry of an ACTIVE server (its floating IP made first, with floating_network), and whether
+        a floating IP was made."""
+        fip, ip_changed = self.floating_ip(server) if self.params["floating_network"] else (None, False)
+        fixed = _fixed_ip(server)
+        entry = {
+            "name": name,
+            "id": server.id,
+            "status": server.status,
+            "fixed_ip": fixed,
+            "floating_ip": fip,
+            "address": fip or fixed,
+            "replaced": log.replaced[name],
+            "faults": log.faults[name],
+        }
+        return entry, ip_changed
 
 
 def main():
