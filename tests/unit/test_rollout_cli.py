@@ -207,7 +207,7 @@ def test_no_gateway_with_allow_downtime_plans(run, fleet):
     fleet.serve(gateway=False)
     r = rollout(run, fleet, "--max-num-seqs", "8", "--allow-downtime", "--dry-run", "--json")
     assert r.exit_code == 0, r.output
-    assert [b["hosts"] for b in result_of(r.output)["batches"]] == [["h1"], ["h2"], ["h3"]]
+    assert result_of(r.output)["batches"] == [["h1"], ["h2"], ["h3"]]
 
 
 def test_a_one_host_deployment_cannot_roll_without_downtime(run, fleet):
@@ -217,7 +217,7 @@ def test_a_one_host_deployment_cannot_roll_without_downtime(run, fleet):
     assert "every instance" in flat(r.output)
     r = rollout(run, fleet, "--max-num-seqs", "8", "--dry-run", "--allow-downtime", "--json")
     assert r.exit_code == 0, r.output
-    assert [b["hosts"] for b in result_of(r.output)["batches"]] == [["h1"]]
+    assert result_of(r.output)["batches"] == [["h1"]]
 
 
 # --- dry runs ---------------------------------------------------------------------------------------------------
@@ -232,8 +232,8 @@ def test_dry_run_args_change_one_host_at_a_time_canary_first(run, fleet):
     data = result_of(r.output)
     assert data["dry_run"] is True
     assert data["command"] == "rollout"
-    assert [b["hosts"] for b in data["batches"]] == [["h1"], ["h2"], ["h3"]]
-    assert all(b["status"] == "pending" for b in data["batches"])
+    assert data["batches"] == [["h1"], ["h2"], ["h3"]]
+    assert all(b["status"] == "pending" for b in data["batch_states"])
     assert set(data["changes"]) == set(HOSTS)
     for h in HOSTS:
         assert data["changes"][h]["kind"] == "args"
@@ -257,11 +257,11 @@ def test_dry_run_text_lists_the_batches(run, fleet):
 def test_dry_run_batch_and_canary(run, fleet):
     fleet.serve(["h1", "h2", "h3", "h4", "h5"])
     r = rollout(run, fleet, "--max-num-seqs", "17", "--batch", "2", "--dry-run", "--json")
-    assert [b["hosts"] for b in result_of(r.output)["batches"]] == [["h1"], ["h2", "h3"], ["h4", "h5"]]
+    assert result_of(r.output)["batches"] == [["h1"], ["h2", "h3"], ["h4", "h5"]]
     r = rollout(run, fleet, "--max-num-seqs", "17", "--batch", "50%", "--canary", "0", "--dry-run", "--json")
-    assert [b["hosts"] for b in result_of(r.output)["batches"]] == [["h1", "h2"], ["h3", "h4"], ["h5"]]
+    assert result_of(r.output)["batches"] == [["h1", "h2"], ["h3", "h4"], ["h5"]]
     r = rollout(run, fleet, "--max-num-seqs", "17", "--batch", "4", "--max-unavailable", "1", "--dry-run", "--json")
-    assert [b["hosts"] for b in result_of(r.output)["batches"]] == [["h1"], ["h2"], ["h3"], ["h4"], ["h5"]]
+    assert result_of(r.output)["batches"] == [["h1"], ["h2"], ["h3"], ["h4"], ["h5"]]
 
 
 def test_dry_run_another_model_dir_is_a_model_change(run, fleet):
@@ -291,7 +291,7 @@ def test_dry_run_instances_change(run, fleet):
     assert "instances 1 -> 2" in data["changes"]["h1"]["diffs"]
     assert data["to_request"]["instances"] == 2
     # two instances a host and one out at a time: each host is still its own batch (never below one host)
-    assert [b["hosts"] for b in data["batches"]] == [["h1"], ["h2"], ["h3"]]
+    assert data["batches"] == [["h1"], ["h2"], ["h3"]]
 
 
 def test_only_options_given_count_as_changes(run, fleet):
@@ -324,14 +324,9 @@ def test_engine_options_map_to_request_fields(run, fleet):
     assert data["changes"]["h1"] == {"kind": "model", "diffs": ["served_model_name None -> chat"]}
 
 
-# --- bugs found while writing these tests -----------------------------------------------------------------------
+# --- bugs found while writing these tests (fixed) ---------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: RolloutResult.to_dict puts batches_planned under 'batches' and then **state.to_dict() overwrites it "
-    "with the BatchState dicts: the planned host lists never reach the JSON result",
-)
 def test_result_batches_are_the_planned_host_lists():
     state = RolloutState(
         id="r", deployment="d", inventory="i", from_request={}, to_request={}, from_record={},
@@ -341,11 +336,6 @@ def test_result_batches_are_the_planned_host_lists():
     assert data["batches"] == [["h1"], ["h2"], ["h3"]]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: --model with a relative directory is compared as typed ('./tiny-a') with the record's absolute path "
-    "(serve._request_dict resolves it): the directory already served counts as a model change",
-)
 def test_the_same_model_dir_given_relatively_is_nothing_to_roll_out(run, fleet, monkeypatch):
     fleet.serve()
     monkeypatch.chdir(fleet.models)
@@ -354,11 +344,6 @@ def test_the_same_model_dir_given_relatively_is_nothing_to_roll_out(run, fleet, 
     assert "nothing to roll out" in r.output
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a relative --model directory is kept relative in to_request (saved into the serving record at the "
-    "end of the rollout), while the record keeps absolute paths so that a later command run elsewhere finds them",
-)
 def test_a_relative_model_dir_becomes_absolute_in_the_target_request(run, fleet, monkeypatch):
     fleet.serve()
     monkeypatch.chdir(fleet.models)
@@ -367,11 +352,6 @@ def test_a_relative_model_dir_becomes_absolute_in_the_target_request(run, fleet,
     assert result_of(r.output)["to_request"]["model"] == str(fleet.models / "tiny-b")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: --instances auto converts to None, and rollout drops every given option whose value is None, so "
-    "a deployment served with --instances 2 cannot be rolled back to auto: 'nothing to roll out'",
-)
 def test_instances_auto_given_explicitly_is_a_change_from_a_fixed_count(run, fleet):
     fleet.serve(instances=2)
     r = rollout(run, fleet, "--instances", "auto", "--dry-run", "--json")

@@ -190,11 +190,8 @@ def rollout(
     app = get_app(ctx)
     target = resolve_target(app.config, inventory=inventory, deployment=deployment, cloud=cloud, command="rollout")
     params: dict[str, Any] = {**vars(serving), **locals()}
-    changes = {
-        field: params[name]
-        for field, name in {**_SERVING, **_ENGINE}.items()
-        if _given(ctx, name) and params[name] is not None
-    }
+    # only what was given changes (a value may be None: --instances auto goes back to the planner's choice)
+    changes = {field: params[name] for field, name in {**_SERVING, **_ENGINE}.items() if _given(ctx, name)}
     req = RolloutRequest(
         changes=changes,
         batch=batch,

@@ -71,7 +71,15 @@ class RolloutResult:
     dry_run: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dry_run": self.dry_run, "batches": self.batches_planned, **self.state.to_dict()}
+        """The state (without its bulky snapshots), ``batches``: the planned host lists, ``batch_states``: how far
+        each got (status, wall time, gate verdicts)."""
+        state = {k: v for k, v in self.state.to_dict().items() if k not in ("from_record", "batches")}
+        return {
+            **state,
+            "dry_run": self.dry_run,
+            "batches": self.batches_planned,
+            "batch_states": [dataclasses.asdict(b) for b in self.state.batches],
+        }
 
 
 def _rollout_id() -> str:
@@ -142,6 +150,12 @@ class Rollout:
             for h, p in new_plans.items()
         }
         hosts = [h for h in sorted(self.record.plans) if changes.get(h, {}).get("kind") != "none"]
+        if not hosts:
+            raise UsageError(
+                "nothing to roll out: every host's plan for the new options is the one it serves "
+                f"({_describe_changes(old, new)} changes no container)",
+                hint="pass a change that reaches the servers, e.g. --model DIR or --max-num-seqs N",
+            )
         gw = self._gateway()
         if gw is None and not self.req.allow_downtime:
             raise UsageError(
@@ -178,7 +192,16 @@ class Rollout:
         )
 
     def _changes_dict(self) -> dict[str, Any]:
-        return {k: (str(v.resolve()) if isinstance(v, Path) else v) for k, v in self.req.changes.items()}
+        """The changes as the serving record keeps them: paths absolute (a model directory too), as `up` records."""
+        out = {}
+        for k, given in self.req.changes.items():
+            value = given
+            if isinstance(given, Path):
+                value = str(given.resolve())
+            elif k == "model" and isinstance(given, str) and Path(given).expanduser().is_dir():
+                value = str(Path(given).expanduser().resolve())
+            out[k] = value
+        return out
 
     def _plans_from_facts(self, new_req: Any, model: Any, vllm: str) -> dict[str, dict[str, Any]]:
         from zenops.facts import facts_path, load_facts_file  # noqa: PLC0415

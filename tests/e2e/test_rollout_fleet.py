@@ -1,0 +1,274 @@
+"""`zenops rollout` end to end on one 3-host fleet behind its gateway, all real: systemd container hosts over SSH,
+Docker inside, the engine image from the machine's image cache (pip route), real vLLM servers with tiny models made
+offline, real HAProxy from Debian's packages. The fleet is shared by the tests of this module, in order:
+
+1. rolling from model A to model B while a bounded load runs through the gateway: zero failed requests, every host
+   on B, the gateway serving all three;
+2. a release whose servers cannot start (a corrupt model: config fine, weights truncated) fails the health gate on
+   the canary, is reverted, exit 15 names the health gate; zero failed requests throughout;
+3. a release that starts but is slower (--max-num-seqs 1 under a concurrency-4 gate) is stopped by the performance
+   gate and reverted; the message shows baseline vs new tok/s;
+4. Ctrl-C in the middle of a rollout, then the same command again: it resumes and finishes; no server is drained.
+
+Figures (load counts, wall time per batch) go to .cache/e2e/rollout.json for the record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO
+from zenops import devhost
+from zenops.tinymodel import generate
+
+pytestmark = pytest.mark.e2e
+ZENOPS = str(Path(sys.executable).parent / "zenops")
+IMAGE_DIR = Path(os.environ.get("ZENOPS_IMAGE_DIR", REPO / ".cache" / "images"))
+BASE_ARCHIVE = IMAGE_DIR / "bookworm-slim.tar"
+REPORT = REPO / ".cache" / "e2e" / "rollout.json"
+SERVED = "tiny"  # one served model name for every release: clients keep working across a model change
+FIGURES: dict[str, Any] = {}
+
+
+@dataclass
+class Fleet:
+    inventory: Path
+    hosts: list[devhost.DevHost]
+    env: dict[str, str]
+    models: dict[str, Path]
+    key: str = ""
+    url: str = ""
+
+
+def run_zenops(fleet: Fleet, *args: str, rc: int | None = 0, timeout: float = 1800) -> tuple[int, dict[str, Any], str]:
+    proc = subprocess.run(
+        [ZENOPS, "--json", *args], capture_output=True, text=True, env=fleet.env, timeout=timeout, check=False
+    )
+    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    last = lines[-1] if lines else {}
+    if rc is not None:
+        assert proc.returncode == rc, f"exit {proc.returncode}: {json.dumps(last)[-3000:]}\n{proc.stderr[-3000:]}"
+    notes = "\n".join(str(x.get("message", "")) for x in lines if x.get("type") == "note")
+    return proc.returncode, last, notes
+
+
+@dataclass
+class Load:
+    """A bounded client: ``workers`` threads sending short completions to the gateway until stopped."""
+
+    url: str
+    key: str
+    workers: int = 2
+    ok: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _one(self) -> None:
+        body = json.dumps({"model": SERVED, "prompt": "The fleet", "max_tokens": 8, "temperature": 0}).encode()
+        req = urllib.request.Request(
+            f"{self.url}/completions",
+            data=body,
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.key}"},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=120) as resp:
+                data = json.loads(resp.read())
+            good = bool(data.get("choices"))
+            err = "" if good else f"no choices: {str(data)[:200]}"
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            good, err = False, f"{type(e).__name__}: {getattr(e, 'code', '')} {e}"[:300]
+        with self._lock:
+            if good:
+                self.ok += 1
+            else:
+                self.failed += 1
+                self.errors.append(f"{time.strftime('%H:%M:%S')} {err}")
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._one()
+
+    def __enter__(self) -> Load:
+        for _ in range(self.workers):
+            t = threading.Thread(target=self._loop, daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(150)
+
+    def summary(self) -> dict[str, Any]:
+        return {"requests": self.ok + self.failed, "ok": self.ok, "failed": self.failed, "errors": self.errors[:5]}
+
+
+def in_host(container: str, *cmd: str) -> str:
+    return subprocess.run(["docker", "exec", container, *cmd], capture_output=True, text=True, check=True).stdout
+
+
+def served_models(fleet: Fleet) -> dict[str, str]:
+    """Host -> the model directory its vLLM server was started with (the container's first argument)."""
+    out = {}
+    for h in fleet.hosts:
+        inspect = json.loads(in_host(h.container, "docker", "inspect", "zenops-vllm-0"))[0]
+        out[h.name] = Path(inspect["Args"][0]).name if inspect["Args"] else "?"
+        assert inspect["State"]["Running"], (h.name, inspect["State"])
+    return out
+
+
+def backends(fleet: Fleet) -> list[dict[str, Any]]:
+    _rc, status, _n = run_zenops(fleet, "status", "-i", str(fleet.inventory))
+    return list(status["backends"])
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    if not BASE_ARCHIVE.is_file():
+        pytest.fail(f"{BASE_ARCHIVE} is missing: run scripts/build-images")
+    home = tmp_path_factory.mktemp("home")
+    env = {k: v for k, v in os.environ.items() if k not in ("ZENOPS_CONFIG", "ZENOPS_COLLECTION_ROOT")}
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_STATE_HOME", "state"), ("XDG_CACHE_HOME", "cache")):
+        env[var] = str(home / sub)
+    state = home / "state" / "zenops"
+    models = {
+        "a": generate(home / "models" / "tiny-a", seed=1).path,
+        "b": generate(home / "models" / "tiny-b", seed=2).path,
+    }
+    # a release that cannot start: its config is fine (the plan passes), its weights are cut short
+    broken = home / "models" / "tiny-broken"
+    shutil.copytree(models["b"], broken)
+    weights = next(broken.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:4096])
+    models["broken"] = broken
+    name = f"fl{secrets.token_hex(2)}"
+    inventory, hosts = devhost.up(state, name, count=3)
+    f = Fleet(inventory, hosts, env, models)
+    t0 = time.monotonic()
+    try:
+        _rc, up, _notes = run_zenops(
+            f,
+            "up", "-i", str(inventory), "--model", str(models["a"]), "--served-model-name", SERVED,
+            "--image-source", "pip", "--base-image", "zenops/bookworm-slim:latest",
+            "--base-image-archive", str(BASE_ARCHIVE), "--gateway", "on",
+        )  # fmt: skip
+        FIGURES["up_s"] = round(time.monotonic() - t0, 1)
+        assert up["gateway"], up
+        assert len(up["gateway"]["backends"]) == 3, up["gateway"]
+        f.key = Path(up["api_key_file"]).read_text().strip()
+        f.url = up["gateway"]["url"]
+        yield f
+    finally:
+        REPORT.parent.mkdir(parents=True, exist_ok=True)
+        REPORT.write_text(json.dumps(FIGURES, indent=2))
+        subprocess.run([ZENOPS, "down", "-i", str(inventory)], env=env, capture_output=True, check=False, timeout=600)
+        devhost.down(state, name)
+
+
+def test_1_rollout_to_another_model_under_load_fails_no_request(fleet: Fleet) -> None:
+    assert set(served_models(fleet).values()) == {"tiny-a"}
+    t0 = time.monotonic()
+    with Load(fleet.url, fleet.key) as load:
+        time.sleep(3)
+        _rc, result, notes = run_zenops(
+            fleet, "rollout", "-i", str(fleet.inventory), "--model", str(fleet.models["b"]), "--min-healthy", "5",
+            "--max-spread", "1.0", "--max-tps-drop", "0.5", "--max-ttft-rise", "2.0",
+        )  # fmt: skip
+        time.sleep(2)
+    FIGURES["rollout_a_to_b"] = {
+        "load": load.summary(),
+        "wall_s": round(time.monotonic() - t0, 1),
+        "batches_s": [b["wall_s"] for b in result["batch_states"]],
+        "notes": notes.splitlines()[-12:],
+    }
+    assert load.failed == 0, load.summary()
+    assert load.ok > 10, load.summary()
+    assert result["status"] == "done", result
+    assert set(served_models(fleet).values()) == {"tiny-b"}
+    states = backends(fleet)
+    assert len(states) == 3, states
+    assert all(b["status"].startswith("UP") for b in states), states
+
+
+def test_2_release_that_cannot_start_fails_the_health_gate_on_the_canary_and_is_reverted(fleet: Fleet) -> None:
+    before = served_models(fleet)
+    with Load(fleet.url, fleet.key) as load:
+        _rc, err, _notes = run_zenops(
+            fleet, "rollout", "-i", str(fleet.inventory), "--model", str(fleet.models["broken"]),
+            "--no-perf-gate", "--health-timeout", "120", rc=15,
+        )  # fmt: skip
+        time.sleep(2)
+    FIGURES["rollout_broken"] = {"load": load.summary(), "message": err.get("message", "")[:600]}
+    assert "health gate failed on" in err["message"], err
+    assert "Reverted" in err["message"], err
+    assert load.failed == 0, load.summary()
+    assert served_models(fleet) == before  # the canary is back on B, the others were never touched
+    states = backends(fleet)
+    assert all(b["status"].startswith("UP") for b in states), states
+
+
+def test_3_slower_release_is_stopped_by_the_performance_gate_and_reverted(fleet: Fleet) -> None:
+    _rc, err, notes = run_zenops(
+        fleet, "rollout", "-i", str(fleet.inventory), "--max-num-seqs", "1", "--gate-concurrency", "4",
+        "--min-healthy", "2", rc=15,
+    )  # fmt: skip
+    FIGURES["rollout_slow"] = {"message": err.get("message", "")[:800], "notes": notes.splitlines()[-8:]}
+    assert "performance gate failed on" in err["message"], err
+    assert "vs baseline" in err["message"], err  # the figures behind the verdict
+    # the canary is back: its server has the previous max-num-seqs
+    canary = fleet.hosts[0]
+    args = json.loads(in_host(canary.container, "docker", "inspect", "zenops-vllm-0"))[0]["Args"]
+    assert args[args.index("--max-num-seqs") + 1] != "1", args
+    states = backends(fleet)
+    assert all(b["status"].startswith("UP") for b in states), states
+
+
+def test_4_interrupted_rollout_resumes_and_leaves_nothing_drained(fleet: Fleet) -> None:
+    args = [ZENOPS, "--json", "rollout", "-i", str(fleet.inventory), "--model", str(fleet.models["a"]),
+            "--no-perf-gate", "--min-healthy", "2"]  # fmt: skip
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=fleet.env)
+    assert proc.stdout is not None
+    interrupted_at = None
+    for raw in proc.stdout:
+        line = json.loads(raw) if raw.startswith("{") else {}
+        if line.get("type") == "note" and "done in" in str(line.get("message")):
+            time.sleep(8)  # into the next batch: drained, its server being replaced
+            proc.send_signal(signal.SIGINT)
+            interrupted_at = line["message"]
+            break
+    rc = proc.wait(timeout=300)
+    assert interrupted_at, "the rollout ended before a batch was done"
+    assert rc == 130, (rc, proc.stderr.read() if proc.stderr else "")
+    t0 = time.monotonic()
+    _rc, result, notes = run_zenops(fleet, *args[2:])
+    FIGURES["rollout_resumed"] = {"resume_wall_s": round(time.monotonic() - t0, 1), "notes": notes.splitlines()[-8:]}
+    assert "resuming" in notes, notes
+    assert result["status"] == "done", result
+    assert set(served_models(fleet).values()) == {"tiny-a"}
+    states = backends(fleet)
+    assert all(b["status"].startswith("UP") for b in states), states
+    _rc, status, _n = run_zenops(fleet, "status", "-i", str(fleet.inventory), "--history", "50")
+    events = [h["event"] for h in status["history"]]
+    assert events.count("finished") == 2, events
+    assert "reverted" in events, events
+    assert status["lock"] is None
