@@ -128,11 +128,12 @@ def in_host(container: str, *cmd: str) -> str:
 
 
 def served_models(fleet: Fleet) -> dict[str, str]:
-    """Host -> the model directory its vLLM server was started with (the container's first argument)."""
+    """Host -> the model directory its vLLM server was started with (the container command's first word)."""
     out = {}
     for h in fleet.hosts:
         inspect = json.loads(in_host(h.container, "docker", "inspect", "zenops-vllm-0"))[0]
-        out[h.name] = Path(inspect["Args"][0]).name if inspect["Args"] else "?"
+        cmd = inspect["Config"]["Cmd"] or ["?"]  # the entrypoint is `vllm serve`; the command starts with the model
+        out[h.name] = Path(cmd[0]).name
         assert inspect["State"]["Running"], (h.name, inspect["State"])
     return out
 
