@@ -225,7 +225,7 @@ def resolve_model(name: str) -> tuple[ModelSpec, Path | None]:
     return spec, None
 
 
-def _request_dict(req: ServeRequest, hf_token_given: bool, model_dir: Path | None = None) -> dict[str, Any]:
+def request_to_dict(req: ServeRequest, hf_token_given: bool, model_dir: Path | None = None) -> dict[str, Any]:
     """The request as a record: absolute paths (a later command may run elsewhere), no temporary token file."""
     out = {k: (str(v.resolve()) if isinstance(v, Path) else v) for k, v in asdict(req).items()}
     if model_dir is not None:
@@ -369,7 +369,7 @@ def serve_inventory(
             inventory,
             ServingRecord(
                 inventory=str(inventory.resolve()),
-                request=_request_dict(req, hf_token_given=req.hf_token_file is not None, model_dir=model_dir),
+                request=request_to_dict(req, hf_token_given=req.hf_token_file is not None, model_dir=model_dir),
                 compat=combo.to_dict(),
                 model=served_name,
                 model_spec=model.name,

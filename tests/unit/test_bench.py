@@ -250,10 +250,10 @@ def test_serving_record_round_trip_keeps_no_temporary_token_path(tmp_path):
     inv.write_text("all: {}\n")
     assert load_serving_record(config, inv) is None
     req = ServeRequest(model="Qwen/Qwen3-4B", platform="zen", base_image_archive=tmp_path / "b.tar")
-    from zenops.serve import _request_dict  # noqa: PLC0415 - the private helper serve_inventory uses
+    from zenops.serve import request_to_dict  # noqa: PLC0415 - what serve_inventory records
 
-    saved = _request_dict(replace_token(req, tmp_path / "tmp-token"), hf_token_given=False)
-    local = _request_dict(req, hf_token_given=False, model_dir=tmp_path / "tiny")
+    saved = request_to_dict(replace_token(req, tmp_path / "tmp-token"), hf_token_given=False)
+    local = request_to_dict(req, hf_token_given=False, model_dir=tmp_path / "tiny")
     assert local["model"] == str(tmp_path / "tiny")  # a local model by its absolute path
     path = save_serving_record(config, inv, ServingRecord(request=saved))
     assert stat.S_IMODE(path.stat().st_mode) == 0o600

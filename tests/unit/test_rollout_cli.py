@@ -69,7 +69,7 @@ class Fleet:
         )
         record = ServingRecord(
             inventory=str(self.inventory.resolve()),
-            request=serve._request_dict(req, hf_token_given=False, model_dir=model_dir),
+            request=serve.request_to_dict(req, hf_token_given=False, model_dir=model_dir),
             compat=combo.to_dict(),
             model="tiny-a",
             model_spec=spec.name,

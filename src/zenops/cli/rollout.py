@@ -223,9 +223,9 @@ def _given(ctx: click.Context, name: str) -> bool:
 
 
 def _print_plan(app: App, state: RolloutState) -> None:
-    from zenops.rollout.run import _describe_changes  # noqa: PLC0415
+    from zenops.rollout.run import describe_changes  # noqa: PLC0415
 
-    app.err.print(f"{state.id}: {escape(_describe_changes(state.from_request, state.to_request))}")
+    app.err.print(f"{state.id}: {escape(describe_changes(state.from_request, state.to_request))}")
     for i, b in enumerate(state.batches):
         marks = {"done": "done", "pending": "", "reverted": "reverted"}.get(b.status, b.status)
         hosts = ", ".join(

@@ -124,7 +124,7 @@ class Rollout:
             if self.req.changes and wanted != current.to_request:
                 raise UsageError(
                     f"rollout {current.id} to another target is {current.status} on this deployment "
-                    f"({_describe_changes(current.from_request, current.to_request)})",
+                    f"({describe_changes(current.from_request, current.to_request)})",
                     hint="re-run it with the same options to finish it, or `zenops rollout --abort` to send the "
                     "changed hosts back first",
                 )
@@ -153,7 +153,7 @@ class Rollout:
         if not hosts:
             raise UsageError(
                 "nothing to roll out: every host's plan for the new options is the one it serves "
-                f"({_describe_changes(old, new)} changes no container)",
+                f"({describe_changes(old, new)} changes no container)",
                 hint="pass a change that reaches the servers, e.g. --model DIR or --max-num-seqs N",
             )
         gw = self._gateway()
@@ -235,7 +235,7 @@ class Rollout:
         self.ledger.save(state)
         if not any(b.started_at for b in state.batches) and state.status == "running":
             self.ledger.event(
-                state.id, "started", to=_describe_changes(state.from_request, state.to_request),
+                state.id, "started", to=describe_changes(state.from_request, state.to_request),
                 batches=[b.hosts for b in state.batches],
             )  # fmt: skip
         state.status = "running"
@@ -522,7 +522,7 @@ class Rollout:
         self.ledger.event(self.state.id, "reverted", hosts=reverted, gate=gate)
         raise RolloutGateError(
             f"{where}: {detail}. Reverted {', '.join(reverted)} to the previous release "
-            f"({_describe_changes(self.state.to_request, self.state.from_request)}); the rollout stopped",
+            f"({describe_changes(self.state.to_request, self.state.from_request)}); the rollout stopped",
             hint=f"the gate's figures and logs are in {self.state.run_dir} and the run logs; "
             "`zenops status` shows the history",
         )
@@ -579,7 +579,7 @@ def _port_of(state: RolloutState, host: str, instance: int | None) -> int:
     return 0
 
 
-def _describe_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+def describe_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     diffs = [f"{k}: {old.get(k)} -> {new.get(k)}" for k in CHANGEABLE if old.get(k) != new.get(k)]
     return "; ".join(diffs) or "no change"
 
