@@ -657,3 +657,46 @@ def test_a_bench_without_any_ceiling_says_how_to_get_one(tmp_path, monkeypatch):
     base = report.parse_json_result({"output_throughput": 12.0, "completed": 4, "model": "m"}, "r.json")
     with_ceiling = replace(base, roofline={"ceiling_tok_s": 40.0, "binding": "memory"})
     assert with_ceiling.roofline_pct == pytest.approx(30.0)
+
+
+def test_gateway_bench_runs_one_client_on_the_gateway_host_against_its_port(tmp_path, monkeypatch):
+    config, inv = _served(tmp_path)
+    record = load_serving_record(config, inv)
+    assert record is not None
+    gw = {"host": "h1", "port": 8080, "url": "http://192.0.2.1:8080/v1", "backends": [], "tls": False}
+    save_serving_record(config, inv, replace(record, gateway=gw))
+    seen: list[RunSpec] = []
+    fake = bench_playbook(GOOD)
+
+    def recording(spec: RunSpec, *a: Any, **kw: Any) -> RunResult:
+        seen.append(spec)
+        return fake(spec, *a, **kw)
+
+    monkeypatch.setattr("zenops.context.run_playbook", recording)
+    req = bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="g1", gateway=True)
+    out = bench_run.bench_inventory(RunContext(config), inv, req)
+    assert [s.limit for s in seen] == ["h1"]  # the gateway's host only
+    assert seen[0].extravars["vllm_server_bench_endpoint_port"] == 8080
+    assert out.manifest["target"] == "gateway"
+    assert out.manifest["endpoint"] == "http://192.0.2.1:8080/v1"
+    assert len(out.report.results) == 1  # one client, not one per server
+
+
+@pytest.mark.parametrize(
+    ("gateway", "limit", "says"),
+    [
+        ({}, None, "has no gateway"),
+        ({"host": "h1", "port": 8443, "url": "https://x:8443/v1", "tls": True}, None, "TLS"),
+        ({"host": "h1", "port": 8080, "url": "http://x:8080/v1"}, "h1", "not with --limit"),
+    ],
+)
+def test_gateway_bench_refusals_come_before_any_run(tmp_path, monkeypatch, gateway, limit, says):
+    config, inv = _served(tmp_path)
+    record = load_serving_record(config, inv)
+    assert record is not None
+    save_serving_record(config, inv, replace(record, gateway=gateway))
+    monkeypatch.setattr("zenops.context.run_playbook", no_playbook)
+    req = bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="g2", gateway=True)
+    with pytest.raises(UsageError, match=says):
+        bench_run.bench_inventory(RunContext(config), inv, req, limit=limit)
+    assert not (tmp_path / "runs" / "g2").exists()

@@ -93,6 +93,7 @@ class BenchRequest:
     deployment: str | None = None
     timeout: int = 3600
     log_lines: int = 200
+    gateway: bool = False  # benchmark the deployment's endpoint (its gateway) instead of each server
 
 
 @dataclass
@@ -168,6 +169,8 @@ def _phase(run: _Run) -> dict[str, Any]:
     }
     if run.api_key_file is not None:
         extravars["vllm_server_api_key_file"] = str(run.api_key_file)
+    if run.req.gateway:
+        extravars["vllm_server_bench_endpoint_port"] = int(run.record.gateway["port"])
     spec = RunSpec(
         playbook="bench", inventory=run.inventory, extravars=extravars, limit=run.limit, verbosity=run.ctx.verbosity
     )
@@ -186,6 +189,23 @@ def _phase(run: _Run) -> dict[str, Any]:
         if h and not h.get("client_cpus"):
             run.warn(f"{host}: the servers hold every CPU, so the client shares them (its load is in the figures)")
     return {h: {**v, "ansible_run": str(result.run_dir)} for h, v in hosts.items() if v}
+
+
+def _gateway_target(record: ServingRecord, inventory: Path, req: BenchRequest, limit: str | None) -> str:
+    """`zenops bench --gateway`: one client on the gateway's host, against the gateway's port."""
+    if not record.gateway:
+        raise UsageError(
+            f"the deployment of {inventory} has no gateway to benchmark",
+            hint=f"add one with `zenops up -i {inventory} --model ... --gateway on`, or bench each server",
+        )
+    if record.gateway.get("tls"):
+        raise UsageError(
+            "--gateway with a TLS gateway: the client talks plain HTTP on the gateway's host",
+            hint="bench the servers themselves (no --gateway)",
+        )
+    if limit or req.compare_platforms:
+        raise UsageError("--gateway benchmarks the whole deployment: not with --limit or --compare-platforms")
+    return str(record.gateway["host"])
 
 
 def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limit: str | None = None) -> BenchOutcome:
@@ -217,6 +237,8 @@ def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limi
                 f"the API key file of these servers is gone: {api_key_file}",
                 hint=f"start them again with `zenops up --inventory {inventory} --model ...` (a new key is made)",
             )
+    if req.gateway:
+        limit = _gateway_target(record, inventory, req, limit)
     price = req.price_per_hour
     if price is None and req.flavor:
         price = catalog.get_flavor(req.flavor, config.flavors).price_per_hour
@@ -228,6 +250,7 @@ def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limi
     started = _now()
     combo = record.compat
     metadata = {
+        **({"target": "gateway", "endpoint": record.gateway.get("url")} if req.gateway else {}),
         "flavor": req.flavor,
         "cloud": req.cloud,
         "profile": req.profile,
@@ -296,6 +319,8 @@ def _finish(run: _Run, phases: list[dict[str, Any]], started: str, price: float 
         "profile": run.req.profile,
         "runs": [r.to_dict() for r in run.runs],
         "compare_platforms": run.req.compare_platforms,
+        "target": "gateway" if run.req.gateway else "servers",
+        "endpoint": run.record.gateway.get("url") if run.req.gateway else None,
         "inventory": str(run.inventory.resolve()),
         "deployment": run.req.deployment or run.inventory.stem,
         "cloud": run.req.cloud,

@@ -66,6 +66,13 @@ def _profile_names() -> list[str]:
     help="Also run with zentorch off (or on): restart the servers on the other platform, benchmark, restore them.",
 )
 @click.option(
+    "--gateway",
+    "via_gateway",
+    is_flag=True,
+    help="Benchmark the deployment's endpoint (its gateway, `up --gateway`): one client on the gateway's host, its "
+    "requests balanced over every server, instead of each server on its own.",
+)
+@click.option(
     "--runs-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("runs"),
@@ -93,6 +100,7 @@ def bench(
     input_len: int | None,
     output_len: int | None,
     compare_platforms: bool,
+    via_gateway: bool,
     runs_dir: Path,
     run_id: str | None,
     flavor: str | None,
@@ -117,6 +125,7 @@ def bench(
       zenops bench --deployment gp-5-24-96 --profile sweep         concurrency 1, 2, 4, 8
       zenops bench -i hosts.yml --concurrency 1,16 --num-prompts 64
       zenops bench -i hosts.yml --compare-platforms                zentorch on and off
+      zenops bench -i fleet.yml --gateway                          the endpoint: every server behind HAProxy
       zenops report runs/20261121-140000 --plot sweep.png          tables, costs and plots afterwards
     """
     from zenops.bench import run as lib  # noqa: PLC0415
@@ -136,6 +145,7 @@ def bench(
         input_len=input_len,
         output_len=output_len,
         compare_platforms=compare_platforms,
+        gateway=via_gateway,
         runs_dir=runs_dir,
         run_id=run_id,
         flavor=flavor,
