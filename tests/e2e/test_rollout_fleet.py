@@ -70,11 +70,14 @@ def run_zenops(fleet: Fleet, *args: str, rc: int | None = 0, timeout: float = 18
 
 @dataclass
 class Load:
-    """A bounded client: ``workers`` threads sending short completions to the gateway until stopped."""
+    """A bounded client: ``workers`` threads sending short completions to the gateway until stopped, each pausing
+    ``pause`` seconds between requests (the fleet's hosts share this machine's cores: a saturating load would starve
+    the servers being replaced)."""
 
     url: str
     key: str
     workers: int = 2
+    pause: float = 0.5
     ok: int = 0
     failed: int = 0
     errors: list[str] = field(default_factory=list)
@@ -106,6 +109,7 @@ class Load:
     def _loop(self) -> None:
         while not self._stop.is_set():
             self._one()
+            self._stop.wait(self.pause)
 
     def __enter__(self) -> Load:
         for _ in range(self.workers):
