@@ -112,8 +112,14 @@ _ENGINE = {
 @click.option(
     "--gate-concurrency", type=click.IntRange(min=1), default=4, show_default=True, help="The gate's concurrency."
 )
-@click.option("--gate-prompts", type=click.IntRange(min=1), default=8, show_default=True, help="Prompts per gate run.")
-@click.option("--gate-output-len", type=click.IntRange(min=1), default=32, show_default=True, help="Tokens per reply.")
+@click.option(
+    "--gate-prompts",
+    type=click.IntRange(min=1),
+    default=32,
+    show_default=True,
+    help="Prompts per gate run (long enough that servers measured together overlap).",
+)
+@click.option("--gate-output-len", type=click.IntRange(min=1), default=64, show_default=True, help="Tokens per reply.")
 @click.option(
     "--runs-dir",
     type=click.Path(file_okay=False, path_type=Path),

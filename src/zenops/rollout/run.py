@@ -56,9 +56,9 @@ class RolloutRequest:
     perf_gate: bool = True
     limits: GateLimits = field(default_factory=GateLimits)
     gate_concurrency: int = 4
-    gate_prompts: int = 8
+    gate_prompts: int = 32
     gate_input_len: int = 64
-    gate_output_len: int = 32
+    gate_output_len: int = 64
     baseline_repeats: int = 2
     dry_run: bool = False
     runs_dir: Path = Path("runs")
