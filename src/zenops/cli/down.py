@@ -81,18 +81,32 @@ def down(
             app.err.print(f"  {r['kind']:<15} {escape(str(r['name']))}  (deployment {r['deployment']})")
         return click.confirm(f"remove these {len(plan)} resource(s)?", default=False, err=True)
 
-    from zenops.deploy import down as down_lib  # noqa: PLC0415
+    from contextlib import AbstractContextManager, nullcontext  # noqa: PLC0415
 
-    result = down_lib(
-        app.config,
-        cloud=cloud,
-        name=name,
-        campaign=campaign,
-        all_mine=all_mine,
-        dry_run=dry_run,
-        confirm=confirm,
-        note=app.note,
-    )
+    from zenops.deploy import down as down_lib  # noqa: PLC0415
+    from zenops.lock import deployment_lock  # noqa: PLC0415
+    from zenops.target import cloud_for  # noqa: PLC0415
+
+    # one deployment by name: its lock (the one `up --cloud` holds), so a running up or rollout is not cut under it
+    held: AbstractContextManager[object] = nullcontext()
+    if name and not dry_run:
+        try:
+            key = f"cloud-{cloud_for(app.config, cloud, name)}-{name}"
+        except UsageError:
+            key = None  # not in the ledger: deploy.down says so (or finds it by its marks)
+        if key:
+            held = deployment_lock(app.config, key, note=app.note)
+    with held:
+        result = down_lib(
+            app.config,
+            cloud=cloud,
+            name=name,
+            campaign=campaign,
+            all_mine=all_mine,
+            dry_run=dry_run,
+            confirm=confirm,
+            note=app.note,
+        )
     if app.json:
         app.emit_json({"type": "result", "command": "down", **result.to_dict()})
         return
