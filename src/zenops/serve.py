@@ -57,6 +57,7 @@ class ServeRequest:
     base_image_archive: Path | None = None  # pip route: a `docker save` tarball of the base image (air-gapped)
     base_image: str | None = None
     health_timeout: int = 900
+    shutdown_timeout: int = 30  # vLLM's --shutdown-timeout: the longest expected request (Docker's stop: +15 s)
     measure: bool = False  # hosts whose facts have no bandwidth measurement are measured once (zenops.bandwidth)
     gateway: str = "auto"  # auto | on | off: the fleet endpoint (zenops.gateway); auto: on with more than 1 instance
     gateway_host: str | None = None  # the inventory host running it (default: the first host)
@@ -330,6 +331,7 @@ def serve_inventory(
         "vllm_server_deployment": inventory.stem,
         "vllm_server_health_timeout": req.health_timeout,
         "vllm_server_health_min_healthy": min_healthy,
+        "vllm_server_shutdown_timeout": req.shutdown_timeout,
     }
     if req.served_model_name:
         extravars["vllm_server_served_model_name"] = req.served_model_name

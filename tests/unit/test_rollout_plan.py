@@ -517,3 +517,10 @@ def test_ledger_history_appends_events_in_order(config):
     # kept for good: a new Ledger object on the same deployment reads the same lines
     assert Ledger(config, "fleet-12345678").history() == events
     assert Ledger(config, "other-00000000").history() == []
+
+
+def test_host_change_shutdown_timeout_is_a_container_restart():
+    """vLLM's --shutdown-timeout is not in the plan but in the server's command: changing it restarts the server."""
+    kind, diffs = host_change(PLAN, dict(PLAN), {**REQ, "shutdown_timeout": 30}, {**REQ, "shutdown_timeout": 600})
+    assert kind == "args"
+    assert diffs == ["shutdown_timeout 30 -> 600"]

@@ -37,7 +37,7 @@ _SERVING = {
 _ENGINE = {
     "image_source": "image_source", "vllm": "vllm_version", "zentorch": "zentorch",
     "force_unsupported": "force_unsupported", "prebuilt_ref": "image_ref", "served_model_name": "served_model_name",
-    "health_timeout": "health_timeout",
+    "health_timeout": "health_timeout", "shutdown_timeout": "shutdown_timeout",
 }  # fmt: skip
 
 
@@ -53,6 +53,12 @@ _ENGINE = {
 @click.option("--image-ref", metavar="REF", help="With --image-source prebuilt: the image.")
 @click.option("--served-model-name", metavar="NAME", help="Name clients use.")
 @click.option("--health-timeout", type=click.IntRange(min=10), help="Seconds a new server may take to be healthy.")
+@click.option(
+    "--shutdown-timeout",
+    type=click.IntRange(min=0),
+    metavar="S",
+    help="The longest expected request, for the new servers' stop (vLLM's --shutdown-timeout; Docker's +15 s).",
+)
 @click.option(
     "--batch", default="1", show_default=True, metavar="N|P%", help="Hosts per batch, or a percentage of the fleet."
 )
@@ -144,6 +150,7 @@ def rollout(
     image_ref: str | None,
     served_model_name: str | None,
     health_timeout: int | None,
+    shutdown_timeout: int | None,
     batch: str,
     canary: int,
     max_unavailable: int | None,

@@ -89,6 +89,15 @@ IMAGE_SOURCES = ("pip", "build", "prebuilt")
     show_default=True,
     help="Seconds a server may take to become healthy.",
 )
+@click.option(
+    "--shutdown-timeout",
+    type=click.IntRange(min=0),
+    default=30,
+    show_default=True,
+    metavar="S",
+    help="The longest expected request: how long a stopping server lets in-flight requests finish (vLLM's "
+    "--shutdown-timeout; Docker's stop timeout is 15 s more). 0: vLLM aborts them.",
+)
 @gateway_options
 @limit_option
 @check_option
@@ -117,6 +126,7 @@ def up(
     base_image: str | None,
     base_image_archive: Path | None,
     health_timeout: int,
+    shutdown_timeout: int,
     gateway: GatewayFlags,
     limit: str | None,
     check: bool,
@@ -180,6 +190,7 @@ def up(
             base_image=base_image,
             base_image_archive=base_image_archive,
             health_timeout=health_timeout,
+            shutdown_timeout=shutdown_timeout,
             measure=measure,
             gateway=gateway.mode,
             gateway_host=gateway.host,

@@ -108,6 +108,9 @@ def host_change(
     for key in ("platform", "dtype", "max_model_len", "max_num_seqs"):
         if old_plan.get(key) != new_plan.get(key):
             diffs.append(f"{key} {old_plan.get(key)} -> {new_plan.get(key)}")
+    for key in ("shutdown_timeout",):  # reaches the container's command, not the plan
+        if old_request.get(key) != new_request.get(key):
+            diffs.append(f"{key} {old_request.get(key)} -> {new_request.get(key)}")
     old_inst = [_instance_settings(i) for i in old_plan.get("instances") or []]
     new_inst = [_instance_settings(i) for i in new_plan.get("instances") or []]
     if len(old_inst) != len(new_inst):

@@ -11,6 +11,7 @@ deployment's ledger (zenops.rollout.state): a re-run continues; whatever happens
 from __future__ import annotations
 
 import dataclasses
+import json
 import statistics
 import threading
 import time
@@ -39,7 +40,7 @@ from zenops.serving_record import deployment_key, load_serving_record, save_serv
 CHANGEABLE = (
     "model", "image_source", "vllm", "zentorch", "force_unsupported", "prebuilt_ref", "served_model_name",
     "platform", "max_model_len", "max_num_seqs", "concurrency", "objective", "instances", "base_image",
-    "base_image_archive", "health_timeout",
+    "base_image_archive", "health_timeout", "shutdown_timeout",
 )  # fmt: skip
 
 
@@ -256,7 +257,12 @@ class Rollout:
         self.ctx.note(f"rollout: {text}")
 
     def _save(self) -> None:
+        """The ledger's state, and a copy beside the gates' bench artifacts (<runs-dir>/<rollout id>/rollout.json)
+        once that directory exists."""
         self.ledger.save(self.state)
+        run_dir = Path(self.state.run_dir)
+        if run_dir.is_dir():
+            (run_dir / "rollout.json").write_text(json.dumps(self.state.to_dict(), indent=2, sort_keys=True))
 
     def _serve(self, request: Mapping[str, Any], hosts: list[str], *, min_healthy: int) -> Any:
         req = self.serve_lib.request_from_dict(request)
