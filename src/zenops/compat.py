@@ -69,7 +69,7 @@ def route_for(vllm: str) -> str:
     return "dockerfile-zen"
 
 
-def _check(data: dict[str, Any]) -> Table:
+def check_table(data: dict[str, Any]) -> Table:
     combos = []
     for raw in data["combos"]:
         c = Combo(**{k: (str(v) if k in ("vllm", "zentorch", "torch") else v) for k, v in raw.items()})
@@ -93,7 +93,7 @@ def _check(data: dict[str, Any]) -> Table:
 @cache
 def table() -> Table:
     text = resources.files("zenops.catalog").joinpath("compat.yaml").read_text(encoding="utf-8")
-    return _check(yaml.safe_load(text))
+    return check_table(yaml.safe_load(text))
 
 
 def _working(t: Table) -> list[Combo]:

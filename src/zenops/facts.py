@@ -141,13 +141,13 @@ def gather_facts(
                 )
             out[host] = check_topology(topology, f"{host} ({run.run_dir})")
         if bandwidth:
-            _measure(ctx, inventory, out, local=local, image=image)
+            measure_hosts(ctx, inventory, out, local=local, image=image)
     for host, topology in out.items():
         save_facts(ctx.config, host, topology)
     return out
 
 
-def _measure(
+def measure_hosts(
     ctx: RunContext, inventory: Path, topologies: dict[str, dict[str, Any]], *, local: bool, image: str | None
 ) -> None:
     """Measure every host of ``topologies`` and put the figures in its facts (key ``bandwidth``)."""

@@ -49,7 +49,7 @@ def lock_path(config: Config, key: str) -> Path:
     return config.state_dir / "locks" / f"{key}.lock"
 
 
-def _proc_start(pid: int, proc: Path = Path("/proc")) -> int | None:
+def proc_start(pid: int, proc: Path = Path("/proc")) -> int | None:
     try:
         stat = (proc / str(pid) / "stat").read_text()
     except OSError:
@@ -60,7 +60,7 @@ def _proc_start(pid: int, proc: Path = Path("/proc")) -> int | None:
 
 def alive(holder: Holder, proc: Path = Path("/proc")) -> bool:
     """Whether the holder process still runs (same pid and start time)."""
-    start = _proc_start(holder.pid, proc)
+    start = proc_start(holder.pid, proc)
     return start is not None and (holder.pid_start is None or start == holder.pid_start)
 
 
@@ -90,7 +90,7 @@ def stop_processes(pids: list[int], grace: float = 10.0) -> list[int]:
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(_proc_start(p) is not None for p in signalled):
+    while time.monotonic() < deadline and any(proc_start(p) is not None for p in signalled):
         time.sleep(0.2)
     for pid in signalled:
         with contextlib.suppress(ProcessLookupError):
@@ -122,7 +122,7 @@ def deployment_lock(
     path.parent.chmod(0o700)
     me = Holder(
         pid=os.getpid(),
-        pid_start=_proc_start(os.getpid()),
+        pid_start=proc_start(os.getpid()),
         host=socket.gethostname(),
         command=command or _command(),
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),

@@ -360,7 +360,7 @@ def serve_inventory(
     endpoints = {h: list(serve_run.host_facts.get(h, {}).get("zenops_endpoints") or []) for h in plans}
     images = {h: dict(serve_run.host_facts.get(h, {}).get("zenops_image") or {}) for h in plans}
     if req.measure and not check:
-        plans = _measure_missing(
+        plans = measure_missing(
             ctx, inventory, topologies, images, lambda t: make_plans(t, model, opts, config), plans
         )
     served_name = req.served_model_name or (model_dir.name if model_dir else model.name)
@@ -443,7 +443,7 @@ def _gateway_step(
     return made.to_dict()
 
 
-def _measure_missing(
+def measure_missing(
     ctx: RunContext,
     inventory: Path,
     topologies: dict[str, dict[str, Any]],

@@ -328,7 +328,7 @@ def test_local_without_image_or_torch_names_the_fix(monkeypatch, tmp_path):
     monkeypatch.setattr(bandwidth, "local_torch_available", lambda python=None: False)
     topologies = {"localhost": facts("gp-5-24-96.json")}
     with pytest.raises(UsageError) as e:
-        facts_lib._measure(
+        facts_lib.measure_hosts(
             RunContext(Config(state_dir=tmp_path)), tmp_path / "x.ini", topologies, local=True, image=None
         )
     assert "neither the engine image" in e.value.message
@@ -352,7 +352,7 @@ def test_up_measure_measures_only_hosts_without_a_measurement_then_plans_again(m
     replanned: list[dict[str, Any]] = []
     notes: list[str] = []
     before: dict[str, Any] = {"a": "old plan"}
-    out = serve._measure_missing(
+    out = serve.measure_missing(
         RunContext(config, note=notes.append), tmp_path / "hosts.yml", topologies, {"a": {"ref": "zenops/vllm-zen:v"}},
         lambda t: replanned.append(copy.deepcopy(t)) or {"a": "new plan"}, before,
     )  # fmt: skip
@@ -364,7 +364,7 @@ def test_up_measure_measures_only_hosts_without_a_measurement_then_plans_again(m
     assert "measuring memory bandwidth" in notes[0]
     # everything measured: nothing runs, the plans stay
     asked.clear()
-    same = serve._measure_missing(RunContext(config), tmp_path / "h.yml", topologies, {}, lambda t: {}, before)
+    same = serve.measure_missing(RunContext(config), tmp_path / "h.yml", topologies, {}, lambda t: {}, before)
     assert same is before
     assert asked == []
 
@@ -381,7 +381,7 @@ def test_up_measure_that_fails_is_a_warning_and_keeps_the_plans(monkeypatch, tmp
     monkeypatch.setattr(bandwidth, "measure_inventory", failing_measure)
     notes: list[str] = []
     before: dict[str, Any] = {"a": "plan"}
-    out = serve._measure_missing(
+    out = serve.measure_missing(
         RunContext(config, note=notes.append), tmp_path / "h.yml", topologies, {},
         lambda t: pytest.fail("must not plan again"), before,
     )  # fmt: skip

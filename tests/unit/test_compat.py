@@ -99,7 +99,7 @@ def test_the_table_checks_itself(mutate, fragment):
     data = yaml.safe_load(resources.files("zenops.catalog").joinpath("compat.yaml").read_text())
     mutate(data)
     with pytest.raises(ValueError, match=fragment):
-        compat._check(data)
+        compat.check_table(data)
 
 
 def test_images_cli(run):

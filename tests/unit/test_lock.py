@@ -64,7 +64,7 @@ def _wait_gone(pid: int, timeout: float = 5.0) -> bool:
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if lock._proc_start(pid) is None:
+        if lock.proc_start(pid) is None:
             return True
         time.sleep(0.02)
     return False
@@ -91,7 +91,7 @@ def _holder(pid: int, pid_start: int | None, *, token: str = "deadbeefdeadbeef",
 def _dead_pid(procs: Procs) -> tuple[int, int]:
     """A pid and its start time, of a process that has exited and been reaped."""
     p = procs.start([sys.executable, "-c", "pass"])
-    start = lock._proc_start(p.pid)
+    start = lock.proc_start(p.pid)
     p.wait(timeout=30)
     assert _wait_gone(p.pid)
     return p.pid, start or 1
@@ -107,7 +107,7 @@ def test_acquire_writes_the_holder_sets_the_env_and_releases(config):
     with deployment_lock(config, KEY, command="zenops up -i fleet.yml") as me:
         data = json.loads(path.read_text())
         assert data["pid"] == os.getpid()
-        assert data["pid_start"] == lock._proc_start(os.getpid()) is not None
+        assert data["pid_start"] == lock.proc_start(os.getpid()) is not None
         assert data["host"] == socket.gethostname()
         assert data["command"] == "zenops up -i fleet.yml"
         assert data["token"] == me.token
@@ -176,7 +176,7 @@ def test_release_leaves_a_lock_file_that_is_no_longer_ours(config):
 
 def test_a_live_holder_on_this_machine_refuses_with_exit_14(config, procs):
     holder_proc = procs.start(SLEEPER)
-    holder = _holder(holder_proc.pid, lock._proc_start(holder_proc.pid))
+    holder = _holder(holder_proc.pid, lock.proc_start(holder_proc.pid))
     path = _write_lock(config, holder)
     with pytest.raises(LockedError) as info, deployment_lock(config, KEY, command="zenops down -i fleet.yml"):
         pytest.fail("the lock was taken from a live holder")
@@ -263,7 +263,7 @@ def test_a_dead_holder_without_orphans_is_taken_over_quietly(config, procs):
 def test_a_reused_pid_is_not_the_holder(config, procs):
     # the pid runs, but it started at another time than the holder did: another process reusing the pid
     other = procs.start(SLEEPER)
-    real_start = lock._proc_start(other.pid)
+    real_start = lock.proc_start(other.pid)
     assert real_start is not None
     holder = _holder(other.pid, real_start + 12345, token="bbbbbbbbbbbbbbbb")
     assert not lock.alive(holder)
@@ -282,17 +282,17 @@ def test_a_reused_pid_is_not_the_holder(config, procs):
 
 
 def test_proc_start_of_this_process_and_a_missing_one(procs):
-    assert isinstance(lock._proc_start(os.getpid()), int)
+    assert isinstance(lock.proc_start(os.getpid()), int)
     pid, _start = _dead_pid(procs)
-    assert lock._proc_start(pid) is None
+    assert lock.proc_start(pid) is None
 
 
 def test_proc_start_reads_field_22_past_a_command_name_with_spaces_and_parens(tmp_path):
     fields = ["S", *[str(n) for n in range(4, 22)], "424242", "99"]  # fields 3.. of /proc/PID/stat; 22 = starttime
     (tmp_path / "77").mkdir()
     (tmp_path / "77" / "stat").write_text(f"77 (a (b) c) {' '.join(fields)}\n")
-    assert lock._proc_start(77, tmp_path) == 424242
-    assert lock._proc_start(78, tmp_path) is None
+    assert lock.proc_start(77, tmp_path) == 424242
+    assert lock.proc_start(78, tmp_path) is None
 
 
 def test_orphans_reads_environ_entries_exactly(tmp_path):
