@@ -71,13 +71,14 @@ def run_zenops(fleet: Fleet, *args: str, rc: int | None = 0, timeout: float = 18
 @dataclass
 class Load:
     """A bounded client: ``workers`` threads sending short completions to the gateway until stopped, each pausing
-    ``pause`` seconds between requests (the fleet's hosts share this machine's cores: a saturating load would starve
-    the servers being replaced)."""
+    ``pause`` seconds between requests. The fleet's hosts share this machine's cores (every host's plan pins its
+    server to CPU 1), and a vLLM worker busy-polls for a second after each request: a denser load keeps the serving
+    workers spinning and starves the server being replaced on that core."""
 
     url: str
     key: str
     workers: int = 2
-    pause: float = 0.5
+    pause: float = 2.0
     ok: int = 0
     failed: int = 0
     errors: list[str] = field(default_factory=list)
