@@ -360,9 +360,7 @@ def serve_inventory(
     endpoints = {h: list(serve_run.host_facts.get(h, {}).get("zenops_endpoints") or []) for h in plans}
     images = {h: dict(serve_run.host_facts.get(h, {}).get("zenops_image") or {}) for h in plans}
     if req.measure and not check:
-        plans = measure_missing(
-            ctx, inventory, topologies, images, lambda t: make_plans(t, model, opts, config), plans
-        )
+        plans = measure_missing(ctx, inventory, topologies, images, lambda t: make_plans(t, model, opts, config), plans)
     served_name = req.served_model_name or (model_dir.name if model_dir else model.name)
     gw = _gateway_step(ctx, inventory, req, endpoints, limit, apply=gateway and record and not check)
     if record and not check:  # not for a temporary state (`zenops bench --compare-platforms`'s other platform)

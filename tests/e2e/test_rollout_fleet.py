@@ -192,12 +192,14 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
 
 
 def test_1_rollout_under_load_interrupted_then_resumed_fails_no_request(fleet: Fleet) -> None:
-    """A to B host by host while a load runs through the gateway; Ctrl-C after the canary batch, then the same
-    command again: it resumes and finishes; zero failed requests all along; nothing left drained."""
+    """A to B behind the gateway (the canary, then two hosts at once) while a load runs through it; Ctrl-C after the
+    canary batch, then the same command again: it resumes and finishes; zero failed requests all along; nothing left
+    drained."""
     assert set(served_models(fleet).values()) == {"tiny-a"}
     args = [
         ZENOPS, "--json", "rollout", "-i", str(fleet.inventory), "--model", str(fleet.models["b"]),
         "--min-healthy", "5", "--no-perf-gate",  # the gate has its own test (3): here, requests and resumption
+        "--batch", "2",  # the canary alone, then the other two together: one drained instance, then two
     ]  # fmt: skip
     t0 = time.monotonic()
     with Load(fleet.url, fleet.key) as load:
