@@ -157,7 +157,16 @@ class NullSink:
 
 
 def _message(res: Mapping[str, Any]) -> str:
-    """The most useful one-line-ish explanation of a task result."""
+    """The most useful one-line-ish explanation of a task result; for a loop, its first failed item's (Ansible's
+    own "One or more items failed" says nothing: e.g. which server of the health gate, and why)."""
+    items = res.get("results")
+    if isinstance(items, list):
+        failed = [r for r in items if isinstance(r, Mapping) and r.get("failed")]
+        if failed:
+            label = failed[0].get("_ansible_item_label", failed[0].get("item"))
+            more = f" (and {len(failed) - 1} more item(s))" if len(failed) > 1 else ""
+            text = f"item {label}: {_message(failed[0])}{more}" if label is not None else _message(failed[0]) + more
+            return text if len(text) <= _MESSAGE_LIMIT else text[: _MESSAGE_LIMIT - 3] + "..."
     for key in ("msg", "reason", "module_stderr", "stderr", "exception", "stdout"):
         value = res.get(key)
         if value:

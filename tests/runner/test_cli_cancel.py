@@ -66,6 +66,22 @@ def test_failed_run_exits_non_zero_naming_host_task_and_message(tmp_path, local_
     assert "localhost: failed at task 'Refuse': nope on purpose" in proc.stderr
 
 
+def test_a_failed_loop_names_its_failed_item_and_why(tmp_path, local_inventory):
+    """Ansible says only "One or more items failed" for a loop; zenops names the item and its message (the health
+    gate loops over a host's servers: which one failed, and why, is the whole point)."""
+    loop = (
+        "    - name: Check each server\n      ansible.builtin.fail:\n        msg: 'server {{ item }} is down'\n"
+        "      when: item == 'b'\n      loop: [a, b, c]\n"
+    )
+    root = fake_collection(tmp_path / "coll", loop)
+    env = {**os.environ, "ZENOPS_COLLECTION_ROOT": str(root), "COLUMNS": "200"}
+    proc = subprocess.run(
+        [ZENOPS, "up", "-i", str(local_inventory)], check=False, capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == ExitCode.RUN_FAILED
+    assert "failed at task 'Check each server': item b: server b is down" in proc.stderr, proc.stderr
+
+
 def _playbooks_of(marker: str) -> list[int]:
     """Processes whose environment holds ``marker`` (``ZENOPS_LOCK=<token>``: a lock holder's playbooks)."""
     out = []
