@@ -54,6 +54,7 @@ OS_HEADROOM_FRACTION = 0.04  # ... or this fraction of the node, whichever is la
 RUNTIME_OVERHEAD_FIXED = int(2.5 * GIB)  # Python, torch, zentorch, compile caches, activation buffers per instance
 RUNTIME_OVERHEAD_WEIGHT_FRACTION = 0.10  # temporary copies while weights are loaded and prepacked
 SHM_PER_RANK = 4 * GIB  # /dev/shm for the engine's message queues (vLLM docs run CPU containers with --shm-size=4g)
+KV_BLOCK_TOKENS = 128  # vLLM's CPU KV block size: the spare room per sequence a plan adds
 MIN_MAX_MODEL_LEN = 2048  # an automatic max_model_len is never planned below this
 AUTO_LEN_STEP = 1024  # an automatic max_model_len is a multiple of this
 GUEST_KERNEL_RESERVE = 0.02  # a VM's MemTotal is about 2% below its flavor's RAM (kernel, firmware)
@@ -822,8 +823,8 @@ def _choose_max_model_len(
     """As asked (refused if one such request cannot fit), or the longest that max_num_seqs sequences fit."""
     if opts.max_model_len is not None:
         max_model_len = opts.max_model_len
-        if max_model_len * per_rank_token > min_budget:
-            fit = int(min_budget // per_rank_token) // AUTO_LEN_STEP * AUTO_LEN_STEP
+        if (max_model_len + KV_BLOCK_TOKENS) * per_rank_token > min_budget:
+            fit = (int(min_budget // per_rank_token) - KV_BLOCK_TOKENS) // AUTO_LEN_STEP * AUTO_LEN_STEP
             raise PlanRefusedError(
                 "bad_options",
                 f"--max-model-len {max_model_len}: one such request needs {_gib(max_model_len * per_rank_token)} GiB "
@@ -832,7 +833,7 @@ def _choose_max_model_len(
             )
         reasons.append(Reason("max_model_len", f"{max_model_len} as asked"))
     else:
-        fit_all = int(min_budget // (per_rank_token * max_num_seqs))
+        fit_all = int(min_budget // (per_rank_token * max_num_seqs)) - KV_BLOCK_TOKENS
         if fit_all >= model.max_context:
             max_model_len = model.max_context
             reasons.append(
@@ -1302,7 +1303,10 @@ def _instance(
     weights_rank = weights // tp
     overhead = _overhead(weights_rank)
     per_rank_token = model.kv_bytes_per_token(dtype, tp)  # vLLM's max(1, kv_heads // tp) heads on every rank
-    need_all = math.ceil(max_num_seqs * max_model_len * per_rank_token)
+    # one spare KV block per sequence: vLLM refuses a cache that holds exactly max_model_len tokens per sequence
+    # (measured: the tiny model with --max-num-seqs 1 was planned 1 MiB = 2048 tokens, and vLLM said it cannot
+    # serve one request of 2048)
+    need_all = math.ceil(max_num_seqs * (max_model_len + KV_BLOCK_TOKENS) * per_rank_token)
     unit = kv_unit(version)
     budget = min(_kv_budget(s, weights_rank, unit) for s in slots)
     # the need rounded up to the unit, capped by the budget (already rounded down, and at least one full request)

@@ -262,9 +262,8 @@ def test_2_release_that_cannot_start_fails_the_health_gate_on_the_canary_and_is_
 @pytest.mark.skip(
     reason="cannot give a verdict on this machine: every devhost's plan pins its server to CPU 1 of the same 2-core "
     "machine, so servers measured 'at the same time' share one core and a server's two baseline runs differ up to "
-    "6x (1463 vs 248 tok/s measured): the spread swallows any regression (the gate pauses, exit 16). Also "
-    "--max-num-seqs 1 on the tiny model is planned 1 MiB of KV, which vLLM refuses for max-model-len 2048 (a "
-    "planner bug, found here): the health gate, not the performance gate, stops it. See the stop note of issue 15."
+    "6x (1463 vs 248 tok/s measured): the spread swallows any regression (the gate pauses, exit 16). See the stop "
+    "note of issue 15."
 )
 def test_3_slower_release_is_stopped_by_the_performance_gate_and_reverted(fleet: Fleet) -> None:
     _rc, err, notes = run_zenops(

@@ -150,8 +150,18 @@ def test_newer_vllm_uses_kv_cache_memory_bytes_instead_of_the_env_var():
     inst = p.instances[0]
     assert "VLLM_CPU_KVCACHE_SPACE" not in inst.env
     assert "VLLM_PLUGINS" not in inst.env  # in-tree ZenCpuPlatform from 0.18
-    # bytes (planned in MiB) from 0.20: exactly what 5 x 40960 tokens need, no whole-GiB rounding
-    assert inst.args[inst.args.index("--kv-cache-memory-bytes") + 1] == str(5 * 40960 * 147456)
+    # bytes (planned in MiB) from 0.20: what 5 x 40960 tokens need, plus one spare KV block (128 tokens) per
+    # sequence, no whole-GiB rounding
+    assert inst.args[inst.args.index("--kv-cache-memory-bytes") + 1] == str(5 * (40960 + 128) * 147456)
+
+
+@pytest.mark.parametrize("seqs", [1, 2, 5])
+def test_the_kv_cache_holds_every_sequence_at_full_length_with_a_spare_block(seqs):
+    """vLLM refuses a KV cache that holds exactly max_model_len tokens per sequence (the rollout e2e's
+    --max-num-seqs 1 on the tiny model: 2048 tokens planned, 'cannot serve one request'): one block more each."""
+    p = plan(topo("gp-5-24-96"), catalog.get_model(QWEN3_4B), PlanOptions(vllm_version="0.32.0", max_num_seqs=seqs))
+    inst = p.instances[0]
+    assert inst.kv_tokens >= seqs * (p.max_model_len + 128), (inst.kv_tokens, p.max_model_len)
     assert "--gpu-memory-utilization" not in inst.args  # one instance owns the node
 
 
