@@ -244,6 +244,19 @@ def request_from_dict(data: Mapping[str, Any]) -> ServeRequest:
     return ServeRequest(**values)
 
 
+def plan_options(req: ServeRequest, vllm_version: str) -> PlanOptions:
+    """The planner's options of a serve request (what `up` plans with, and what `rollout` plans ahead with)."""
+    return PlanOptions(
+        max_model_len=req.max_model_len,
+        max_num_seqs=req.max_num_seqs,
+        concurrency=req.concurrency,
+        objective=req.objective,
+        instances=req.instances,
+        platform=req.platform,
+        vllm_version=vllm_version,
+    )
+
+
 def make_plans(
     topologies: Mapping[str, Mapping[str, Any]], model: ModelSpec, opts: PlanOptions, config: Config
 ) -> dict[str, Plan]:
@@ -279,15 +292,7 @@ def serve_inventory(
     combo = resolve_combo(req, warn)
     model, model_dir = resolve_model(req.model)
     api_key = ensure_api_key(config, inventory, req.api_key_file)
-    opts = PlanOptions(
-        max_model_len=req.max_model_len,
-        max_num_seqs=req.max_num_seqs,
-        concurrency=req.concurrency,
-        objective=req.objective,
-        instances=req.instances,
-        platform=req.platform,
-        vllm_version=combo.vllm,
-    )
+    opts = plan_options(req, combo.vllm)
 
     # ready -> docker -> facts
     up_result = up_inventory(ctx, inventory, limit=limit, check=check)  # the hosts' own up: facts come with it

@@ -206,7 +206,6 @@ class Rollout:
 
     def _plans_from_facts(self, new_req: Any, model: Any, vllm: str) -> dict[str, dict[str, Any]]:
         from zenops.facts import facts_path, load_facts_file  # noqa: PLC0415
-        from zenops.planner import PlanOptions  # noqa: PLC0415
 
         topologies = {}
         for host in sorted(self.record.plans):
@@ -217,15 +216,7 @@ class Rollout:
                     hint=f"gather them: zenops facts -i {self.inventory}",
                 )
             topologies[host] = load_facts_file(path, host)
-        opts = PlanOptions(
-            max_model_len=new_req.max_model_len,
-            max_num_seqs=new_req.max_num_seqs,
-            concurrency=new_req.concurrency,
-            objective=new_req.objective,
-            instances=new_req.instances,
-            platform=new_req.platform,
-            vllm_version=vllm,
-        )
+        opts = self.serve_lib.plan_options(new_req, vllm)
         plans = self.serve_lib.make_plans(topologies, model, opts, self.ctx.config)
         return {h: p.to_dict() for h, p in plans.items()}
 
