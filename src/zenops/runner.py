@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -368,9 +369,27 @@ def _environment(spec: RunSpec, run_dir: Path, cfg: Path, collections: Path) -> 
     }
 
 
-def _wait(thread: threading.Thread, cancel: threading.Event, sink: ProgressSink) -> bool:
-    """Wait for the run thread; Ctrl-C sets ``cancel``. Returns whether the operator interrupted."""
-    interrupted = False
+@contextmanager
+def _deferred_interrupt() -> Iterator[list[int]]:
+    """While the run starts: a Ctrl-C is noted, not raised. Raised inside ansible-runner's run_async it would leave
+    its (non-daemon) thread running the whole playbook with nobody to cancel it, and the process could not exit
+    until that playbook ended. The caller cancels the started run instead."""
+    noted: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: noted.append(signum))
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _wait(thread: threading.Thread, cancel: threading.Event, sink: ProgressSink, *, interrupted: bool = False) -> bool:
+    """Wait for the run thread; Ctrl-C sets ``cancel``. Returns whether the operator interrupted (``interrupted``:
+    already, while the run was starting)."""
+    if interrupted:
+        cancel.set()
     while thread.is_alive():
         try:
             thread.join(0.2)
@@ -431,7 +450,7 @@ def run_playbook(
     translator = _EventTranslator(sink)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
-    with _without_env(SECRET_ENV_NAMES):
+    with _deferred_interrupt() as noted, _without_env(SECRET_ENV_NAMES):
         thread, runner = ansible_runner.run_async(
             private_data_dir=str(run_dir),
             ident="run",
@@ -446,7 +465,7 @@ def run_playbook(
             cmdline=" ".join(cmdline) or None,
             settings={"suppress_ansible_output": True},
         )
-    interrupted = _wait(thread, cancel, sink)
+    interrupted = _wait(thread, cancel, sink, interrupted=bool(noted))
     status = str(runner.status)
     rc = runner.rc if isinstance(runner.rc, int) else 254
     result = RunResult(

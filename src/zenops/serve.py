@@ -14,7 +14,7 @@ import secrets
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -63,6 +63,7 @@ class ServeRequest:
     gateway_host: str | None = None  # the inventory host running it (default: the first host)
     gateway_port: int = 8080
     gateway_tls_cert_file: Path | None = None
+    engine_args: tuple[str, ...] = ()  # more `vllm serve` arguments, after the planned ones (check_engine_args)
 
 
 @dataclass
@@ -228,7 +229,10 @@ def resolve_model(name: str) -> tuple[ModelSpec, Path | None]:
 
 def request_to_dict(req: ServeRequest, hf_token_given: bool, model_dir: Path | None = None) -> dict[str, Any]:
     """The request as a record: absolute paths (a later command may run elsewhere), no temporary token file."""
-    out = {k: (str(v.resolve()) if isinstance(v, Path) else v) for k, v in asdict(req).items()}
+    out = {
+        k: (str(v.resolve()) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
+        for k, v in asdict(req).items()
+    }
     if model_dir is not None:
         out["model"] = str(model_dir)
     if not hf_token_given:
@@ -241,7 +245,39 @@ def request_from_dict(data: Mapping[str, Any]) -> ServeRequest:
     names = set(ServeRequest.__dataclass_fields__)
     paths = {"api_key_file", "hf_token_file", "base_image_archive", "gateway_tls_cert_file"}
     values: dict[str, Any] = {k: (Path(v) if k in paths and v else v) for k, v in data.items() if k in names}
+    values["engine_args"] = tuple(values.get("engine_args") or ())
     return ServeRequest(**values)
+
+
+# `vllm serve` flags zenops sets itself, and the zenops option that sets each (the planned ones come from the plan)
+OWN_ENGINE_FLAGS = {
+    "--model": "--model",
+    "--served-model-name": "--served-model-name",
+    "--host": "the plan (the bind address)",
+    "--port": "the plan (one port per instance)",
+    "--api-key": "--api-key-file (the key stays out of argv)",
+    "--shutdown-timeout": "--shutdown-timeout",
+    "--max-model-len": "--max-model-len",
+    "--max-num-seqs": "--max-num-seqs",
+    "--tensor-parallel-size": "--instances / the plan's layout",
+    "-tp": "--instances / the plan's layout",
+}
+
+
+def check_engine_args(engine_args: Sequence[str], plans: Mapping[str, Mapping[str, Any]]) -> None:
+    """Refuse --engine-arg values that set what zenops sets (a second --max-num-seqs would silently win over the
+    plan's, and the KV cache sized for the first): name the zenops option to use instead."""
+    planned = {a for p in plans.values() for inst in p.get("instances") or [] for a in inst.get("args") or []}
+    for arg in engine_args:
+        if not arg.startswith("-"):
+            continue
+        flag = arg.split("=", 1)[0]
+        if flag in OWN_ENGINE_FLAGS or flag in planned:
+            how = OWN_ENGINE_FLAGS.get(flag, "the plan (see `zenops plan`)")
+            raise UsageError(
+                f"--engine-arg {flag}: zenops sets {flag} itself",  # not the value: it may be a secret
+                hint=f"use {how}" if how.startswith("--") else f"it comes from {how}",
+            )
 
 
 def plan_options(req: ServeRequest, vllm_version: str) -> PlanOptions:
@@ -317,6 +353,7 @@ def serve_inventory(
             hint=f"one of: {', '.join(sorted(topologies))}",
         )
     plans = make_plans(topologies, model, opts, config)
+    check_engine_args(req.engine_args, {h: p.to_dict() for h, p in plans.items()})
     for host, p in plans.items():
         for w in p.warnings:
             warn(f"{host}: {w}")
@@ -337,6 +374,7 @@ def serve_inventory(
         "vllm_server_health_timeout": req.health_timeout,
         "vllm_server_health_min_healthy": min_healthy,
         "vllm_server_shutdown_timeout": req.shutdown_timeout,
+        "vllm_server_extra_args": list(req.engine_args),
     }
     if req.served_model_name:
         extravars["vllm_server_served_model_name"] = req.served_model_name

@@ -142,6 +142,34 @@ def test_unreachable_host_has_its_own_exit_code(tmp_path, settings):
     assert info.value.failures[0].host == "nowhere"
 
 
+def test_ctrl_c_while_the_run_starts_cancels_it_instead_of_leaving_it_running(tmp_path, settings, local_inventory):
+    """A Ctrl-C that lands while ansible-runner starts its thread (found by the fleet e2e: a rollout interrupted at
+    that moment stayed alive for the whole playbook): the started run is canceled and the call raises CanceledError
+    quickly. The real run_async runs; the wrapper only delivers the signal right after it returns."""
+    import signal  # noqa: PLC0415
+
+    import ansible_runner  # noqa: PLC0415
+
+    pb = write(tmp_path, "- hosts: all\n  gather_facts: false\n  tasks:\n    - ansible.builtin.command: sleep 120\n")
+    real = ansible_runner.run_async
+
+    def run_async_then_ctrl_c(**kwargs):
+        started = real(**kwargs)
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)  # the handler runs here
+        return started
+
+    assert threading.current_thread() is threading.main_thread()
+    ansible_runner.run_async = run_async_then_ctrl_c
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(CanceledError):
+            run_playbook(RunSpec(playbook=pb, inventory=local_inventory), settings, Collect())
+    finally:
+        ansible_runner.run_async = real
+    assert time.monotonic() - t0 < 30
+
+
 def test_cancel_stops_a_long_task_quickly(tmp_path, settings, local_inventory):
     pb = write(
         tmp_path,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import stat
 from pathlib import Path
 
 import pytest
 
-from zenops import compat
+from zenops import compat, serve
 from zenops.catalog import get_model
 from zenops.config import Config
 from zenops.errors import UsageError
@@ -178,3 +179,22 @@ def test_plans_can_travel_as_extravars():
     facts = load_facts_file(FACTS / "epyc-9755-2s.json")
     plans = make_plans({"h": facts}, get_model("Qwen/Qwen3-4B"), PlanOptions(vllm_version="0.32.0"), Config())
     check_no_secrets({"zenops_plans": {h: p.to_dict() for h, p in plans.items()}})
+
+
+def test_engine_args_round_trip_through_the_record_as_a_list():
+    req = serve.ServeRequest(model="Qwen/Qwen3-0.6B", engine_args=("--enforce-eager", "--seed", "3"))
+    data = serve.request_to_dict(req, hf_token_given=False)
+    assert data["engine_args"] == ["--enforce-eager", "--seed", "3"]
+    assert json.loads(json.dumps(data)) == data
+    assert serve.request_from_dict(data).engine_args == ("--enforce-eager", "--seed", "3")
+    assert serve.request_from_dict({"model": "m"}).engine_args == ()  # a record from before the option
+
+
+def test_check_engine_args_accepts_what_zenops_does_not_set():
+    plans = {"h": {"instances": [{"args": ["--dtype", "bfloat16", "--max-num-seqs", "5"]}]}}
+    serve.check_engine_args(["--enforce-eager", "--seed", "3", "--enable-prefix-caching"], plans)
+    with pytest.raises(UsageError, match="zenops sets --dtype itself"):
+        serve.check_engine_args(["--dtype=float32"], plans)
+    with pytest.raises(UsageError, match="zenops sets --served-model-name itself") as e:
+        serve.check_engine_args(["--served-model-name", "x"], {})
+    assert e.value.hint == "use --served-model-name"

@@ -226,6 +226,16 @@ def gateway_options(f: F) -> F:
     return decorated
 
 
+engine_arg_option = click.option(
+    "--engine-arg",
+    "engine_args",
+    multiple=True,
+    metavar="ARG",
+    help="One more `vllm serve` argument after the planned ones, repeatable: --engine-arg=--enforce-eager "
+    "(no torch.compile: faster start, slower decode), --engine-arg=--enable-prefix-caching. What zenops sets itself "
+    "(--max-num-seqs, --port, ...) is refused, naming its own option.",
+)
+
 check_option = click.option(
     "--check", is_flag=True, help="Dry run: report what would change on the hosts, change nothing."
 )

@@ -19,6 +19,7 @@ from zenops.cli.options import (
     ServingFlags,
     cloud_option,
     deployment_option,
+    engine_arg_option,
     inventory_option,
     json_option,
     serving_options,
@@ -37,7 +38,7 @@ _SERVING = {
 _ENGINE = {
     "image_source": "image_source", "vllm": "vllm_version", "zentorch": "zentorch",
     "force_unsupported": "force_unsupported", "prebuilt_ref": "image_ref", "served_model_name": "served_model_name",
-    "health_timeout": "health_timeout", "shutdown_timeout": "shutdown_timeout",
+    "health_timeout": "health_timeout", "shutdown_timeout": "shutdown_timeout", "engine_args": "engine_args",
 }  # fmt: skip
 
 
@@ -59,6 +60,7 @@ _ENGINE = {
     metavar="S",
     help="The longest expected request, for the new servers' stop (vLLM's --shutdown-timeout; Docker's +15 s).",
 )
+@engine_arg_option
 @click.option(
     "--batch", default="1", show_default=True, metavar="N|P%", help="Hosts per batch, or a percentage of the fleet."
 )
@@ -151,6 +153,7 @@ def rollout(
     served_model_name: str | None,
     health_timeout: int | None,
     shutdown_timeout: int | None,
+    engine_args: tuple[str, ...],
     batch: str,
     canary: int,
     max_unavailable: int | None,

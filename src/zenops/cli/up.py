@@ -18,6 +18,7 @@ from zenops.cli.options import (
     ServingFlags,
     check_option,
     cloud_option,
+    engine_arg_option,
     flavor_option,
     gateway_options,
     inventory_option,
@@ -98,6 +99,7 @@ IMAGE_SOURCES = ("pip", "build", "prebuilt")
     help="The longest expected request: how long a stopping server lets in-flight requests finish (vLLM's "
     "--shutdown-timeout; Docker's stop timeout is 15 s more). 0: vLLM aborts them.",
 )
+@engine_arg_option
 @gateway_options
 @limit_option
 @check_option
@@ -127,6 +129,7 @@ def up(
     base_image_archive: Path | None,
     health_timeout: int,
     shutdown_timeout: int,
+    engine_args: tuple[str, ...],
     gateway: GatewayFlags,
     limit: str | None,
     check: bool,
@@ -191,6 +194,7 @@ def up(
             base_image_archive=base_image_archive,
             health_timeout=health_timeout,
             shutdown_timeout=shutdown_timeout,
+            engine_args=engine_args,
             measure=measure,
             gateway=gateway.mode,
             gateway_host=gateway.host,

@@ -108,7 +108,7 @@ def host_change(
     for key in ("platform", "dtype", "max_model_len", "max_num_seqs"):
         if old_plan.get(key) != new_plan.get(key):
             diffs.append(f"{key} {old_plan.get(key)} -> {new_plan.get(key)}")
-    for key in ("shutdown_timeout",):  # reaches the container's command, not the plan
+    for key in ("shutdown_timeout", "engine_args"):  # reach the container's command, not the plan
         if old_request.get(key) != new_request.get(key):
             diffs.append(f"{key} {old_request.get(key)} -> {new_request.get(key)}")
     old_inst = [_instance_settings(i) for i in old_plan.get("instances") or []]

@@ -40,7 +40,7 @@ from zenops.serving_record import deployment_key, load_serving_record, save_serv
 CHANGEABLE = (
     "model", "image_source", "vllm", "zentorch", "force_unsupported", "prebuilt_ref", "served_model_name",
     "platform", "max_model_len", "max_num_seqs", "concurrency", "objective", "instances", "base_image",
-    "base_image_archive", "health_timeout", "shutdown_timeout",
+    "base_image_archive", "health_timeout", "shutdown_timeout", "engine_args",
 )  # fmt: skip
 
 
@@ -119,7 +119,7 @@ class Rollout:
         """The state to run: the one in progress (same target: resumed), or a new one, checked and planned before
         any host is touched (refusals: unknown pair, plan refused, no gateway, a batch that would take all)."""
         current = self.ledger.load()
-        old = dict(self.record.request)
+        old = {"engine_args": [], **self.record.request}  # a record from before --engine-arg had none
         if current is not None and current.active:
             wanted = {**current.from_request, **self._changes_dict()}
             if self.req.changes and wanted != current.to_request:
@@ -199,6 +199,8 @@ class Rollout:
             value = given
             if isinstance(given, Path):
                 value = str(given.resolve())
+            elif isinstance(given, tuple):
+                value = list(given)  # as the record keeps it (JSON)
             elif k == "model" and isinstance(given, str) and Path(given).expanduser().is_dir():
                 value = str(Path(given).expanduser().resolve())
             out[k] = value
@@ -217,8 +219,9 @@ class Rollout:
                 )
             topologies[host] = load_facts_file(path, host)
         opts = self.serve_lib.plan_options(new_req, vllm)
-        plans = self.serve_lib.make_plans(topologies, model, opts, self.ctx.config)
-        return {h: p.to_dict() for h, p in plans.items()}
+        plans = {h: p.to_dict() for h, p in self.serve_lib.make_plans(topologies, model, opts, self.ctx.config).items()}
+        self.serve_lib.check_engine_args(new_req.engine_args, plans)
+        return plans
 
     # --- the run ----------------------------------------------------------------------------------------------
 
