@@ -7,15 +7,16 @@ flags win over both: per-command sections under ``defaults:`` become click defau
 
 from __future__ import annotations
 
-import difflib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zenops import schema
 from zenops.errors import ConfigError
 from zenops.paths import default_state_dir
+from zenops.schema import Entries, Field, Issue, Schema, Section, read_yaml
 
 EXAMPLE = """\
 # zenops.yaml (or ~/.config/zenops/config.yaml)
@@ -118,18 +119,9 @@ class Config:
     sources: tuple[Path, ...] = ()
 
 
-# --- schema -----------------------------------------------------------------------------------------------------
+# --- schema (zenops.schema: errors name the file, the key and the fix) ---------------------------------------
 
-Checker = Callable[[Any], str | None]  # returns a problem description, or None when the value is fine
-
-
-def _is_str(v: Any) -> str | None:
-    return None if isinstance(v, str) and v.strip() else "must be a non-empty string"
-
-
-def _is_pos_int(v: Any) -> str | None:
-    ok = isinstance(v, int) and not isinstance(v, bool) and v > 0
-    return None if ok else "must be a positive integer"
+_REFERENCE = "`zenops config example`"
 
 
 def _is_size(v: Any) -> str | None:
@@ -138,123 +130,114 @@ def _is_size(v: Any) -> str | None:
     return None if ok else "must be a size like 10m, 512k or 1g"
 
 
-def _choice(*choices: str) -> Checker:
-    def check(v: Any) -> str | None:
-        return None if v in choices else f"must be one of {', '.join(choices)} (got {v!r})"
-
-    return check
-
-
-def _str_list(v: Any) -> str | None:
-    ok = isinstance(v, list) and all(isinstance(x, str) and x for x in v)
-    return None if ok else "must be a list of names, e.g. [debian, ubuntu]"
-
-
-def _mapping(v: Any) -> str | None:
-    return None if isinstance(v, dict) else "must be a mapping (key: value)"
-
-
-SCHEMA: dict[str, Checker | dict[str, Checker]] = {
-    "state_dir": _is_str,
-    "keep_runs": _is_pos_int,
-    "ssh": {
-        "user": _is_str,
-        "private_key_file": _is_str,
-        "host_key_checking": _choice("accept-new", "strict", "off"),
-    },
-    "docker": {
-        "source": _choice("distro", "upstream"),
-        "users": _str_list,
-        "log_max_size": _is_size,
-        "log_max_file": _is_pos_int,
-        "daemon_options": _mapping,
-    },
-    "defaults": _mapping,  # per-command sections, checked against the commands themselves
-    "flavors": _mapping,  # flavor name -> FLAVOR_SCHEMA fields, checked by check_flavor
-    "clouds": _mapping,  # clouds.yaml entry name -> CLOUD_SCHEMA fields
-}
-
-
-def _number(minimum: float, problem: str) -> Checker:
-    def check(v: Any) -> str | None:
-        ok = isinstance(v, int | float) and not isinstance(v, bool) and (v > 0 if minimum > 0 else v >= 0)
-        return None if ok else problem
-
-    return check
-
-
-def _flags(v: Any) -> str | None:
-    ok = isinstance(v, list) and all(isinstance(x, str) and x for x in v)
-    return None if ok else "must be a list of /proc/cpuinfo flags"
-
-
-def _is_count(v: Any) -> str | None:
-    return None if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else "must be a whole number, 0 or more"
-
-
-def _is_bool(v: Any) -> str | None:
-    return None if isinstance(v, bool) else "must be true or false"
-
-
 def _currency(v: Any) -> str | None:
     return None if isinstance(v, str) and len(v) == 3 and v.isalpha() and v.isupper() else "must be a code like USD"
 
 
-# flavors.<name>.<field>: (checker, example shown as the fix)
-FLAVOR_SCHEMA: dict[str, tuple[Checker, str]] = {
-    "vcpus": (_is_pos_int, "vcpus: 24"),
-    "ram_mib": (_is_pos_int, "ram_mib: 98304"),
-    "ram_gb": (_number(1, "must be a number above 0"), "ram_gb: 96  (GiB, as clouds mean it: 96 = 98304 MiB)"),
-    "disk_gb": (_is_count, "disk_gb: 240"),
-    "ephemeral_gb": (_is_count, "ephemeral_gb: 0"),
-    "cpu_model": (_is_str, "cpu_model: AMD EPYC 9454"),
-    "cpu_vendor": (_is_str, "cpu_vendor: AuthenticAMD"),
-    "cpu_flags": (_flags, "cpu_flags: [avx2, avx512f, avx512_bf16, avx512_vnni]"),
-    "numa_nodes": (_is_pos_int, "numa_nodes: 1"),
-    "smt_exposed": (_is_bool, "smt_exposed: false"),
-    "price_per_hour": (_number(0, "must be a number, 0 or more"), "price_per_hour: 0.79  (per server and hour)"),
-    "currency": (_currency, "currency: USD"),
-    "cloud": (_is_str, "cloud: flex"),
-}
+def _ram_once(flavor: Mapping[str, Any]) -> Issue | None:
+    if "ram_mib" in flavor and "ram_gb" in flavor:
+        return Issue("ram_gb", "give ram_mib or ram_gb, not both", hint="remove one of them")
+    return None
 
 
-def _check_entry(path: str, where: str, section: Any, schema: dict[str, tuple[Checker, str]], example: str) -> None:
-    """Check one named entry (``flavors.<name>``, ``clouds.<name>``) against its schema; errors name the field."""
-    if not isinstance(section, dict):
-        raise ConfigError(path, where, "must be a mapping of field: value", hint=f"e.g. {example}")
-    for key, value in section.items():
-        if key not in schema:
-            raise _unknown(path, str(key), list(schema), f"{where}.{key}")
-        check, field_example = schema[key]
-        problem = check(value)
-        if problem:
-            raise ConfigError(path, f"{where}.{key}", problem, hint=f"e.g. {field_example}")
+def _keypair_has_key(cloud: Mapping[str, Any]) -> Issue | None:
+    if cloud.get("keypair") and not cloud.get("private_key_file"):
+        return Issue(
+            "private_key_file",
+            "an existing keypair needs its private key",
+            hint="add private_key_file: ~/.ssh/<key> next to keypair",
+        )
+    return None
+
+
+# flavors.<name>: one flavor of your cloud (zenops.catalog turns it into a FlavorSpec)
+FLAVOR_SCHEMA = Section(
+    {
+        "vcpus": Field(schema.positive_int, "vcpus: 24"),
+        "ram_mib": Field(schema.positive_int, "ram_mib: 98304"),
+        "ram_gb": Field(schema.positive_number, "ram_gb: 96  (GiB, as clouds mean it: 96 = 98304 MiB)"),
+        "disk_gb": Field(schema.count, "disk_gb: 240"),
+        "ephemeral_gb": Field(schema.count, "ephemeral_gb: 0"),
+        "cpu_model": Field(schema.non_empty_str, "cpu_model: AMD EPYC 9454"),
+        "cpu_vendor": Field(schema.non_empty_str, "cpu_vendor: AuthenticAMD"),
+        "cpu_flags": Field(
+            schema.strings("must be a list of /proc/cpuinfo flags"),
+            "cpu_flags: [avx2, avx512f, avx512_bf16, avx512_vnni]",
+        ),
+        "numa_nodes": Field(schema.positive_int, "numa_nodes: 1"),
+        "smt_exposed": Field(schema.boolean, "smt_exposed: false"),
+        "price_per_hour": Field(schema.non_negative_number, "price_per_hour: 0.79  (per server and hour)"),
+        "currency": Field(_currency, "currency: USD"),
+        "cloud": Field(schema.non_empty_str, "cloud: flex"),
+    },
+    example="{vcpus: 16, ram_gb: 64}",
+    problem="must be a mapping of field: value",
+    rules=(_ram_once,),
+)
+
+# clouds.<name>: how zenops uses a clouds.yaml entry (the entry itself stays in clouds.yaml)
+CLOUD_SCHEMA = Section(
+    {
+        "network_mode": Field(schema.choice("provider", "floating"), "network_mode: provider  (or floating)"),
+        "provider_network": Field(schema.non_empty_str, "provider_network: provider"),
+        "external_network": Field(schema.non_empty_str, "external_network: public"),
+        "tenant_network": Field(schema.non_empty_str, "tenant_network: my-net  (reuse it instead of creating one)"),
+        "tenant_cidr": Field(
+            schema.non_empty_str, "tenant_cidr: 10.98.1.0/24  (default: 10.98.<n>.0/24 per deployment)"
+        ),
+        "image": Field(schema.non_empty_str, "image: debian-12"),
+        "image_user": Field(schema.non_empty_str, "image_user: debian"),
+        "operator_cidr": Field(schema.non_empty_str, "operator_cidr: 203.0.113.7/32"),
+        "keypair": Field(schema.non_empty_str, "keypair: my-key  (an existing keypair; zenops creates one otherwise)"),
+        "private_key_file": Field(schema.non_empty_str, "private_key_file: ~/.ssh/id_ed25519"),
+        "active_timeout": Field(schema.positive_int, "active_timeout: 900"),
+        "error_retries": Field(schema.count, "error_retries: 2"),
+        "server_metadata": Field(
+            schema.mapping, "server_metadata: {cost-center: ml-42}  (added to every server's metadata)"
+        ),
+    },
+    example="{network_mode: floating}",
+    problem="must be a mapping of field: value",
+    rules=(_keypair_has_key,),
+)
+
+SCHEMA = Schema(
+    Section(
+        {
+            "state_dir": Field(schema.non_empty_str),
+            "keep_runs": Field(schema.positive_int),
+            "ssh": Section(
+                {
+                    "user": Field(schema.non_empty_str),
+                    "private_key_file": Field(schema.non_empty_str),
+                    "host_key_checking": Field(schema.choice("accept-new", "strict", "off")),
+                }
+            ),
+            "docker": Section(
+                {
+                    "source": Field(schema.choice("distro", "upstream")),
+                    "users": Field(schema.strings("must be a list of names, e.g. [debian, ubuntu]")),
+                    "log_max_size": Field(_is_size),
+                    "log_max_file": Field(schema.positive_int),
+                    "daemon_options": Field(schema.mapping),
+                }
+            ),
+            # per-command sections, whose options the CLI checks against the commands themselves
+            "defaults": Entries(Field(schema.mapping_of("must be a mapping of option: value"))),
+            "flavors": Entries(FLAVOR_SCHEMA),
+            "clouds": Entries(CLOUD_SCHEMA),
+        },
+        problem="the top level must be a mapping of keys",
+        hint=f"see {_REFERENCE}",
+    ),
+    reference=_REFERENCE,
+)
 
 
 def check_flavor(path: str, name: Any, section: Any) -> None:
-    """Check one ``flavors.<name>`` entry against FLAVOR_SCHEMA. Raises ConfigError naming flavors.<name>.<field>."""
-    where = f"flavors.{name}"
-    _check_entry(path, where, section, FLAVOR_SCHEMA, "{vcpus: 16, ram_gb: 64}")
-    if "ram_mib" in section and "ram_gb" in section:
-        raise ConfigError(path, f"{where}.ram_gb", "give ram_mib or ram_gb, not both", hint="remove one of them")
-
-
-# clouds.<name>.<field>: how zenops uses a clouds.yaml entry (the entry itself stays in clouds.yaml)
-CLOUD_SCHEMA: dict[str, tuple[Checker, str]] = {
-    "network_mode": (_choice("provider", "floating"), "network_mode: provider  (or floating)"),
-    "provider_network": (_is_str, "provider_network: provider"),
-    "external_network": (_is_str, "external_network: public"),
-    "tenant_network": (_is_str, "tenant_network: my-net  (reuse it instead of creating one)"),
-    "tenant_cidr": (_is_str, "tenant_cidr: 10.98.1.0/24  (default: 10.98.<n>.0/24 per deployment)"),
-    "image": (_is_str, "image: debian-12"),
-    "image_user": (_is_str, "image_user: debian"),
-    "operator_cidr": (_is_str, "operator_cidr: 203.0.113.7/32"),
-    "keypair": (_is_str, "keypair: my-key  (an existing keypair; zenops creates one otherwise)"),
-    "private_key_file": (_is_str, "private_key_file: ~/.ssh/id_ed25519"),
-    "active_timeout": (_is_pos_int, "active_timeout: 900"),
-    "error_retries": (_is_count, "error_retries: 2"),
-    "server_metadata": (_mapping, "server_metadata: {cost-center: ml-42}  (added to every server's metadata)"),
-}
+    """Check one ``flavors.<name>`` entry against FLAVOR_SCHEMA (the catalogue's flavors.yaml and zenops.yaml hold
+    the same entries). Raises ConfigError naming flavors.<name>.<field>."""
+    SCHEMA.check(FLAVOR_SCHEMA, section, path, f"flavors.{name}")
 
 
 @dataclass(frozen=True)
@@ -276,68 +259,14 @@ class CloudProfile:
     server_metadata: Mapping[str, str] = field(default_factory=dict)
 
 
-def _unknown(path: str, key: str, known: list[str], where: str) -> ConfigError:
-    close = difflib.get_close_matches(key, known, n=1)
-    fix = f"did you mean '{close[0]}'?" if close else f"valid keys here: {', '.join(sorted(known))}"
-    return ConfigError(path, where, "unknown key", hint=f"{fix} (see `zenops config example`)")
-
-
 def validate(data: Any, path: str) -> dict[str, Any]:
     """Check one parsed config document against SCHEMA; return it as a dict. Raises ConfigError."""
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(path, "", "the top level must be a mapping of keys", hint="see `zenops config example`")
-    for key, value in data.items():
-        spec = SCHEMA.get(key)
-        if spec is None:
-            raise _unknown(path, key, list(SCHEMA), str(key))
-        if isinstance(spec, dict):
-            if not isinstance(value, dict):
-                raise ConfigError(path, key, "must be a mapping", hint=f"valid keys: {', '.join(spec)}")
-            for sub, subvalue in value.items():
-                check = spec.get(sub)
-                if check is None:
-                    raise _unknown(path, str(sub), list(spec), f"{key}.{sub}")
-                problem = check(subvalue)
-                if problem:
-                    raise ConfigError(path, f"{key}.{sub}", problem)
-        else:
-            problem = spec(value)
-            if problem:
-                raise ConfigError(path, key, problem)
-    for command, section in (data.get("defaults") or {}).items():
-        if not isinstance(section, dict):
-            raise ConfigError(path, f"defaults.{command}", "must be a mapping of option: value")
-    for name, section in (data.get("flavors") or {}).items():
-        check_flavor(path, name, section)
-    for name, section in (data.get("clouds") or {}).items():
-        _check_entry(path, f"clouds.{name}", section, CLOUD_SCHEMA, "{network_mode: floating}")
-        if section.get("keypair") and not section.get("private_key_file"):
-            raise ConfigError(
-                path,
-                f"clouds.{name}.private_key_file",
-                "an existing keypair needs its private key",
-                hint="add private_key_file: ~/.ssh/<key> next to keypair",
-            )
-    return data
+    return SCHEMA.validate(data, path)
 
 
 def read_file(path: Path) -> dict[str, Any]:
-    import yaml  # noqa: PLC0415  (only when a config file exists: the CLI's --help starts without it)
-
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise ConfigError(str(path), "", f"cannot read: {e.strerror}", hint="check the path and permissions") from e
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e)
-        raise ConfigError(str(path), where, f"not valid YAML: {problem}", hint="fix the YAML syntax there") from e
-    return validate(data, str(path))
+    """One config file, parsed and checked (YAML errors name the line and column)."""
+    return validate(read_yaml(path), str(path))
 
 
 def load(explicit: Path | None = None) -> Config:

@@ -1,0 +1,355 @@
+"""The campaign file: read, checked through zenops.schema (errors name the file, the key and the fix, like
+zenops.yaml's), turned into a :class:`CampaignSpec`. ``zenops campaign example`` prints a commented one.
+
+Everything a cell needs later is checked here, before a server is created and billed: the names, the types, the
+`zenops up` options of every variant, the local paths (relative to the campaign file, resolved). What only the cloud
+or the catalogue can tell (does the flavor exist, what does it cost) is checked when the campaign is planned.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zenops import schema
+from zenops.cloud.marks import check_name
+from zenops.errors import UsageError
+from zenops.schema import Entries, Field, Issue, ListOf, Problem, Schema, Section
+
+REFERENCE = "`zenops campaign example`"
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    concurrency: tuple[int, ...] = (1, 4)
+    input_len: int = 128
+    output_len: int = 64
+    prompts: int = 16
+    repeats: int = 1
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_usd: float | None = None
+    ttl_s: int = 4 * 3600
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    options: Mapping[str, Any]  # ServeRequest field -> value (engine_args as a tuple)
+
+
+@dataclass(frozen=True)
+class CampaignSpec:
+    name: str
+    path: Path  # the file, resolved
+    cloud: str | None
+    inventory: Path | None  # resolved
+    flavors: tuple[str, ...]  # () with an inventory
+    models: tuple[str, ...]  # local dirs resolved to absolute paths, catalogue ids as given
+    variants: tuple[Variant, ...]
+    engine: Mapping[str, Any]  # ServeRequest fields (paths resolved; engine_args a tuple)
+    bench: BenchSpec
+    budget: Budget
+    prices: Mapping[str, float]
+    parallel: int = 1
+
+
+DEFAULT_VARIANTS = (Variant("default", {}),)
+
+
+# --- durations --------------------------------------------------------------------------------------------------
+
+_DURATION = re.compile(r"^(\d+)([smhd]?)$")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str | int) -> int:
+    """Seconds in ``90s``, ``30m``, ``2h``, ``1d`` (or a whole number of seconds); ValueError for anything else,
+    zero included (an expiry of 0 would reap a server as it is created)."""
+    if isinstance(text, bool):
+        raise ValueError(f"not a duration: {text!r}")
+    if isinstance(text, int):
+        seconds = text
+    elif isinstance(text, str) and (m := _DURATION.match(text.strip())):
+        seconds = int(m[1]) * _UNIT_S[m[2]]
+    else:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 30m, 2h or 1d)")
+    if seconds <= 0:
+        raise ValueError(f"a duration must be above 0 (got {text!r})")
+    return seconds
+
+
+# --- checkers ---------------------------------------------------------------------------------------------------
+
+
+def _campaign_name(v: Any) -> str | Problem | None:
+    """The name ends up in the campaign id, resource names and tags: the same rules as a deployment's."""
+    if not isinstance(v, str):
+        return "must be a name like qwen-sweep"
+    try:
+        check_name(v, "campaign")
+    except UsageError as e:
+        return Problem(e.message, e.hint)
+    return None
+
+
+def _duration(v: Any) -> str | None:
+    try:
+        parse_duration(v)
+    except ValueError:
+        return "must be a duration like 90s, 30m, 2h or 1d"
+    return None
+
+
+def _instances(v: Any) -> str | None:
+    return None if v == "auto" or schema.positive_int(v) is None else "must be a positive integer or auto"
+
+
+_VARIANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def _variant_name(v: Any) -> str | None:
+    """A variant's name labels its results in reports, tables and plots."""
+    ok = isinstance(v, str) and _VARIANT_NAME.match(v)
+    return None if ok else "a variant name is letters, digits, '.', '_' and '-' (up to 64, e.g. zen-latency)"
+
+
+def _resolve(base: Path, text: str) -> Path:
+    """A path from the campaign file: ``~`` expanded, relative to the file's directory, absolute."""
+    return (base / Path(text).expanduser()).resolve()
+
+
+def _looks_local(text: str) -> bool:
+    return text.startswith((".", "/", "~"))
+
+
+def _model_dir(base: Path, text: str) -> Path | None:
+    """The local model directory ``text`` names (relative to the campaign file), or None for a catalogue id."""
+    path = _resolve(base, text)
+    return path if path.is_dir() else None
+
+
+def _model(base: Path) -> schema.Checker:
+    def check_model(v: Any) -> str | Problem | None:
+        if not isinstance(v, str) or not v.strip():
+            return "must be a catalogue id or a local model directory"
+        local = _model_dir(base, v)
+        fix = "give a directory holding the model's config.json (relative to the campaign file), or a catalogue id"
+        if local is None and _looks_local(v):
+            return Problem(f"no model directory {_resolve(base, v)}", hint=fix)
+        if local is not None and not (local / "config.json").is_file():
+            return Problem(f"model directory {local} has no config.json", hint=fix)
+        return None
+
+    return check_model
+
+
+def _existing_file(base: Path, what: str, example: str) -> schema.Checker:
+    def check_file(v: Any) -> str | Problem | None:
+        if not isinstance(v, str) or not v.strip():
+            return "must be a path"
+        path = _resolve(base, v)
+        if not path.exists():
+            fix = f"give a path relative to the campaign file: {example}"
+            return Problem(f"{what} {path} does not exist", hint=fix)
+        return None
+
+    return check_file
+
+
+# --- schema -----------------------------------------------------------------------------------------------------
+
+_ENGINE_ARGS = ListOf(
+    Field(schema.non_empty_str, "--enforce-eager"), example="engine_args: [--enforce-eager]  (more `vllm serve` args)"
+)
+_VERSION_FIX = "(quoted: YAML reads 0.11 as a number)"
+
+# variants.<name>: `zenops up` options (ServeRequest fields) that change from one cell to the next
+VARIANT_OPTIONS: dict[str, schema.Node] = {
+    "platform": Field(schema.choice("auto", "zen", "cpu"), "platform: zen"),
+    "objective": Field(schema.choice("auto", "latency", "throughput"), "objective: throughput"),
+    "instances": Field(_instances, "instances: 2  (or auto)"),
+    "max_num_seqs": Field(schema.positive_int, "max_num_seqs: 8"),
+    "max_model_len": Field(schema.positive_int, "max_model_len: 4096"),
+    "concurrency": Field(schema.positive_int, "concurrency: 4  (the load the planner sizes for)"),
+    "engine_args": _ENGINE_ARGS,
+    "vllm": Field(schema.non_empty_str, f'vllm: "0.11.0"  {_VERSION_FIX}'),
+    "zentorch": Field(schema.non_empty_str, f'zentorch: "5.1.0"  {_VERSION_FIX}'),
+}
+
+VARIANT_SCHEMA = Section(VARIANT_OPTIONS, example="{platform: zen}", problem="must be a mapping of option: value")
+
+BENCH_SCHEMA = Section(
+    {
+        "concurrency": ListOf(Field(schema.positive_int, "4"), example="concurrency: [1, 4]", min_items=1, unique=True),
+        "input_len": Field(schema.positive_int, "input_len: 128  (prompt tokens)"),
+        "output_len": Field(schema.positive_int, "output_len: 64  (generated tokens)"),
+        "prompts": Field(schema.positive_int, "prompts: 16  (requests per concurrency level)"),
+        "repeats": Field(schema.positive_int, "repeats: 1"),
+    },
+    example="{concurrency: [1, 4], prompts: 16}",
+)
+
+BUDGET_SCHEMA = Section(
+    {
+        "max_usd": Field(schema.positive_number, "max_usd: 5.0  (no cap when absent)"),
+        "ttl": Field(_duration, "ttl: 2h  (every server's expiry: s, m, h or d)"),
+    },
+    example="{max_usd: 5.0, ttl: 2h}",
+)
+
+
+def _engine_schema(base: Path) -> Section:
+    """engine: the `zenops up` options every cell shares (the image route, the engine pair, its arguments)."""
+    return Section(
+        {
+            "image_source": Field(schema.choice("pip", "build", "prebuilt"), "image_source: pip"),
+            "base_image": Field(schema.non_empty_str, "base_image: debian:bookworm-slim"),
+            "base_image_archive": Field(
+                _existing_file(base, "base image archive", "base_image_archive: images/base.tar"),
+                "base_image_archive: images/base.tar  (a `docker save` tarball, relative to this file)",
+            ),
+            "vllm": VARIANT_OPTIONS["vllm"],
+            "zentorch": VARIANT_OPTIONS["zentorch"],
+            "prebuilt_ref": Field(schema.non_empty_str, "prebuilt_ref: registry.example.com/vllm-zen:0.11.0"),
+            "engine_args": _ENGINE_ARGS,
+            "served_model_name": Field(schema.non_empty_str, "served_model_name: model"),
+            "health_timeout": Field(schema.positive_int, "health_timeout: 900  (seconds)"),
+        },
+        example="{image_source: pip}",
+    )
+
+
+def _cloud_or_inventory(doc: Mapping[str, Any]) -> Issue | None:
+    """Servers come from the cloud (one per flavor) or are the inventory's hosts: exactly one of the two."""
+    if "cloud" in doc and "inventory" in doc:
+        return Issue("inventory", "give cloud or inventory, not both", hint="remove one of them")
+    if "cloud" not in doc and "inventory" not in doc:
+        return Issue(
+            "cloud",
+            "is required (or inventory)",
+            hint="e.g. cloud: sandbox  (a clouds.yaml entry), or inventory: hosts.yml  (hosts that exist)",
+        )
+    return None
+
+
+def _flavors_with_cloud(doc: Mapping[str, Any]) -> Issue | None:
+    if "cloud" in doc and "flavors" not in doc:
+        return Issue("flavors", "is required with cloud", hint="e.g. flavors: [gp.5.24.96]  (one server per flavor)")
+    if "inventory" in doc and "flavors" in doc:
+        return Issue(
+            "flavors",
+            "not allowed with inventory (the inventory's hosts are the servers)",
+            hint="remove flavors, or use cloud instead of inventory",
+        )
+    return None
+
+
+def campaign_schema(base: Path) -> Schema:
+    """The campaign file's schema; ``base`` is the file's directory (relative paths are checked there)."""
+    return Schema(
+        Section(
+            {
+                "name": Field(_campaign_name, "name: qwen-sweep"),
+                "cloud": Field(schema.non_empty_str, "cloud: sandbox  (a clouds.yaml entry)"),
+                "flavors": ListOf(
+                    Field(schema.non_empty_str, "gp.5.24.96"),
+                    example="flavors: [gp.5.24.96, gp.5.48.192]",
+                    min_items=1,
+                    unique=True,
+                ),
+                "inventory": Field(
+                    _existing_file(base, "inventory", "inventory: hosts.yml"),
+                    "inventory: hosts.yml  (relative to this file)",
+                ),
+                "models": ListOf(
+                    Field(_model(base), "Qwen/Qwen3-4B  (a catalogue id) or ./my-model  (a directory)"),
+                    example="models: [Qwen/Qwen3-0.6B, ./tiny-model]",
+                    min_items=1,
+                    unique=True,
+                ),
+                "variants": Entries(
+                    VARIANT_SCHEMA,
+                    example="variants: {zen: {platform: zen}, cpu: {platform: cpu}}",
+                    name=_variant_name,
+                    min_entries=1,
+                ),
+                "engine": _engine_schema(base),
+                "bench": BENCH_SCHEMA,
+                "budget": BUDGET_SCHEMA,
+                "prices": Entries(
+                    Field(schema.non_negative_number, "0.79  ($ per server and hour)"),
+                    example="prices: {gp.5.24.96: 0.79}",
+                    name=schema.non_empty_str,
+                ),
+                "parallel": Field(schema.positive_int, "parallel: 2  (flavors provisioned at the same time)"),
+            },
+            problem="the top level must be a mapping of keys",
+            hint=f"see {REFERENCE}",
+            required=("name", "models"),
+            rules=(_cloud_or_inventory, _flavors_with_cloud),
+        ),
+        reference=REFERENCE,
+    )
+
+
+# --- loading ----------------------------------------------------------------------------------------------------
+
+
+def load_spec(path: Path) -> CampaignSpec:
+    """Read and check a campaign file. Raises ConfigError naming the file (as given), the key and the fix."""
+    resolved = Path(path).expanduser().resolve()
+    base = resolved.parent
+    data = campaign_schema(base).validate(schema.read_yaml(Path(path)), str(path))
+    inventory = data.get("inventory")
+    variants = data.get("variants")
+    budget = data.get("budget", {})
+    return CampaignSpec(
+        name=data["name"],
+        path=resolved,
+        cloud=data.get("cloud"),
+        inventory=_resolve(base, inventory) if inventory is not None else None,
+        flavors=tuple(data.get("flavors", ())),
+        models=tuple(_model_path(base, m) for m in data["models"]),
+        variants=tuple(Variant(n, _options(o, base)) for n, o in variants.items()) if variants else DEFAULT_VARIANTS,
+        engine=_options(data.get("engine", {}), base),
+        bench=_bench(data.get("bench", {})),
+        budget=Budget(
+            max_usd=float(budget["max_usd"]) if "max_usd" in budget else None,
+            ttl_s=parse_duration(budget["ttl"]) if "ttl" in budget else Budget().ttl_s,
+        ),
+        prices={name: float(price) for name, price in data.get("prices", {}).items()},
+        parallel=data.get("parallel", 1),
+    )
+
+
+def _model_path(base: Path, text: str) -> str:
+    local = _model_dir(base, text)
+    return str(local) if local is not None else text
+
+
+def _options(raw: Mapping[str, Any], base: Path) -> dict[str, Any]:
+    """Checked options as ServeRequest values: engine_args a tuple, instances auto -> None, paths resolved."""
+    return {key: _option(key, value, base) for key, value in raw.items()}
+
+
+def _option(key: str, value: Any, base: Path) -> Any:
+    if key == "engine_args":
+        return tuple(value)
+    if key == "instances" and value == "auto":
+        return None
+    if key == "base_image_archive":
+        return _resolve(base, value)
+    return value
+
+
+def _bench(raw: Mapping[str, Any]) -> BenchSpec:
+    values = dict(raw)
+    if "concurrency" in values:
+        values["concurrency"] = tuple(values["concurrency"])
+    return BenchSpec(**values)

@@ -1,0 +1,312 @@
+"""A small schema layer for zenops's YAML files (zenops.yaml, campaign files): every mistake is reported the same way,
+as a ConfigError naming the file, the key (``docker.source``, ``flavors.x.vcpus``, ``models[2]``) and the fix.
+
+A schema is a tree of nodes: a :class:`Field` (a checker and an example shown as the fix), a :class:`Section` (fixed
+keys, each a node), :class:`Entries` (a map of named entries such as ``flavors.<name>``, every value one node) and
+:class:`ListOf` (a list, every item one node, errors naming the index). Checkers are plain functions returning a
+problem (a string, or a :class:`Problem` when the fix depends on the value) or None. Cross-key constraints ("give
+cloud or inventory, not both") are a section's rules. Validation stops at the first mistake: one precise error the
+operator can fix beats a list they have to untangle.
+
+The order mistakes are found in is part of the behaviour: a section's keys in the file's order (sections inline),
+then its missing required keys, then the named entries of its :class:`Entries` (in the schema's order), then its
+rules. Nothing here imports YAML at import time (the CLI's ``--help`` starts without it).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from zenops.errors import ConfigError
+
+
+class Problem(NamedTuple):
+    """What a checker returns when the fix depends on the value (a path that does not exist, a name's rules)."""
+
+    text: str
+    hint: str | None = None
+
+
+Checker = Callable[[Any], str | Problem | None]  # the problem with the value, or None when it is fine
+
+
+class Issue(NamedTuple):
+    """A rule's finding: ``key`` relative to the section the rule belongs to."""
+
+    key: str
+    problem: str
+    hint: str | None = None
+
+
+Rule = Callable[[Mapping[str, Any]], Issue | None]
+
+
+# --- nodes ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Field:
+    """One value: ``check`` finds what is wrong with it; the hint is ``e.g. <example>`` (none without an example)."""
+
+    check: Checker
+    example: str | None = None
+
+
+@dataclass(frozen=True)
+class Section:
+    """A mapping with fixed keys. ``problem``/``hint`` are said when the value is not a mapping; without a hint,
+    ``e.g. <example>``, else the valid keys. ``required`` keys must be present; ``rules`` run once the keys passed."""
+
+    fields: Mapping[str, Node]
+    example: str | None = None
+    problem: str = "must be a mapping"
+    hint: str | None = None
+    required: tuple[str, ...] = ()
+    rules: tuple[Rule, ...] = ()
+
+
+@dataclass(frozen=True)
+class Entries:
+    """A map of named entries (``flavors.<name>``): every value checked by ``value``, every name by ``name``."""
+
+    value: Node
+    example: str | None = None
+    problem: str = "must be a mapping (key: value)"
+    name: Checker | None = None
+    min_entries: int = 0
+
+
+@dataclass(frozen=True)
+class ListOf:
+    """A list whose items are each checked by ``item``; errors name the index (``models[2]``)."""
+
+    item: Node
+    example: str | None = None
+    min_items: int = 0
+    unique: bool = False
+
+
+Node = Field | Section | Entries | ListOf
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A document's schema: its top-level section, and where its format is documented (named in the hint for an
+    unknown key, so the operator can look the right one up)."""
+
+    root: Section
+    reference: str
+
+    def validate(self, data: Any, path: str) -> dict[str, Any]:
+        """Check a parsed document (None, an empty file, counts as empty); return it. Raises ConfigError."""
+        if data is None:
+            data = {}
+        check(self.root, data, path=path, reference=self.reference)
+        assert isinstance(data, dict)  # the root is a Section: check() refused anything else
+        return data
+
+    def check(self, node: Node, value: Any, path: str, where: str) -> None:
+        """Check one value found at ``where`` (e.g. one ``flavors.<name>`` entry from another file)."""
+        check(node, value, path=path, where=where, reference=self.reference)
+
+
+# --- checking ---------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Context:
+    path: str
+    reference: str
+
+
+def check(node: Node, value: Any, *, path: str, reference: str, where: str = "") -> None:
+    """Check ``value`` against ``node``; raise ConfigError(path, where..., problem, hint=fix) at the first mistake."""
+    _check(node, value, where, _Context(path, reference))
+
+
+def join(where: str, key: Any) -> str:
+    """The dotted key of ``key`` inside ``where`` (the top level has no prefix)."""
+    return f"{where}.{key}" if where else str(key)
+
+
+def _check(node: Node, value: Any, where: str, ctx: _Context) -> None:
+    if isinstance(node, Field):
+        _check_field(node, value, where, ctx)
+    elif isinstance(node, Section):
+        _check_section(node, value, where, ctx)
+    elif isinstance(node, Entries):
+        _check_entries_shape(node, value, where, ctx)
+        _check_entries(node, value, where, ctx)
+    else:
+        _check_list(node, value, where, ctx)
+
+
+def _hint(example: str | None) -> str | None:
+    return f"e.g. {example}" if example else None
+
+
+def _check_field(node: Field, value: Any, where: str, ctx: _Context) -> None:
+    found = node.check(value)
+    if isinstance(found, Problem):
+        raise ConfigError(ctx.path, where, found.text, hint=found.hint or _hint(node.example))
+    if found:
+        raise ConfigError(ctx.path, where, found, hint=_hint(node.example))
+
+
+def _check_section(node: Section, value: Any, where: str, ctx: _Context) -> None:
+    if not isinstance(value, dict):
+        hint = node.hint or _hint(node.example) or f"valid keys: {', '.join(node.fields)}"
+        raise ConfigError(ctx.path, where, node.problem, hint=hint)
+    entries: list[tuple[Entries, str, dict[Any, Any]]] = []
+    for key, sub in value.items():
+        child = node.fields.get(key) if isinstance(key, str) else None
+        if child is None:
+            raise unknown_key(ctx.path, join(where, key), str(key), list(node.fields), ctx.reference)
+        if isinstance(child, Entries):  # its entries after this level's own keys: see the module's docstring
+            _check_entries_shape(child, sub, join(where, key), ctx)
+            entries.append((child, key, sub))
+        else:
+            _check(child, sub, join(where, key), ctx)
+    for key in node.required:
+        if key not in value:
+            raise ConfigError(ctx.path, join(where, key), "is required", hint=_hint(node.fields[key].example))
+    for name in node.fields:  # the schema's order
+        for child, key, sub in entries:
+            if key == name:
+                _check_entries(child, sub, join(where, key), ctx)
+    for rule in node.rules:
+        issue = rule(value)
+        if issue is not None:
+            raise ConfigError(ctx.path, join(where, issue.key), issue.problem, hint=issue.hint)
+
+
+def _check_entries_shape(node: Entries, value: Any, where: str, ctx: _Context) -> None:
+    if not isinstance(value, dict):
+        raise ConfigError(ctx.path, where, node.problem, hint=_hint(node.example))
+    if len(value) < node.min_entries:
+        raise ConfigError(ctx.path, where, _at_least(node.min_entries, "entry", "entries"), hint=_hint(node.example))
+
+
+def _check_entries(node: Entries, value: dict[Any, Any], where: str, ctx: _Context) -> None:
+    for name, sub in value.items():
+        if node.name is not None:
+            _check_field(Field(node.name, node.example), name, join(where, name), ctx)
+        _check(node.value, sub, join(where, name), ctx)
+
+
+def _check_list(node: ListOf, value: Any, where: str, ctx: _Context) -> None:
+    if not isinstance(value, list):
+        raise ConfigError(ctx.path, where, "must be a list", hint=_hint(node.example))
+    if len(value) < node.min_items:
+        raise ConfigError(ctx.path, where, _at_least(node.min_items, "item", "items"), hint=_hint(node.example))
+    for i, item in enumerate(value):
+        _check(node.item, item, f"{where}[{i}]", ctx)
+        if node.unique and _hashable(item) and item in value[:i]:
+            first = value.index(item)
+            raise ConfigError(ctx.path, f"{where}[{i}]", f"repeats {where}[{first}]", hint="remove one of them")
+
+
+def _at_least(n: int, one: str, many: str) -> str:
+    return f"needs at least {n} {one if n == 1 else many}"
+
+
+def _hashable(item: Any) -> bool:
+    return isinstance(item, str | int | float | bool)
+
+
+def unknown_key(path: str, where: str, key: str, known: list[str], reference: str) -> ConfigError:
+    """An unknown key: the closest valid one as the fix, else every valid one."""
+    close = difflib.get_close_matches(key, known, n=1)
+    fix = f"did you mean '{close[0]}'?" if close else f"valid keys here: {', '.join(sorted(known))}"
+    return ConfigError(path, where, "unknown key", hint=f"{fix} (see {reference})")
+
+
+# --- checkers ---------------------------------------------------------------------------------------------------
+
+
+def non_empty_str(v: Any) -> str | None:
+    return None if isinstance(v, str) and v.strip() else "must be a non-empty string"
+
+
+def positive_int(v: Any) -> str | None:
+    return None if _is_int(v) and v > 0 else "must be a positive integer"
+
+
+def count(v: Any) -> str | None:
+    return None if _is_int(v) and v >= 0 else "must be a whole number, 0 or more"
+
+
+def boolean(v: Any) -> str | None:
+    return None if isinstance(v, bool) else "must be true or false"
+
+
+def mapping(v: Any) -> str | None:
+    return None if isinstance(v, dict) else "must be a mapping (key: value)"
+
+
+def positive_number(v: Any) -> str | None:
+    return None if _is_number(v) and v > 0 else "must be a number above 0"
+
+
+def non_negative_number(v: Any) -> str | None:
+    return None if _is_number(v) and v >= 0 else "must be a number, 0 or more"
+
+
+def choice(*choices: str) -> Checker:
+    """One of ``choices`` (the problem lists them and what was given)."""
+
+    def check_choice(v: Any) -> str | None:
+        return None if v in choices else f"must be one of {', '.join(choices)} (got {v!r})"
+
+    return check_choice
+
+
+def strings(problem: str) -> Checker:
+    """A list of non-empty strings, reported as a whole (``problem``), for lists whose items have no names."""
+
+    def check_strings(v: Any) -> str | None:
+        ok = isinstance(v, list) and all(isinstance(x, str) and x for x in v)
+        return None if ok else problem
+
+    return check_strings
+
+
+def mapping_of(problem: str) -> Checker:
+    """A mapping whose contents someone else checks (e.g. ``defaults.<command>``: the command's options)."""
+
+    def check_mapping(v: Any) -> str | None:
+        return None if isinstance(v, dict) else problem
+
+    return check_mapping
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+# --- reading ----------------------------------------------------------------------------------------------------
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file; a file that cannot be read or parsed is a ConfigError naming it (and line and column)."""
+    import yaml  # noqa: PLC0415  (only when a file is read: the CLI's --help starts without it)
+
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(str(path), "", f"cannot read: {e.strerror}", hint="check the path and permissions") from e
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(str(path), where, f"not valid YAML: {problem}", hint="fix the YAML syntax there") from e
