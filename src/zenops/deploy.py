@@ -4,6 +4,12 @@ Order of `up --cloud`: preflight (nothing is created before it passes) -> ledger
 playbooks/up.yml (role provision, then the same host steps as --inventory) -> ledger entry (ready, servers).
 A failed or interrupted `up` leaves every created resource marked and the ledger entry in place, so a re-run adopts
 what exists and `down` removes it.
+
+Expiry (``CloudRequest.ttl_s``, `up --ttl`): new servers carry ``zenops:expires_at`` = now + ttl. Re-running `up` on
+an existing deployment never moves its expiry silently: without a ttl the servers keep theirs (and new ones get the
+same); with one, every server of the deployment gets the new expiry, and the note says it moved. `reap` asks the
+cloud (not the ledger: the controller that made them may be gone) for deployments whose servers have all expired and
+removes each as `down --name` does.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import socket
 import subprocess
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +55,7 @@ class CloudRequest:
     image: str | None = None
     campaign: str | None = None
     network_mode: str | None = None
+    ttl_s: int | None = None  # seconds until the servers expire (`zenops reap`); None: no expiry
 
 
 def default_name(flavor: str) -> str:
@@ -98,6 +105,50 @@ def _write_inventory(state_dir: Path, dep: ledger.Deployment, user: str) -> Path
     )
     path.chmod(0o600)
     return path
+
+
+def decide_expiry(
+    ttl_s: int | None, existing: list[str | None], now: datetime | None = None
+) -> tuple[str | None, str | None]:
+    """The expiry for a deployment's servers, and a note for the operator (None: nothing to say).
+
+    ``existing``: the ``zenops:expires_at`` of the servers it already has (None where a server has none). A ttl sets
+    now + ttl on all of them; without one, an existing expiry is kept (the latest, when they differ) and new servers
+    get it too; no ttl and none existing: no expiry."""
+    now = now or datetime.now(UTC)
+    had = [w for w in (m.parse_expiry(v) for v in existing) if w is not None]
+    if ttl_s is not None:
+        new = m.expiry_after(ttl_s, now)
+        note = f"the servers expire at {new} (in {m.format_duration(ttl_s)}; `zenops reap` removes them after)"
+        old = {m.format_expiry(w) for w in had}
+        if old and old != {new}:
+            note += f"; moved from {', '.join(sorted(old))}"
+        elif existing and not had:
+            note += "; the existing servers had no expiry"
+        return new, note
+    if not had:
+        return None, None
+    keep = max(had)
+    kept = m.format_expiry(keep)
+    left = (keep - now).total_seconds()
+    when = f"in {m.format_duration(left)}" if left > 0 else f"passed {m.format_duration(left)} ago"
+    note = f"the deployment keeps its expiry {kept} ({when}); pass --ttl to move it"
+    if left <= 0:
+        note += ": `zenops reap` will remove it"
+    return kept, note
+
+
+def _expiry(conn: Any, req: CloudRequest, adopted: list[Any], note: Note, *, check: bool) -> str | None:
+    """decide_expiry for up_cloud, said, and written on the adopted servers when a ttl moves it (the provisioning
+    module keeps an existing server as it is: new metadata reaches only the servers it creates)."""
+    from zenops.cloud import ops  # noqa: PLC0415
+
+    expires_at, said = decide_expiry(req.ttl_s, [(s.metadata or {}).get(m.EXPIRES_KEY) for s in adopted])
+    if said:
+        note(said)
+    if req.ttl_s is not None and expires_at and adopted and not check:
+        ops.set_expiry(conn, req.cloud, adopted, expires_at)
+    return expires_at
 
 
 def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tuple[UpResult, ledger.Deployment]:
@@ -154,7 +205,7 @@ def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tupl
     else:
         keypair, keypair_created = m.keypair_name(name), True
         private_key, public_key = _ensure_key(config.state_dir, req.cloud, name)
-    mk = m.Marks(name, campaign)
+    mk = m.Marks(name, campaign, _expiry(conn, req, owned.servers, note, check=check))
     dep = existing or ledger.Deployment(
         name=name,
         cloud=req.cloud,
@@ -266,15 +317,13 @@ def down(
     cloud = cloud_for(config, cloud, name)
     deps = ledger.all_deployments(config.state_dir, cloud)
     selected = [d for d in deps if all_mine or d.name == name or (campaign and d.campaign == campaign)]
-    keypairs = {d.keypair for d in deps if d.keypair_created}
+    keypairs = {d.keypair for d in (deps if all_mine else selected) if d.keypair_created}
+    if name and not selected and config.cloud_profile(cloud).keypair != m.keypair_name(name):
+        # not in this machine's ledger (another controller made it, `zenops reap`): the keypair zenops generates for
+        # a deployment is named after it, and `leaks` counts it as zenops's; a profile naming it as its own is kept
+        keypairs.add(m.keypair_name(name))
     conn = ops.connect(cloud)
-    owned = ops.list_owned(
-        conn,
-        cloud,
-        deployment=name,
-        campaign=campaign,
-        keypairs=keypairs if all_mine else {d.keypair for d in selected if d.keypair_created},
-    )
+    owned = ops.list_owned(conn, cloud, deployment=name, campaign=campaign, keypairs=keypairs)
     plan = ops.teardown(conn, cloud, owned, dry_run=True)
     names = sorted({d.name for d in selected} | {r["deployment"] for r in plan if r["deployment"]})
     if dry_run or not plan:
@@ -285,9 +334,7 @@ def down(
     if confirm is not None and not confirm(plan):
         raise CanceledError("nothing was removed", hint="pass --yes to remove without asking")
     removed = ops.teardown(conn, cloud, owned, progress=note)
-    left = ops.list_owned(
-        conn, cloud, deployment=name, campaign=campaign, keypairs={d.keypair for d in selected if d.keypair_created}
-    )
+    left = ops.list_owned(conn, cloud, deployment=name, campaign=campaign, keypairs=keypairs)
     if len(left):
         raise CloudError(
             f"{len(left)} resource(s) are still there after teardown: "
@@ -302,6 +349,143 @@ def down(
             key.with_suffix(".pub").unlink(missing_ok=True)
         ledger.path(config.state_dir, cloud, d.name).with_suffix(".inventory.yml").unlink(missing_ok=True)
     return DownResult(cloud, removed, False, names)
+
+
+# --- reap: deployments past their expiry ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Expiry:
+    """One deployment's servers and their expiry, as the cloud has them.
+
+    ``expires_at``: the latest ``zenops:expires_at`` of its servers (a deployment is reaped only when every server has
+    passed its own), None when a server has none (or one zenops cannot read): never reaped."""
+
+    deployment: str
+    campaign: str | None
+    servers: tuple[str, ...]
+    expires_at: str | None
+    expired: bool
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "deployment": self.deployment,
+            "campaign": self.campaign,
+            "servers": list(self.servers),
+            "expires_at": self.expires_at,
+            "expired": self.expired,
+            "reason": self.reason,
+        }
+
+
+def select_expired(servers: list[Any], now: datetime) -> list[Expiry]:
+    """Group zenops-marked servers (openstacksdk servers, or anything with name, metadata and tags) by deployment and
+    say which have expired at ``now``. Deployments none of whose servers carries an expiry are left out."""
+    groups: dict[str, list[tuple[str, m.Marks]]] = {}
+    for srv in servers:
+        mk = m.from_server(getattr(srv, "metadata", None), getattr(srv, "tags", None))
+        if mk is not None:
+            groups.setdefault(mk.deployment, []).append((str(getattr(srv, "name", "") or getattr(srv, "id", "")), mk))
+    out = []
+    for deployment, members in sorted(groups.items()):
+        if not any(mk.expires_at for _, mk in members):
+            continue
+        names = tuple(sorted(n for n, _ in members))
+        campaign = next((mk.campaign for _, mk in members if mk.campaign), None)
+        when = [(n, mk.expires_at, m.parse_expiry(mk.expires_at)) for n, mk in members]  # names may repeat
+        without = [f"{n} ({f'unreadable: {raw!r}' if raw else 'none'})" for n, raw, w in when if w is None]
+        if without:
+            why = f"left alone: server(s) without an expiry: {', '.join(sorted(without))}"
+            out.append(Expiry(deployment, campaign, names, None, False, why))
+            continue
+        times = [w for _, _, w in when if w is not None]
+        latest = max(times)
+        left = (latest - now).total_seconds()
+        expired = left <= 0
+        if expired:
+            reason = f"expired {m.format_duration(left)} ago"
+        else:
+            reason = f"expires in {m.format_duration(left)}"
+            if len(times) > 1:
+                reason += f" ({sum(1 for w in times if w <= now)} of {len(times)} server(s) expired)"
+        out.append(Expiry(deployment, campaign, names, m.format_expiry(latest), expired, reason))
+    return out
+
+
+@dataclass
+class ReapResult:
+    cloud: str
+    now: str
+    dry_run: bool
+    reaped: list[dict[str, Any]] = field(default_factory=list)  # Expiry.to_dict() + removed
+    kept: list[dict[str, Any]] = field(default_factory=list)  # Expiry.to_dict(): not expired (or not confirmed)
+    failed: list[dict[str, Any]] = field(default_factory=list)  # Expiry.to_dict() + error, hint, exit_code
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cloud": self.cloud,
+            "now": self.now,
+            "dry_run": self.dry_run,
+            "reaped": self.reaped,
+            "kept": self.kept,
+            "failed": self.failed,
+        }
+
+
+class ReapFailedError(ZenopsError):
+    """Some expired deployments could not be removed; exits with the first one's code (e.g. 14: locked, 8: cloud)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, exit_code: int = ExitCode.FAILURE) -> None:
+        super().__init__(message, hint=hint)
+        self.exit_code = exit_code
+
+
+def reap(
+    config: Config,
+    cloud: str,
+    *,
+    now: datetime | None = None,
+    dry_run: bool = False,
+    confirm: Callable[[list[dict[str, Any]]], bool] | None = None,
+    note: Note = _ignore,
+) -> ReapResult:
+    """Remove every deployment on ``cloud`` whose servers have all passed their ``zenops:expires_at``, each exactly
+    as ``down(name=...)`` does (its lock held, its expiry read again under it), whether or not this machine's ledger
+    knows it. A deployment that fails is reported in ``failed`` and the others go on; ``confirm`` declining one
+    keeps it."""
+    from zenops.cloud import ops  # noqa: PLC0415
+    from zenops.lock import deployment_lock  # noqa: PLC0415
+
+    now = now or datetime.now(UTC)
+    result = ReapResult(cloud, m.format_expiry(now), dry_run)
+    conn = ops.connect(cloud)
+    for exp in select_expired(ops.owned_servers(conn, cloud), now):
+        if not exp.expired:
+            result.kept.append(exp.to_dict())
+            continue
+        note(f"deployment {exp.deployment}: {exp.reason} ({exp.expires_at})")
+        try:
+            if dry_run:
+                res = down(config, cloud=cloud, name=exp.deployment, dry_run=True, note=note)
+            else:
+                with deployment_lock(config, f"cloud-{cloud}-{exp.deployment}", note=note):
+                    # read again under the lock: an `up --ttl` that held it may have moved the expiry
+                    again = select_expired(ops.owned_servers(conn, cloud, deployment=exp.deployment), now)
+                    if not (again and again[0].expired):
+                        result.kept.append((again[0] if again else exp).to_dict())
+                        continue
+                    res = down(config, cloud=cloud, name=exp.deployment, confirm=confirm, note=note)
+        except CanceledError:
+            result.kept.append({**exp.to_dict(), "reason": exp.reason + "; not confirmed"})
+            continue
+        except UsageError:
+            raise  # e.g. not interactive and no --yes: the same for every deployment
+        except ZenopsError as e:
+            result.failed.append({**exp.to_dict(), "error": e.message, "hint": e.hint, "exit_code": e.exit_code})
+            continue
+        result.reaped.append({**exp.to_dict(), "removed": res.removed})
+    return result
 
 
 class LeaksFoundError(ZenopsError):

@@ -21,6 +21,7 @@ from zenops.cli import (
     leaks,
     paths,
     plan,
+    reap,
     report,
     rollout,
     status,
@@ -75,6 +76,7 @@ cli.add_command(facts.facts)
 cli.add_command(plan.plan_cmd)
 cli.add_command(down.down)
 cli.add_command(leaks.leaks)
+cli.add_command(reap.reap)
 cli.add_command(status.status)
 cli.add_command(images.images)
 cli.add_command(tiny_model.tiny_model)

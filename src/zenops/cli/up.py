@@ -48,6 +48,12 @@ IMAGE_SOURCES = ("pip", "build", "prebuilt")
 @click.option("--image", metavar="IMAGE", help="Image (default: the cloud profile's, debian-12).")
 @click.option("--campaign", metavar="ID", help="Campaign the deployment belongs to (marks its resources).")
 @click.option(
+    "--ttl",
+    metavar="DURATION",
+    help="With --cloud: the servers expire after this long (90m, 2h, 1d; metadata zenops:expires_at) and "
+    "`zenops reap` removes them then. Default: no expiry; re-running without --ttl keeps the existing one.",
+)
+@click.option(
     "--network-mode",
     type=click.Choice(["provider", "floating"]),
     help="provider network, or tenant network + router + floating IPs (default: the cloud profile's).",
@@ -114,6 +120,7 @@ def up(
     name: str | None,
     image: str | None,
     campaign: str | None,
+    ttl: str | None,
     network_mode: str | None,
     serving: ServingFlags,
     image_source: str,
@@ -209,6 +216,8 @@ def up(
             raise UsageError("--inventory and --cloud: choose your own hosts or new cloud servers, not both")
         if not (cloud and flavor):
             raise UsageError("--cloud and --flavor go together", hint="e.g. --cloud flex --flavor gp.5.24.96")
+        from zenops.cloud.marks import parse_duration  # noqa: PLC0415
+
         request = CloudRequest(
             cloud=cloud,
             flavor=flavor,
@@ -217,6 +226,7 @@ def up(
             image=image,
             campaign=campaign,
             network_mode=network_mode,
+            ttl_s=parse_duration(ttl) if ttl else None,
         )
 
         from zenops.deploy import default_name  # noqa: PLC0415
@@ -230,6 +240,8 @@ def up(
             return
         _report_serve(app, served, check, dep)
         return
+    if ttl and ctx.get_parameter_source("ttl") == click.core.ParameterSource.COMMANDLINE:
+        raise UsageError("--ttl goes with --cloud: zenops does not remove your own hosts")
     if inventory is None:
         raise UsageError(
             "zenops up needs hosts: --inventory FILE, or --cloud C --flavor F",

@@ -4,6 +4,9 @@
 * Nova servers also carry metadata with the same facts and the creator (metadata is what `openstack server show`
   prints first, and it survives where tags are not supported).
 * Keypairs can hold neither: their name is ``zenops-<deployment>`` and the ledger records that zenops created them.
+* A server may carry an expiry, metadata ``zenops:expires_at`` (ISO-8601 UTC, seconds, e.g. 2025-11-03T14:00:00Z),
+  set at creation from `up --ttl` (or a campaign's budget.ttl). `zenops reap` removes deployments whose servers have
+  all passed it; a server without one is never reaped.
 
 Nothing without the ``zenops`` tag (or, for servers, metadata ``zenops=1``) is ever touched by ``down``.
 """
@@ -15,12 +18,14 @@ import re
 import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 from zenops.errors import UsageError
 
 OWNER_TAG = "zenops"
 DEPLOYMENT_PREFIX = "zenops:deployment="
 CAMPAIGN_PREFIX = "zenops:campaign="
+EXPIRES_KEY = "zenops:expires_at"
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
 
 
@@ -46,6 +51,7 @@ def creator() -> str:
 class Marks:
     deployment: str
     campaign: str | None = None
+    expires_at: str | None = None  # servers only (metadata): format_expiry's form; None: never expires
 
     def tags(self) -> list[str]:
         out = [OWNER_TAG, DEPLOYMENT_PREFIX + self.deployment]
@@ -57,6 +63,8 @@ class Marks:
         meta = {"zenops": "1", "zenops:deployment": self.deployment, "zenops:creator": who or creator()}
         if self.campaign:
             meta["zenops:campaign"] = self.campaign
+        if self.expires_at:
+            meta[EXPIRES_KEY] = self.expires_at
         return meta
 
     def resource_name(self, suffix: str = "") -> str:
@@ -76,14 +84,72 @@ def from_tags(tags: Iterable[str] | None) -> Marks | None:
 
 
 def from_server(metadata: Mapping[str, str] | None, tags: Iterable[str] | None) -> Marks | None:
-    marks = from_tags(tags)
-    if marks is not None:
-        return marks
+    """A server's marks (its tags, else its metadata), with the expiry from its metadata when it has one."""
     meta = dict(metadata or {})
-    if meta.get("zenops") == "1" and meta.get("zenops:deployment"):
-        return Marks(meta["zenops:deployment"], meta.get("zenops:campaign"))
-    return None
+    marks = from_tags(tags)
+    if marks is None and meta.get("zenops") == "1" and meta.get("zenops:deployment"):
+        marks = Marks(meta["zenops:deployment"], meta.get("zenops:campaign"))
+    if marks is None:
+        return None
+    expires = meta.get(EXPIRES_KEY)
+    return Marks(marks.deployment, marks.campaign, str(expires)) if expires else marks
 
 
 def keypair_name(deployment: str) -> str:
     return f"zenops-{deployment}"
+
+
+# --- expiry ----------------------------------------------------------------------------------------------------
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"(\d+)([smhdw])")
+MAX_TTL_S = 3650 * 86400  # ten years: beyond it, say "no --ttl" (no expiry)
+_TTL_HINT = "write a number and a unit (s, m, h, d, w), e.g. --ttl 90m, --ttl 2h, --ttl 1d or --ttl 1h30m"
+
+
+def parse_duration(text: str, what: str = "--ttl") -> int:
+    """``90m`` -> 5400 seconds. Units s, m, h, d, w, combinable (``1h30m``); a bare number is refused (which unit?)."""
+    t = str(text).strip().lower().replace(" ", "")
+    parts = _DURATION.findall(t)
+    if not t or "".join(n + u for n, u in parts) != t:
+        hint = _TTL_HINT + (f" ({text}s for seconds)" if t.isdigit() else "")
+        raise UsageError(f"{what} {text!r} is not a duration", hint=hint)
+    seconds = sum(int(n) * _UNITS[u] for n, u in parts)
+    if seconds < 1:
+        raise UsageError(f"{what} {text!r} is zero", hint="give at least 1s; leave the option out for no expiry")
+    if seconds > MAX_TTL_S:
+        raise UsageError(f"{what} {text!r} is over ten years", hint="leave the option out for no expiry")
+    return seconds
+
+
+def format_duration(seconds: float) -> str:
+    """3720 -> '1h2m', 90061 -> '1d1h1m', 42 -> '42s' (for messages: minutes are enough past an hour)."""
+    s = int(abs(seconds))
+    if s < 60:
+        return f"{s}s"
+    d, rest = divmod(s, 86400)
+    h, rest = divmod(rest, 3600)
+    mins, secs = divmod(rest, 60)
+    out = "".join(f"{v}{u}" for v, u in ((d, "d"), (h, "h"), (mins, "m")) if v)
+    return out + (f"{secs}s" if secs and not (d or h) else "")
+
+
+def format_expiry(when: datetime) -> str:
+    """ISO-8601 UTC to the second, with Z: the form of ``zenops:expires_at``."""
+    return when.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def expiry_after(ttl_s: int, now: datetime | None = None) -> str:
+    return format_expiry((now or datetime.now(UTC)) + timedelta(seconds=ttl_s))
+
+
+def parse_expiry(value: str | None) -> datetime | None:
+    """A ``zenops:expires_at`` value as an aware UTC datetime; None when missing or unreadable (never expires: a
+    hand-edited value zenops cannot read must not get a server deleted). A value without a zone is read as UTC."""
+    if not value:
+        return None
+    try:
+        when = datetime.fromisoformat(str(value).strip())
+    except ValueError:
+        return None
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)

@@ -256,6 +256,29 @@ def list_owned(
     return owned
 
 
+def owned_servers(conn: Connection, cloud: str, *, deployment: str | None = None) -> list[Any]:
+    """The servers carrying zenops's marks (optionally of one deployment): what `reap` reads expiries from."""
+    try:
+        servers = retrying(lambda: list(conn.compute.servers(details=True)))
+    except Exception as e:
+        raise classify(e, cloud) from e
+    out = []
+    for s in servers:
+        mk = marks_of("servers", s)
+        if mk is not None and (deployment is None or mk.deployment == deployment):
+            out.append(s)
+    return out
+
+
+def set_expiry(conn: Connection, cloud: str, servers: list[Any], expires_at: str) -> None:
+    """Write ``zenops:expires_at`` on existing servers (adopted, given a new --ttl); their other metadata stays."""
+    for s in servers:
+        try:
+            retrying(lambda s=s: conn.compute.set_server_metadata(s, **{m.EXPIRES_KEY: expires_at}))  # type: ignore[misc,no-untyped-call]
+        except Exception as e:
+            raise classify(e, cloud) from e
+
+
 def _delete(conn: Connection, kind: str, r: Any, timeout: int) -> None:
     """Delete one resource and wait until the API answers 404 for it."""
     net = conn.network

@@ -1,0 +1,125 @@
+"""`zenops up --ttl` and `zenops reap` against the sandbox cloud: an expired deployment is removed by a second
+controller that has no ledger of it (the one that made it might be gone); one without an expiry, then one whose
+expiry has not passed, is left alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import SMALL, Zenops, ours
+from zenops.cloud import marks as m
+from zenops.errors import ExitCode
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def other(sandbox_clouds: Path, tmp_path: Path) -> Zenops:
+    """A second controller: the same cloud, its own state dir (no ledger, no keys, no locks of the first). What a test
+    leaves is removed by the `zenops` fixture's `down --all-mine`."""
+    home = tmp_path / "other"
+    env = {
+        **os.environ,
+        "OS_CLIENT_CONFIG_FILE": str(sandbox_clouds),
+        "XDG_STATE_HOME": str(home / "state"),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "COLUMNS": "200",
+    }
+    env.pop("ZENOPS_CONFIG", None)
+    work = tmp_path / "other-work"
+    work.mkdir()
+    return Zenops(env, work)
+
+
+def up_both(zenops: Zenops) -> tuple[dict, dict]:
+    """itreap (--ttl 1s) and itkeep (no expiry), side by side: one small server each, no model."""
+    procs = {
+        "itreap": zenops.popen("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "itreap", "--ttl", "1s"),
+        "itkeep": zenops.popen("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "itkeep"),
+    }
+    out = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=900)
+        assert proc.returncode == 0, f"{name}: {stderr[-3000:]}"
+        out[name] = json.loads(stdout.splitlines()[-1])["deployment"]
+    return out["itreap"], out["itkeep"]
+
+
+def reap_from(other: Zenops, admin, expires: datetime, keep_id: str) -> float:
+    """The second controller reaps: --dry-run removes nothing, then itreap goes entirely and itkeep stays."""
+    code, lines, err = other("reap", "--cloud", "sandbox", "--dry-run")
+    assert code == 0, err
+    res = lines[-1]
+    assert res["dry_run"] is True
+    assert [d["deployment"] for d in res["reaped"]] == ["itreap"]
+    assert ours(admin, "itreap")
+
+    started = time.monotonic()
+    code, lines, err = other("reap", "--cloud", "sandbox", "--yes")
+    reap_s = time.monotonic() - started
+    assert code == 0, err
+    res = lines[-1]
+    (reaped,) = res["reaped"]
+    assert reaped["deployment"] == "itreap"
+    assert reaped["expires_at"] == m.format_expiry(expires)
+    # everything of it, its keypair too, although this controller's ledger never knew it
+    assert sorted(r["kind"] for r in reaped["removed"]) == ["keypair", "security_group", "server"]
+    assert res["failed"] == []
+    assert ours(admin, "itreap") == []
+    code, lines, _ = other("leaks", "--cloud", "sandbox")
+    assert [r for r in lines[-1]["leaks"] if r["deployment"] == "itreap"] == []
+    assert code == ExitCode.LEAKS  # itkeep's resources, which this controller does not know: not reaped
+    assert admin.compute.get_server(keep_id).status == "ACTIVE"
+
+    # nothing has expired now: exit 0, nothing removed
+    code, lines, err = other("reap", "--cloud", "sandbox", "--yes")
+    assert code == 0, err
+    assert lines[-1]["reaped"] == []
+    return reap_s
+
+
+def test_reap_removes_the_expired_deployment_from_another_controller_and_nothing_else(zenops, other, admin):
+    t0 = datetime.now(UTC).replace(microsecond=0)
+    started = time.monotonic()
+    reap_dep, keep_dep = up_both(zenops)
+    up_s = time.monotonic() - started
+    reap_server = admin.compute.get_server(reap_dep["servers"][0]["id"])
+    keep_id = keep_dep["servers"][0]["id"]
+    expires = m.parse_expiry(reap_server.metadata[m.EXPIRES_KEY])
+    assert expires is not None
+    assert t0 <= expires <= datetime.now(UTC) + timedelta(seconds=1)
+    assert m.EXPIRES_KEY not in admin.compute.get_server(keep_id).metadata
+    while datetime.now(UTC) <= expires:
+        time.sleep(0.5)
+
+    reap_s = reap_from(other, admin, expires, keep_id)
+
+    # a new --ttl on a re-run reaches the adopted server; an expiry not yet passed is kept
+    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "itkeep", "--ttl", "2h")
+    assert code == 0, err[-3000:]
+    assert admin.compute.get_server(keep_id).metadata.get(m.EXPIRES_KEY)
+    code, lines, err = other("reap", "--cloud", "sandbox", "--yes")
+    assert code == 0, err
+    (kept,) = lines[-1]["kept"]
+    assert kept["deployment"] == "itkeep"
+    assert kept["reason"].startswith(("expires in 1h59m", "expires in 2h"))
+    assert lines[-1]["reaped"] == []
+    assert admin.compute.get_server(keep_id).status == "ACTIVE"
+
+    # the first controller: its ledger entry of itreap goes with a `down` that finds nothing left; then no leaks
+    code, lines, err = zenops("down", "--name", "itreap", "--yes")
+    assert code == 0, err
+    assert lines[-1]["removed"] == []
+    code, _, err = zenops("down", "--name", "itkeep", "--yes")
+    assert code == 0, err
+    code, lines, err = zenops("leaks", "--cloud", "sandbox")
+    assert code == 0, err
+    assert lines[-1]["leaks"] == []
+    print(f"\nup 2 x 1 server in parallel: {up_s:.0f}s, reap of one: {reap_s:.0f}s")
