@@ -26,6 +26,9 @@ class ExitCode:
     ROLLOUT_GATE = 15  # `zenops rollout`: a health or performance gate failed; the changed hosts went back (or not,
     # with --no-revert); the message names the gate, the host and the figures
     ROLLOUT_PAUSED = 16  # `zenops rollout`: the performance gate could not tell (too noisy); re-run to go on
+    OVER_BUDGET = 17  # `zenops campaign`: the projected cost is over budget.max_usd (nothing started), or the budget
+    # ran out during the run (what was measured is reported, labelled partial, and everything was torn down)
+    CELLS_FAILED = 18  # `zenops campaign run`: it ended, torn down, but some cells failed (their reasons are listed)
     CANCELED = 130  # Ctrl-C (128 + SIGINT)
 
 
@@ -138,6 +141,14 @@ class LockedError(ZenopsError):
 
 class RolloutGateError(ZenopsError):
     exit_code = ExitCode.ROLLOUT_GATE
+
+
+class OverBudgetError(ZenopsError):
+    exit_code = ExitCode.OVER_BUDGET
+
+
+class CellsFailedError(ZenopsError):
+    exit_code = ExitCode.CELLS_FAILED
 
 
 class RolloutPausedError(ZenopsError):

@@ -94,6 +94,8 @@ class BenchRequest:
     timeout: int = 3600
     log_lines: int = 200
     gateway: bool = False  # benchmark the deployment's endpoint (its gateway) instead of each server
+    label: str | None = None  # the results' label (a campaign's variant name): reports group and compare by it
+    campaign: str | None = None  # the campaign the run belongs to
 
 
 @dataclass
@@ -326,6 +328,8 @@ def _finish(run: _Run, phases: list[dict[str, Any]], started: str, price: float 
         "cloud": run.req.cloud,
         "flavor": run.req.flavor,
         "price_per_hour": price,
+        "label": run.req.label,
+        "campaign": run.req.campaign,
         "model": run.record.model,
         "compat": dict(run.record.compat) or None,
         "serve_request": dict(run.record.request) or None,

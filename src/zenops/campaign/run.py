@@ -1,0 +1,578 @@
+"""Running a campaign: provision a server per flavor, serve and benchmark its cells one after another, tear it down;
+inside the budget, resumable, and torn down on every path (success, a failed cell, Ctrl-C, the budget reached).
+
+The steps are the ones `zenops up`, `zenops bench` and `zenops down` take (deploy.up_cloud, serve.serve_inventory,
+bench.run.bench_inventory, deploy.down): a campaign is those commands in a loop with a ledger, not a second copy.
+
+* Health: every cell starts with `up`'s host checks (reachable, Docker, facts) and ends its start with the serving
+  health gate; a host that does not answer is a transient failure.
+* Failures are classified. Deterministic ones (the plan refused, the server never became healthy, a KV cache too
+  small, failed bench requests, an unknown engine pair) are recorded and not retried; transient ones (a host or the
+  cloud API not answering, a server in ERROR) are retried up to ``retries`` times, then recorded.
+* Cost: each server from its creation (the request) until its deletion is confirmed. Before provisioning a group
+  and before each cell, the rest of the budget must cover the next step; when it does not, no new cell starts, the
+  rest is marked skipped (budget) and everything is torn down.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from zenops import catalog
+from zenops.campaign import plan as plan_lib
+from zenops.campaign.spec import CampaignSpec
+from zenops.campaign.state import CampaignState, CellState, ServerState, Store, deployment_name, new_id, now_iso
+from zenops.context import RunContext
+from zenops.errors import (
+    BenchFailedError,
+    CanceledError,
+    CellsFailedError,
+    ExitCode,
+    OverBudgetError,
+    RunFailedError,
+    UsageError,
+    ZenopsError,
+)
+
+TRANSIENT_RETRIES = 2
+
+
+@dataclass(frozen=True)
+class Planned:
+    """What `campaign plan` shows and `campaign run` checks before creating anything."""
+
+    spec: CampaignSpec
+    cells: list[plan_lib.Cell]
+    todo: list[plan_lib.Cell]
+    projection: plan_lib.Projection
+    engine_pair: str
+    state: CampaignState | None  # the campaign a run would continue (None: a new one)
+
+    def to_dict(self) -> dict[str, Any]:
+        status = {k: c.status for k, c in (self.state.cells.items() if self.state else [])}
+        return {
+            "campaign": self.state.id if self.state else None,
+            "name": self.spec.name,
+            "resumes": self.state is not None,
+            "engine_pair": self.engine_pair,
+            "max_usd": self.spec.budget.max_usd,
+            "ttl_s": self.spec.budget.ttl_s,
+            "cells": [
+                {
+                    "key": c.key,
+                    "group": c.group,
+                    "model": c.model,
+                    "variant": c.variant,
+                    "status": status.get(c.key, "pending"),
+                }
+                for c in self.cells
+            ],
+            "todo": len(self.todo),
+            "projection": self.projection.to_dict(),
+        }
+
+
+def spec_digest(spec: CampaignSpec) -> str:
+    return hashlib.sha256(spec.path.read_bytes()).hexdigest()[:16]
+
+
+def price_lookup(ctx: RunContext, spec: CampaignSpec) -> plan_lib.PriceOf:
+    flavors = catalog.flavors(ctx.config.flavors)
+
+    def price_of(name: str) -> float | None:
+        if name in spec.prices:
+            return spec.prices[name]
+        f = flavors.get(name)
+        return f.price_per_hour if f else None
+
+    return price_of
+
+
+def engine_pair(ctx: RunContext, spec: CampaignSpec) -> str:
+    """The vLLM/zentorch pair every cell uses (part of each cell's key: another engine is another measurement)."""
+    from zenops import serve  # noqa: PLC0415
+
+    req = serve.request_from_dict({**dict(spec.engine), "model": spec.models[0]})
+    return serve.resolve_combo(req, ctx.warn).id
+
+
+def _todo(cells: list[plan_lib.Cell], state: CampaignState | None) -> list[plan_lib.Cell]:
+    """Cells to run: not done, not failed deterministically (a transient failure is tried again)."""
+    if state is None:
+        return list(cells)
+    out = []
+    for c in cells:
+        cs = state.cells.get(c.key)
+        again = cs is None or cs.status in ("pending", "running", "skipped")
+        if again or (cs is not None and cs.status == "failed" and cs.failure == "transient"):
+            out.append(c)
+    return out
+
+
+def plan_campaign(ctx: RunContext, spec: CampaignSpec, store: Store) -> Planned:
+    from zenops import serve  # noqa: PLC0415
+
+    for model in spec.models:  # an unknown catalogue id is refused now, not after its server is paid for
+        serve.resolve_model(model)
+    pair = engine_pair(ctx, spec)
+    cells = plan_lib.cells(spec, pair)
+    state = store.resumable(spec.name)
+    todo = _todo(cells, state)
+    durations = plan_lib.Durations.from_measurements(state.samples) if state else plan_lib.Durations()
+    started = frozenset(s.group for s in state.running_servers()) if state else frozenset()
+    projection = plan_lib.project(
+        spec,
+        todo,
+        price_lookup(ctx, spec),
+        durations,
+        spent_usd=state.spent() if state else 0.0,
+        started_groups=started,
+    )
+    return Planned(spec, cells, todo, projection, pair, state)
+
+
+# --- failures ---------------------------------------------------------------------------------------------------
+
+
+def classify(error: BaseException) -> tuple[str, bool]:
+    """(the failure's class, whether it is transient). Words from the run's own messages decide, in this order."""
+    from zenops.cloud.errors import CloudError  # noqa: PLC0415
+    from zenops.planner import PlanRefusedError  # noqa: PLC0415
+
+    text = str(getattr(error, "message", "") or error)
+    if isinstance(error, PlanRefusedError):
+        return "plan-refused", False
+    if isinstance(error, BenchFailedError):
+        return "bench-failed", False
+    if getattr(error, "exit_code", None) == ExitCode.INCOMPATIBLE:
+        return "engine-pair", False
+    if isinstance(error, CloudError):  # its kind, in the collection's words: quota/auth/not_found stay so
+        return ("transient", True) if error.kind in ("transient", "error") else (f"cloud-{error.kind}", False)
+    if isinstance(error, RunFailedError):
+        if error.exit_code == ExitCode.UNREACHABLE:
+            return "transient", True
+        if "KV cache" in text or "serve at least one request" in text:
+            return "kv-cache", False
+        if any("healthy" in f.task or "health gate" in f.task for f in error.failures):
+            return "health-gate", False
+        return "run-failed", False
+    return "error", False
+
+
+# --- the run ------------------------------------------------------------------------------------------------------
+
+
+class Campaign:
+    def __init__(self, ctx: RunContext, spec: CampaignSpec, store: Store, *, retries: int = TRANSIENT_RETRIES) -> None:
+        self.ctx = ctx
+        self.spec = spec
+        self.store = store
+        self.retries = retries
+        self.price_of = price_lookup(ctx, spec)
+        self._lock = threading.RLock()
+        self.cancel = ctx.cancel or threading.Event()
+        self.state: CampaignState
+
+    # --- state --------------------------------------------------------------------------------------------------
+
+    def _save(self) -> None:
+        with self._lock:
+            self.store.save(self.state)
+
+    def _note(self, text: str) -> None:
+        self.ctx.note(f"campaign {self.state.id}: {text}")
+
+    def open(self, planned: Planned, *, new: bool = False) -> CampaignState:
+        """The state to run: the one in progress for this name (resumed), or a new one."""
+        state = None if new else planned.state
+        if state is None:
+            existing = [s.id for s in self.store.all()]
+            state = CampaignState(
+                id=new_id(self.spec.name, existing),
+                name=self.spec.name,
+                spec_path=str(self.spec.path),
+                spec_digest=spec_digest(self.spec),
+                created_at=now_iso(),
+            )
+        else:
+            state.status = "running"
+            state.spec_digest = spec_digest(self.spec)
+        state.max_usd = self.spec.budget.max_usd
+        for c in planned.cells:
+            cs = state.cells.get(c.key)
+            if cs is None:
+                state.cells[c.key] = CellState(c.key, c.group, c.model, c.variant)
+            elif cs.status in ("running", "skipped") or (cs.status == "failed" and cs.failure == "transient"):
+                cs.status, cs.reason = "pending", None
+        self.state = state
+        self._save()
+        return state
+
+    # --- budget -------------------------------------------------------------------------------------------------
+
+    def _durations(self) -> plan_lib.Durations:
+        with self._lock:
+            return plan_lib.Durations.from_measurements(self.state.samples)
+
+    def _affordable(self, price: float | None, seconds: float) -> tuple[bool, str]:
+        with self._lock:
+            spent = self.state.spent()
+        need = (price or 0.0) * seconds / 3600
+        ok = plan_lib.affordable(spent, need, self.spec.budget.max_usd)
+        why = (
+            f"budget: ${spent:.2f} spent of ${self.spec.budget.max_usd:.2f}, the next step needs about ${need:.2f}"
+            if self.spec.budget.max_usd is not None
+            else ""
+        )
+        return ok, why
+
+    # --- one group: a server, its cells, its teardown -----------------------------------------------------------
+
+    def run(self, planned: Planned) -> CampaignState:
+        groups: dict[str, list[plan_lib.Cell]] = {}
+        for c in planned.todo:
+            groups.setdefault(c.group, []).append(c)
+        self._note(
+            f"{len(planned.todo)} cell(s) to run in {len(groups)} group(s)"
+            + (
+                f" (of {len(planned.cells)}; the others are done or failed for good)"
+                if planned.todo != planned.cells
+                else ""
+            )
+            + (f"; projected ${planned.projection.usd:.2f}" if not planned.projection.unknown_prices else "")
+            + (f" of ${self.spec.budget.max_usd:.2f}" if self.spec.budget.max_usd is not None else "")
+        )
+        interrupted = False
+        try:
+            if self.spec.parallel > 1 and len(groups) > 1:
+                self._run_parallel(groups)
+            else:
+                for group, cells in groups.items():
+                    if self.cancel.is_set():
+                        break
+                    self._group(group, cells)
+        except (KeyboardInterrupt, CanceledError):
+            interrupted = True
+            self.cancel.set()
+            raise
+        finally:
+            self._teardown_all()  # whatever happened above: no server stays
+            self._finish(interrupted)
+        return self.state
+
+    def _run_parallel(self, groups: dict[str, list[plan_lib.Cell]]) -> None:
+        with ThreadPoolExecutor(max_workers=self.spec.parallel, thread_name_prefix="campaign") as pool:
+            futures = [pool.submit(self._group, g, cells) for g, cells in groups.items()]
+            try:
+                while not all(f.done() for f in futures):
+                    time.sleep(0.5)
+            except KeyboardInterrupt:
+                self.cancel.set()  # the playbooks of every group stop; their teardown follows
+                for f in futures:
+                    f.cancel()
+                raise
+            for f in futures:
+                exc = f.exception()
+                if exc is not None:
+                    raise exc
+
+    def _group(self, group: str, cells: list[plan_lib.Cell]) -> None:
+        price = self.spec.prices.get(group, self.price_of(group) if self.spec.cloud else None)
+        d = self._durations()
+        first_s = d.cell_s(self.spec.bench, first=True)
+        server = self._server_of(group)
+        if self.spec.cloud and server is None:
+            ok, why = self._affordable(price, d.provision_s + first_s + d.teardown_s)
+            if not ok:
+                self._skip(cells, why)
+                return
+        try:
+            inventory = self._provision(group, price) if self.spec.cloud else Path(str(self.spec.inventory))
+            for i, cell in enumerate(cells):
+                if self.cancel.is_set():
+                    raise CanceledError("campaign interrupted: `zenops campaign run FILE` again continues it")
+                ok, why = self._affordable(price, d.cell_s(self.spec.bench, first=i == 0) + d.teardown_s)
+                if not ok:
+                    self._skip(cells[i:], why)
+                    break
+                self._cell(cell, inventory, price, first=i == 0)
+                d = self._durations()
+        finally:
+            if self.spec.cloud:
+                self._teardown(group)
+            else:
+                self._stop_servers(Path(str(self.spec.inventory)))
+
+    def _stop_servers(self, inventory: Path) -> None:
+        """Own hosts stay; the servers the campaign started on them go (`zenops down -i`), images kept."""
+        from zenops.hosts import down_inventory  # noqa: PLC0415
+
+        try:
+            down_inventory(self._ctx_uncancelled(), inventory)
+        except ZenopsError as e:
+            self.ctx.warn(
+                f"could not stop the campaign's servers on {inventory}: {e} (run `zenops down -i {inventory}`)"
+            )
+
+    def _server_of(self, group: str) -> ServerState | None:
+        with self._lock:
+            return next((s for s in self.state.running_servers() if s.group == group), None)
+
+    def _ctx(self) -> RunContext:
+        return replace(self.ctx, cancel=self.cancel)
+
+    def _ctx_uncancelled(self) -> RunContext:
+        """For the clean-up after a Ctrl-C: its own cancel event (a second Ctrl-C still stops it)."""
+        return replace(self.ctx, cancel=threading.Event())
+
+    def _provision(self, group: str, price: float | None) -> Path:
+        from zenops.deploy import CloudRequest, up_cloud  # noqa: PLC0415
+
+        name = deployment_name(self.state.id, group)
+        with self._lock:
+            server = self.state.servers.get(name)
+            if server is None or server.deleted_at is not None:
+                server = ServerState(name, group, self.spec.cloud, group, price, created_at=now_iso())
+                self.state.servers[name] = server
+        self._save()
+        self._note(f"{group}: provisioning {name}")
+        t0 = time.monotonic()
+        request = CloudRequest(
+            cloud=str(self.spec.cloud), flavor=group, count=1, name=name, campaign=self.state.id,
+            ttl_s=self.spec.budget.ttl_s,
+        )  # fmt: skip
+        last: BaseException | None = None
+        for attempt in range(1 + self.retries):
+            try:
+                _up, dep = up_cloud(self._ctx(), request)
+                break
+            except ZenopsError as e:
+                failure, transient = classify(e)
+                last = e
+                if not transient or attempt == self.retries:
+                    raise
+                self._note(f"{group}: provisioning failed ({failure}: {e.message}); trying again")
+        else:  # pragma: no cover - the loop either breaks or raises
+            raise ZenopsError(str(last))
+        with self._lock:
+            server.inventory = dep.inventory
+            self.state.sample("provision_s", time.monotonic() - t0)
+        self._save()
+        return Path(dep.inventory)
+
+    def _teardown(self, group: str) -> None:
+        from zenops.deploy import down  # noqa: PLC0415
+
+        server = self._server_of(group)
+        if server is None:
+            return
+        self._note(f"{group}: tearing down {server.deployment}")
+        t0 = time.monotonic()
+        down(self.ctx.config, cloud=self.spec.cloud, name=server.deployment, note=self.ctx.note)
+        with self._lock:
+            server.deleted_at = now_iso()  # down raised if anything was left: only a confirmed deletion gets here
+            self.state.sample("teardown_s", time.monotonic() - t0)
+        self._save()
+
+    def _teardown_all(self) -> None:
+        """Every server of the campaign still standing (a group that raised, Ctrl-C): removed, or said loudly."""
+        for server in list(self.state.running_servers()):
+            try:
+                self._teardown(server.group)
+            except (ZenopsError, KeyboardInterrupt) as e:
+                self.ctx.warn(
+                    f"could not remove {server.deployment} ({e}): run `zenops campaign down {self.state.id}` "
+                    f"(or `zenops down --campaign {self.state.id} --cloud {self.spec.cloud}`)"
+                )
+
+    def _skip(self, cells: list[plan_lib.Cell], why: str) -> None:
+        with self._lock:
+            for c in cells:
+                cs = self.state.cells[c.key]
+                cs.status, cs.reason = "skipped", why
+        self._save()
+        self._note(f"{len(cells)} cell(s) skipped: {why}")
+
+    # --- one cell -----------------------------------------------------------------------------------------------
+
+    def _cell(self, cell: plan_lib.Cell, inventory: Path, price: float | None, *, first: bool) -> None:
+        from zenops import serve  # noqa: PLC0415
+        from zenops.bench.run import BenchRequest, bench_inventory  # noqa: PLC0415
+
+        cs = self.state.cells[cell.key]
+        runs_dir = self.store.dir(self.state.id) / "runs"
+        for attempt in range(1 + self.retries):
+            with self._lock:
+                cs.status, cs.attempts, cs.started_at, cs.reason, cs.failure = (
+                    "running",
+                    cs.attempts + 1,
+                    now_iso(),
+                    None,
+                    None,
+                )
+            self._save()
+            self._note(f"{cell.label()}: serving" + (f" (attempt {attempt + 1})" if attempt else ""))
+            try:
+                t0 = time.monotonic()
+                req = serve.request_from_dict({**dict(cell.request), "gateway": "off"})
+                serve.serve_inventory(self._ctx(), inventory, req)
+                serve_s = time.monotonic() - t0
+                run_dirs = []
+                t1 = time.monotonic()
+                for r in range(self.spec.bench.repeats):
+                    run_id = f"{cell.key}-r{r + 1}"
+                    shutil.rmtree(runs_dir / run_id, ignore_errors=True)  # a partial run of an interrupted attempt
+                    self._note(f"{cell.label()}: bench {r + 1}/{self.spec.bench.repeats}")
+                    outcome = bench_inventory(
+                        self._ctx(),
+                        inventory,
+                        BenchRequest(
+                            profile="seed",
+                            concurrency=self.spec.bench.concurrency,
+                            num_prompts=self.spec.bench.prompts,
+                            input_len=self.spec.bench.input_len,
+                            output_len=self.spec.bench.output_len,
+                            runs_dir=runs_dir,
+                            run_id=run_id,
+                            flavor=cell.flavor,
+                            price_per_hour=price,
+                            cloud=self.spec.cloud,
+                            deployment=inventory.stem,
+                            label=cell.variant,
+                            campaign=self.state.id,
+                        ),
+                    )
+                    run_dirs.append(str(outcome.run_dir))
+                    bad = [p for res in outcome.report.results for p in res.problems]
+                    if bad:
+                        raise BenchFailedError(f"{cell.label()}: {'; '.join(sorted(set(bad)))} ({outcome.run_dir})")
+                bench_s = time.monotonic() - t1
+            except (KeyboardInterrupt, CanceledError):
+                with self._lock:
+                    cs.status, cs.reason = "pending", "interrupted"
+                self._save()
+                raise
+            except ZenopsError as e:
+                failure, transient = classify(e)
+                with self._lock:
+                    cs.status, cs.failure, cs.reason, cs.finished_at = "failed", failure, e.message[:2000], now_iso()
+                self._save()
+                if transient and attempt < self.retries:
+                    self._note(f"{cell.label()}: {failure} ({e.message.splitlines()[0][:200]}); trying again")
+                    continue
+                self._note(f"{cell.label()}: FAILED ({failure}): {e.message.splitlines()[0][:300]}")
+                return
+            with self._lock:
+                cs.status, cs.finished_at, cs.run_dirs = "done", now_iso(), run_dirs
+                cs.serve_s, cs.bench_s = round(serve_s, 1), round(bench_s, 1)
+                self.state.sample("first_serve_s" if first else "serve_s", serve_s)
+                self.state.sample("bench_s", bench_s)
+            self._save()
+            self._note(f"{cell.label()}: done (serve {serve_s:.0f}s, bench {bench_s:.0f}s)")
+            return
+
+    # --- the end ------------------------------------------------------------------------------------------------
+
+    def _finish(self, interrupted: bool) -> None:
+        counts = self.state.counts()
+        if self.spec.cloud:
+            try:
+                self.state.leaks = len(leftovers(self.ctx.config, str(self.spec.cloud), self.state.id))
+            except ZenopsError as e:
+                self.ctx.warn(f"could not check for leftovers of {self.state.id}: {e}")
+        if interrupted:
+            self.state.status = "interrupted"
+        elif counts.get("skipped"):
+            self.state.status = "over-budget"
+        elif counts.get("pending") or counts.get("running"):
+            self.state.status = "interrupted"
+        elif counts.get("failed"):
+            self.state.status = "partial" if counts.get("done") else "failed"
+        else:
+            self.state.status = "done"
+        self.state.finished_at = now_iso()
+        self._save()
+        if self.state.leaks is not None:
+            self._note(
+                f"{self.state.leaks} resource(s) with its mark left on {self.spec.cloud}"
+                + (" (nothing leaked)" if self.state.leaks == 0 else f": `zenops campaign down {self.state.id}`")
+            )
+
+
+def leftovers(config: Any, cloud: str, campaign_id: str) -> list[dict[str, Any]]:
+    """Resources on ``cloud`` carrying the campaign's mark (what `zenops leaks` would find of it)."""
+    from zenops.cloud import ops  # noqa: PLC0415
+
+    conn = ops.connect(cloud)
+    owned = ops.list_owned(conn, cloud, campaign=campaign_id)
+    return [ops.describe(k, r) for k, r in owned.items()]
+
+
+def run_campaign(
+    ctx: RunContext,
+    spec: CampaignSpec,
+    store: Store,
+    *,
+    new: bool = False,
+    on_plan: Callable[[Planned], None] | None = None,
+) -> CampaignState:
+    """Plan (refusing over budget before anything is created), then run or continue the campaign. Raises
+    OverBudgetError (17) when the budget stopped it, CellsFailedError (18) when cells failed, after the teardown."""
+    planned = plan_campaign(ctx, spec, store)
+    if new:
+        planned = replace(planned, state=None, todo=list(planned.cells))
+    if planned.state is not None and not planned.todo:
+        raise UsageError(
+            f"campaign {planned.state.id} has nothing left to run (every cell is done or failed for good)",
+            hint=f"`zenops campaign report {planned.state.id}`, or `zenops campaign run {spec.path} --new` to "
+            "measure again",
+        )
+    if on_plan is not None:
+        on_plan(planned)
+    plan_lib.check_budget(planned.projection, spec.budget.max_usd)
+    campaign = Campaign(ctx, spec, store)
+    campaign.open(planned, new=new)
+    state = campaign.run(planned)
+    counts = state.counts()
+    if counts.get("skipped"):
+        raise OverBudgetError(
+            f"campaign {state.id} stopped at its budget: {counts.get('done', 0)} cell(s) done, "
+            f"{counts['skipped']} skipped; spent ${state.spent():.2f} of ${spec.budget.max_usd:.2f}; torn down",
+            hint=f"`zenops campaign report {state.id}` reports what was measured (labelled partial); raise "
+            "budget.max_usd and run again to measure the rest",
+        )
+    if counts.get("failed"):
+        failed = [c for c in state.cells.values() if c.status == "failed"]
+        raise CellsFailedError(
+            f"campaign {state.id}: {len(failed)} cell(s) failed: "
+            + "; ".join(f"{c.group}/{Path(c.model).name}/{c.variant}: {c.failure}" for c in failed[:6]),
+            hint=f"`zenops campaign status {state.id}` shows each reason; the other cells are in the report",
+        )
+    return state
+
+
+def down_campaign(ctx: RunContext, store: Store, campaign_id: str) -> list[dict[str, Any]]:
+    """Remove whatever the campaign still has on its cloud (its mark), and close its servers in the state."""
+    from zenops.deploy import down  # noqa: PLC0415
+
+    state = store.load(campaign_id)
+    cloud = next((s.cloud for s in state.servers.values() if s.cloud), None)
+    if cloud is None:
+        return []
+    result = down(ctx.config, cloud=cloud, campaign=campaign_id, note=ctx.note)
+    for s in state.servers.values():
+        if s.deleted_at is None:
+            s.deleted_at = now_iso()
+    state.leaks = len(leftovers(ctx.config, cloud, campaign_id))
+    if state.status in ("running",):
+        state.status = "torn-down"
+    store.save(state)
+    return result.removed

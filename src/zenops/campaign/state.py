@@ -1,0 +1,181 @@
+"""A campaign's state on disk: its cells (done, failed with a reason, skipped, pending), its servers (created,
+deleted: what they cost) and the durations it measured. One JSON file per campaign, written atomically after every
+change, so `campaign run` again continues where a crash, a Ctrl-C or a lost controller left it.
+
+Layout: ``<state_dir>/campaigns/<id>/state.json``; the cells' bench artifacts under ``<id>/runs/<cell key>-r<n>/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from zenops.config import Config
+from zenops.errors import UsageError
+
+# running | interrupted | over-budget | partial | torn-down: `campaign run` continues it; done | failed: it ended
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _parse(ts: str) -> datetime:
+    return datetime.fromisoformat(ts)
+
+
+@dataclass
+class CellState:
+    key: str
+    group: str
+    model: str
+    variant: str
+    status: str = "pending"  # pending | running | done | failed | skipped
+    reason: str | None = None  # failed / skipped: why, in words
+    failure: str | None = None  # failed: the class (plan-refused, health-gate, bench-failed, kv-cache, transient...)
+    attempts: int = 0
+    run_dirs: list[str] = field(default_factory=list)
+    serve_s: float | None = None
+    bench_s: float | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+
+
+@dataclass
+class ServerState:
+    deployment: str
+    group: str
+    cloud: str | None
+    flavor: str | None
+    price_per_hour: float | None
+    created_at: str
+    deleted_at: str | None = None  # set once the deletion is confirmed (down, then leaks for it is empty)
+    inventory: str | None = None
+
+    def hours(self, now: datetime | None = None) -> float:
+        end = _parse(self.deleted_at) if self.deleted_at else (now or datetime.now(UTC))
+        return max(0.0, (end - _parse(self.created_at)).total_seconds() / 3600)
+
+    def cost(self, now: datetime | None = None) -> float:
+        return (self.price_per_hour or 0.0) * self.hours(now)
+
+
+@dataclass
+class CampaignState:
+    id: str
+    name: str
+    spec_path: str
+    spec_digest: str
+    created_at: str
+    status: str = "running"
+    cells: dict[str, CellState] = field(default_factory=dict)
+    servers: dict[str, ServerState] = field(default_factory=dict)
+    samples: dict[str, list[float]] = field(default_factory=dict)  # Durations field -> measured seconds
+    max_usd: float | None = None
+    finished_at: str | None = None
+    leaks: int | None = None  # resources with the campaign's mark left after the last teardown (cloud only)
+
+    def spent(self, now: datetime | None = None) -> float:
+        return sum(s.cost(now) for s in self.servers.values())
+
+    def running_servers(self) -> list[ServerState]:
+        return [s for s in self.servers.values() if s.deleted_at is None]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in self.cells.values():
+            out[c.status] = out.get(c.status, 0) + 1
+        return out
+
+    def sample(self, name: str, seconds: float) -> None:
+        self.samples.setdefault(name, []).append(round(seconds, 1))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CampaignState:
+        data = dict(data)
+        data["cells"] = {k: CellState(**v) for k, v in (data.get("cells") or {}).items()}
+        data["servers"] = {k: ServerState(**v) for k, v in (data.get("servers") or {}).items()}
+        return cls(**data)
+
+
+class Store:
+    """The campaigns under one state dir."""
+
+    def __init__(self, config: Config) -> None:
+        self.root = config.state_dir / "campaigns"
+
+    def dir(self, campaign_id: str) -> Path:
+        return self.root / campaign_id
+
+    def save(self, state: CampaignState) -> None:
+        d = self.dir(state.id)
+        d.mkdir(parents=True, exist_ok=True)
+        tmp = d / "state.json.tmp"
+        tmp.write_text(json.dumps(state.to_dict(), indent=2))
+        os.replace(tmp, d / "state.json")
+
+    def load(self, campaign_id: str) -> CampaignState:
+        path = self.dir(campaign_id) / "state.json"
+        if not path.is_file():
+            known = ", ".join(s.id for s in self.all()[-5:]) or "none"
+            raise UsageError(
+                f"no campaign {campaign_id!r} in {self.root}",
+                hint=f"`zenops campaign status` lists them (latest: {known})",
+            )
+        return CampaignState.from_dict(json.loads(path.read_text()))
+
+    def all(self) -> list[CampaignState]:
+        if not self.root.is_dir():
+            return []
+        out = []
+        for d in sorted(self.root.iterdir()):
+            f = d / "state.json"
+            if f.is_file():
+                try:
+                    out.append(CampaignState.from_dict(json.loads(f.read_text())))
+                except (ValueError, TypeError):
+                    continue  # a damaged file is not a campaign to resume; `status` says nothing of it
+        return sorted(out, key=lambda s: s.created_at)
+
+    def resumable(self, name: str) -> CampaignState | None:
+        """The latest campaign of this name, unless it ended with every cell done or failed for good (``done``,
+        ``failed``). An edited file continues it too: cells are keyed by their parameters, so the cells it still
+        has keep their results and new ones are added."""
+        latest = self.latest(name)
+        return latest if latest is not None and latest.status not in ("done", "failed") else None
+
+    def latest(self, name: str | None = None) -> CampaignState | None:
+        states = [s for s in self.all() if name is None or s.name == name]
+        return states[-1] if states else None
+
+
+def new_id(name: str, existing: Iterable[str], now: datetime | None = None) -> str:
+    """``<name>-<yymmddHHMM>`` (``-2``... when that minute is taken), the name cut to 19 characters: the id is the
+    campaign mark on every cloud resource, held to the deployment-name rules (32 characters at most)."""
+    base = f"{name[:19].rstrip('-')}-{(now or datetime.now(UTC)):%y%m%d%H%M}"
+    taken = set(existing)
+    if base not in taken:
+        return base
+    n = 2
+    while f"{base}-{n}" in taken:
+        n += 1
+    return f"{base}-{n}"
+
+
+def deployment_name(campaign_id: str, group: str) -> str:
+    """The deployment of a campaign's group: readable (the campaign's name and the flavor) and unique (a hash of
+    both), within the 32-character deployment-name rules."""
+    import hashlib  # noqa: PLC0415
+
+    slug = "".join(ch if ch.isalnum() else "-" for ch in group.lower()).strip("-")[:10].rstrip("-")
+    head = campaign_id.rsplit("-", 1)[0][:14].rstrip("-") if "-" in campaign_id else campaign_id[:14]
+    digest = hashlib.sha256(f"{campaign_id}/{group}".encode()).hexdigest()[:4]
+    return "-".join(x for x in (head, slug, digest) if x)

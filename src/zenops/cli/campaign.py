@@ -1,0 +1,232 @@
+"""`zenops campaign`: a matrix of flavors x models x variants, provisioned, benchmarked and torn down by itself.
+
+Library: zenops.campaign (spec: the file; plan: cells and cost; state: resumable ledger; run: the loop; report: the
+table, the best per model, the tuned file). Playbooks: those of `up`, `bench` and `down`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+from rich.markup import escape
+
+from zenops.cli.context import App, get_app
+from zenops.cli.options import json_option
+
+if TYPE_CHECKING:
+    from zenops.campaign.run import Planned
+    from zenops.campaign.state import CampaignState
+
+_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+_campaign_file = click.argument("file", type=_FILE, metavar="FILE.yaml")
+_campaign_id = click.argument("campaign_id", metavar="ID", required=False)
+
+
+@click.group()
+def campaign() -> None:
+    """Benchmark campaigns: every cell of a matrix (flavors x models x variants) served, benchmarked, torn down.
+
+    \b
+      zenops campaign plan sweep.yaml       the cells and the projected cost (refused over budget.max_usd: exit 17)
+      zenops campaign run sweep.yaml        run it; again after a crash or Ctrl-C: it continues
+      zenops campaign status [ID]           progress, cost so far against the cap, each cell's state and reason
+      zenops campaign report ID             the table, the best configuration per model, the tuned file for `up`
+      zenops campaign down ID               remove whatever the campaign still has on its cloud
+
+    \b
+    The file (example: `zenops campaign example`):
+      name: sweep
+      cloud: sandbox                  # or inventory: hosts.yml (your own hosts)
+      flavors: [gp.5.24.96]
+      models: [Qwen/Qwen3-0.6B]
+      variants: {zen: {platform: zen}, cpu: {platform: cpu}}
+      bench: {concurrency: [1, 4], input_len: 128, output_len: 64, prompts: 16, repeats: 1}
+      budget: {max_usd: 5, ttl: 2h}   # every server expires (zenops:expires_at; `zenops reap` removes it)
+
+    Cells on one flavor share one server; it is torn down after the flavor's last cell, and on every way out
+    (a failed cell, Ctrl-C, the budget reached). Exit codes: 17 over budget, 18 cells failed, 130 interrupted.
+    """
+
+
+def _load(file: Path) -> Any:
+    from zenops.campaign.spec import load_spec  # noqa: PLC0415
+
+    return load_spec(file)
+
+
+def _store(app: App) -> Any:
+    from zenops.campaign.state import Store  # noqa: PLC0415
+
+    return Store(app.config)
+
+
+def _print_plan(app: App, planned: Planned) -> None:
+    data = planned.to_dict()
+    if app.json:
+        app.emit_json({"type": "plan", "command": "campaign", **data})
+        return
+    spec = planned.spec
+    head = f"campaign {spec.name}" + (f" (continues {planned.state.id})" if planned.state else " (new)")
+    app.err.print(
+        f"{escape(head)}: engine {planned.engine_pair}, {len(planned.cells)} cell(s), {len(planned.todo)} to run"
+    )
+    for c in data["cells"]:
+        where = f"{c['group']} / {Path(c['model']).name} / {c['variant']}"
+        app.err.print(f"  {c['key']}  {escape(where)}  {c['status']}")
+    proj = planned.projection
+    for g in proj.groups:
+        price = f"${g.price_per_hour}/h" if g.price_per_hour is not None else "price unknown"
+        cost = f"${g.usd:.2f}" if g.usd is not None else "?"
+        app.err.print(
+            f"  group {escape(g.group)}: {g.cells} cell(s), {g.hours * 60:.0f} server-minutes at {price}: {cost}"
+        )
+    cap = f" of budget ${spec.budget.max_usd:.2f}" if spec.budget.max_usd is not None else " (no budget cap)"
+    spent = f" (${proj.spent_usd:.2f} spent)" if proj.spent_usd else ""
+    est = "measured" if proj.durations.measured else "estimated"
+    app.err.print(
+        f"projected ${proj.usd:.2f}{spent}{cap}; durations {est}; servers expire after {spec.budget.ttl_s // 60} min"
+    )
+    if proj.unknown_prices:
+        app.err.print(
+            f"[yellow]no price for {', '.join(proj.unknown_prices)}: counted as $0 (set prices: in the file)[/]"
+        )
+
+
+@campaign.command("plan")
+@_campaign_file
+@json_option
+@click.pass_context
+def plan_cmd(ctx: click.Context, file: Path) -> None:
+    """The cells, what is already done, and the projected cost; exit 17 when over budget.max_usd."""
+    from zenops.campaign import plan as plan_lib  # noqa: PLC0415
+    from zenops.campaign.run import plan_campaign  # noqa: PLC0415
+    from zenops.context import RunContext  # noqa: PLC0415
+
+    app = get_app(ctx)
+    spec = _load(file)
+    planned = plan_campaign(RunContext(app.config, note=app.note), spec, _store(app))
+    _print_plan(app, planned)
+    if app.json:
+        app.emit_json({"type": "result", "command": "campaign plan", **planned.to_dict()})
+    plan_lib.check_budget(planned.projection, spec.budget.max_usd)
+
+
+@campaign.command("run")
+@_campaign_file
+@click.option("--new", is_flag=True, help="Start a new campaign even when one of this name can be continued.")
+@json_option
+@click.pass_context
+def run_cmd(ctx: click.Context, file: Path, new: bool) -> None:
+    """Run the campaign (or continue the one of this name): provision, serve, benchmark, tear down.
+
+    Done cells are never re-run; cells that failed for a transient reason (a host or the cloud not answering) are
+    tried again, deterministic failures (plan refused, health gate, KV cache, failed requests) are not.
+    """
+    from zenops.campaign.run import run_campaign  # noqa: PLC0415
+
+    app = get_app(ctx)
+    spec = _load(file)
+    store = _store(app)
+    with app.run_context(lock=f"campaign-{spec.name}") as run_ctx:
+        try:
+            run_campaign(run_ctx, spec, store, new=new, on_plan=lambda p: _print_plan(app, p))
+        finally:
+            latest = store.latest(spec.name)
+            if latest is not None:
+                _print_status(app, latest, final=True)
+
+
+def _print_status(app: App, state: CampaignState, *, final: bool = False) -> None:
+    counts = state.counts()
+    cap = f" of ${state.max_usd:.2f}" if state.max_usd is not None else ""
+    summary = {
+        "campaign": state.id,
+        "status": state.status,
+        "cells": counts,
+        "spent_usd": round(state.spent(), 4),
+        "max_usd": state.max_usd,
+        "servers_running": [s.deployment for s in state.running_servers()],
+        "leaks": state.leaks,
+    }
+    if app.json:
+        app.emit_json(
+            {
+                "type": "result",
+                "command": "campaign status",
+                **summary,
+                "cell_states": [vars(c) for c in state.cells.values()],
+            }
+        )
+        return
+    done = counts.get("done", 0)
+    total = sum(counts.values())
+    bar = "#" * int(20 * done / total) + "." * (20 - int(20 * done / total)) if total else ""
+    out = app.err if final else app.out
+    out.print(f"campaign {state.id} [{state.status}] [{bar}] {done}/{total} done; spent ${state.spent():.2f}{cap}")
+    for c in state.cells.values():
+        why = f": {escape(c.failure or '')} {escape((c.reason or '').splitlines()[0][:160])}" if c.reason else ""
+        out.print(f"  {c.key}  {escape(c.group)} / {escape(Path(c.model).name)} / {escape(c.variant)}  {c.status}{why}")
+    running = state.running_servers()
+    if running:
+        out.print(f"servers still up: {', '.join(s.deployment for s in running)} (`zenops campaign down {state.id}`)")
+    if state.leaks is not None:
+        out.print(f"resources with its mark left on the cloud: {state.leaks}")
+
+
+@campaign.command("status")
+@_campaign_id
+@json_option
+@click.pass_context
+def status_cmd(ctx: click.Context, campaign_id: str | None) -> None:
+    """One campaign's progress (ID), or every campaign of this state dir."""
+    app = get_app(ctx)
+    store = _store(app)
+    if campaign_id:
+        _print_status(app, store.load(campaign_id))
+        return
+    states = store.all()
+    if app.json:
+        app.emit_json(
+            {
+                "type": "result",
+                "command": "campaign status",
+                "campaigns": [
+                    {"campaign": s.id, "status": s.status, "cells": s.counts(), "spent_usd": round(s.spent(), 4)}
+                    for s in states
+                ],
+            }
+        )
+        return
+    for s in states:
+        app.out.print(f"{s.id}  {s.status}  {s.counts()}  ${s.spent():.2f}")
+    if not states:
+        app.out.print("no campaigns yet: `zenops campaign run FILE.yaml`")
+
+
+@campaign.command("example")
+def example_cmd() -> None:
+    """Print an example campaign file (every key, commented)."""
+    from zenops.campaign.example import EXAMPLE  # noqa: PLC0415
+
+    click.echo(EXAMPLE, nl=False)
+
+
+@campaign.command("down")
+@click.argument("campaign_id", metavar="ID")
+@json_option
+@click.pass_context
+def down_cmd(ctx: click.Context, campaign_id: str) -> None:
+    """Remove every resource on the campaign's cloud that carries its mark (servers, networks, keys...)."""
+    from zenops.campaign.run import down_campaign  # noqa: PLC0415
+
+    app = get_app(ctx)
+    store = _store(app)
+    name = store.load(campaign_id).name  # an unknown id is refused here, naming the known ones
+    with app.run_context(lock=f"campaign-{name}") as run_ctx:
+        removed = down_campaign(run_ctx, store, campaign_id)
+    if app.json:
+        app.emit_json({"type": "result", "command": "campaign down", "campaign": campaign_id, "removed": removed})
+        return
+    app.out.print(f"removed {len(removed)} resource(s) of campaign {campaign_id}")
