@@ -13,6 +13,7 @@ from rich.markup import escape
 from zenops import __version__
 from zenops.cli import (
     bench,
+    campaign,
     config,
     devhost,
     down,
@@ -83,6 +84,7 @@ cli.add_command(tiny_model.tiny_model)
 cli.add_command(report.report)
 cli.add_command(bench.bench)
 cli.add_command(rollout.rollout)
+cli.add_command(campaign.campaign)
 
 
 def _wants_json(argv: list[str]) -> bool:
