@@ -27,7 +27,7 @@ from zenops.campaign.report import (
 from zenops.errors import UsageError
 from zenops.report.results import BenchResult
 
-RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "campaign" / "runs"
+RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "campaign" / "bench"
 MODEL = "/work/models/tiny-a"  # the campaign's spelling; the fixture's results say /models/tiny-a
 
 
