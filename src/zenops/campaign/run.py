@@ -206,6 +206,8 @@ class Campaign:
             state.status = "running"
             state.spec_digest = spec_digest(self.spec)
         state.max_usd = self.spec.budget.max_usd
+        state.variants = {v.name: _jsonable(v.options) for v in self.spec.variants}
+        state.engine = _jsonable(self.spec.engine)
         for c in planned.cells:
             cs = state.cells.get(c.key)
             if cs is None:
@@ -576,3 +578,48 @@ def down_campaign(ctx: RunContext, store: Store, campaign_id: str) -> list[dict[
         state.status = "torn-down"
     store.save(state)
     return result.removed
+
+
+def _jsonable(options: Any) -> dict[str, Any]:
+    """Options as the state file keeps them: tuples as lists, paths as strings."""
+    return {k: (list(v) if isinstance(v, tuple) else str(v) if isinstance(v, Path) else v) for k, v in options.items()}
+
+
+def load_report(
+    config: Any, store: Store, campaign_id: str, *, max_tpot_ms: float | None = None, api_price: float | None = None
+) -> Any:
+    """The campaign's report (zenops.campaign.report) from its state and the bench runs of its done cells."""
+    from zenops.campaign.report import CellOutcome, build_report  # noqa: PLC0415
+    from zenops.errors import NoBenchResultError  # noqa: PLC0415
+    from zenops.report import loading  # noqa: PLC0415
+
+    state = store.load(campaign_id)
+    cells = [
+        CellOutcome(
+            key=c.key,
+            flavor=c.group,  # the flavor (cloud), or the inventory's name (own hosts)
+            model=c.model,
+            variant=c.variant,
+            status=c.status if c.status in ("done", "failed", "skipped") else "pending",
+            reason=c.reason,
+            run_dir=c.run_dirs[0] if c.run_dirs else None,  # later repeats: <key>-r2... (matched by the key)
+        )
+        for c in state.cells.values()
+    ]
+    run_dirs = [Path(d) for c in state.cells.values() if c.status == "done" for d in c.run_dirs if Path(d).is_dir()]
+    flavors = catalog.flavors(config.flavors)
+    servers = {s.group: s.price_per_hour for s in state.servers.values()}
+
+    def price_of(name: str) -> float | None:
+        if servers.get(name) is not None:
+            return servers[name]
+        f = flavors.get(name)
+        return f.price_per_hour if f else None
+
+    results = []
+    if run_dirs:
+        try:
+            results = list(loading.load(run_dirs, price_of=price_of).results)
+        except NoBenchResultError:
+            results = []
+    return state, build_report(results, cells, max_tpot_ms=max_tpot_ms, api_price=api_price)

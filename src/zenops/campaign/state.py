@@ -79,6 +79,8 @@ class CampaignState:
     max_usd: float | None = None
     finished_at: str | None = None
     leaks: int | None = None  # resources with the campaign's mark left after the last teardown (cloud only)
+    variants: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> `up` options (for the tuned file)
+    engine: dict[str, Any] = field(default_factory=dict)  # the shared engine options
 
     def spent(self, now: datetime | None = None) -> float:
         return sum(s.cost(now) for s in self.servers.values())

@@ -205,6 +205,80 @@ def status_cmd(ctx: click.Context, campaign_id: str | None) -> None:
         app.out.print("no campaigns yet: `zenops campaign run FILE.yaml`")
 
 
+@campaign.command("report")
+@click.argument("campaign_id", metavar="ID")
+@click.option("--max-tpot-ms", type=click.FloatRange(min=0, min_open=True), help="Latency bound of the best choice.")
+@click.option(
+    "--api-price",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="USD",
+    help="A hosted API's $ per 1M output tokens: the monthly volume at which each configuration breaks even.",
+)
+@click.option("--compare", "other", metavar="ID", help="Another campaign: the changes of each common row.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write report.md, report.csv, report.json and pareto.png into this directory.",
+)
+@click.option(
+    "--tuned",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Write the best configuration per model as a tuned file (`zenops up --tuned FILE` deploys it).",
+)
+@json_option
+@click.pass_context
+def report_cmd(
+    ctx: click.Context,
+    campaign_id: str,
+    max_tpot_ms: float | None,
+    api_price: float | None,
+    other: str | None,
+    out: Path | None,
+    tuned: Path | None,
+) -> None:
+    """The campaign's table, the best configuration per model ($ per 1M output tokens under --max-tpot-ms), the
+    non-dominated set, break-even volumes, failed and skipped cells with their reasons (partial: labelled)."""
+    from zenops.campaign.run import load_report  # noqa: PLC0415
+
+    app = get_app(ctx)
+    store = _store(app)
+    state, rep = load_report(app.config, store, campaign_id, max_tpot_ms=max_tpot_ms, api_price=api_price)
+    comparison = None
+    if other:
+        from zenops.campaign.report import compare_campaigns  # noqa: PLC0415
+
+        _other_state, other_rep = load_report(app.config, store, other, max_tpot_ms=max_tpot_ms, api_price=api_price)
+        comparison = compare_campaigns(rep, other_rep)
+    if out is not None:
+        from zenops.campaign.report import plot_pareto  # noqa: PLC0415
+
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.md").write_text(rep.markdown())
+        (out / "report.csv").write_text(rep.csv())
+        import json  # noqa: PLC0415
+
+        (out / "report.json").write_text(json.dumps(rep.to_dict(), indent=2, default=str))
+        if rep.rows:
+            plot_pareto(rep, out / "pareto.png")
+    if tuned is not None:
+        from zenops.campaign.tuned import write_tuned  # noqa: PLC0415
+
+        write_tuned(rep, state.id, tuned, variants=state.variants, engine=state.engine)
+    if app.json:
+        extra = {"comparison": comparison.to_dict()} if comparison is not None else {}
+        app.emit_json({"type": "result", "command": "campaign report", "campaign": state.id, **rep.to_dict(), **extra})
+        return
+    app.out.print(rep.markdown(), markup=False, highlight=False)
+    if comparison is not None:
+        from zenops.report.rendering import comparison_markdown  # noqa: PLC0415
+
+        app.out.print(f"\nagainst {other}:\n" + comparison_markdown(comparison), markup=False, highlight=False)
+    for what, path in (("report", out), ("tuned file", tuned)):
+        if path is not None:
+            app.err.print(f"{what}: {path}")
+
+
 @campaign.command("example")
 def example_cmd() -> None:
     """Print an example campaign file (every key, commented)."""

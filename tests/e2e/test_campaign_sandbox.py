@@ -1,0 +1,214 @@
+"""`zenops campaign` end to end on the sandbox cloud, all real: servers created by Nova (systemd containers reached over
+SSH), Docker in them, the engine image from this machine's image cache (pip route), real vLLM servers with tiny
+models made offline, real `vllm bench serve`, teardown through Neutron/Nova and a leak check by the SDK.
+
+One campaign of 2 flavors x 1 tiny model x 2 variants (max-num-seqs 2 and 4: machine-independent; zen vs cpu would
+be refused on a CPU without AVX-512), a short bench (concurrency 1 and 2, 6 prompts of 16 tokens), servers with
+--enforce-eager (what is tested is the campaign, not the engine's speed), both flavors at once (parallel: 2):
+
+1. `campaign plan` over a tiny budget: exit 17, nothing created;
+2. `campaign run`, Ctrl-C after the first cell is done: exit 130, every server torn down, the done cell recorded;
+3. `campaign run` again: it continues the same campaign, the done cell is not re-run, the rest runs, everything is
+   torn down, `leaks` of the campaign's mark is 0 (asked of the cloud by the SDK, not by zenops);
+4. `campaign report`: the table, a best configuration per model, the tuned file.
+
+Figures (wall times, spend) go to .cache/e2e/campaign.json for the record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO
+from zenops.tinymodel import generate
+
+pytestmark = pytest.mark.e2e
+ZENOPS = str(Path(sys.executable).parent / "zenops")
+CLOUDS = Path(os.environ.get("ZENOPS_SANDBOX_DIR", REPO / ".cache" / "sandbox")) / "clouds.yaml"
+IMAGE_DIR = Path(os.environ.get("ZENOPS_IMAGE_DIR", REPO / ".cache" / "images"))
+BASE_ARCHIVE = IMAGE_DIR / "bookworm-slim.tar"
+REPORT = REPO / ".cache" / "e2e" / "campaign.json"
+FLAVORS = ("gp.5.2.8", "gp.5.4.16")
+FIGURES: dict[str, Any] = {}
+
+
+def campaign_file(tmp: Path, model: Path, *, max_usd: float) -> Path:
+    path = tmp / "sweep.yaml"
+    path.write_text(
+        f"""\
+name: e2e-sweep
+cloud: sandbox
+flavors: [{", ".join(FLAVORS)}]
+models: [{model}]
+variants:
+  seqs2: {{max_num_seqs: 2}}
+  seqs4: {{max_num_seqs: 4}}
+engine:
+  image_source: pip
+  base_image: zenops/bookworm-slim:latest
+  base_image_archive: {BASE_ARCHIVE}
+  engine_args: [--enforce-eager]
+  health_timeout: 600
+bench: {{concurrency: [1, 2], input_len: 32, output_len: 16, prompts: 6, repeats: 1}}
+budget: {{max_usd: {max_usd}, ttl: 2h}}
+prices: {{{FLAVORS[0]}: 0.10, {FLAVORS[1]}: 0.20}}
+parallel: 2
+"""
+    )
+    return path
+
+
+def campaign_resources(campaign: str) -> list[str]:
+    """Everything in the sandbox carrying the campaign's mark, asked of the cloud by the SDK (not by zenops)."""
+    import openstack  # noqa: PLC0415
+
+    conn = openstack.connect(cloud="sandbox-admin")
+    tag = f"zenops:campaign={campaign}"
+    found = [
+        f"server {s.name}"
+        for s in conn.compute.servers(details=True, all_projects=True)
+        if (s.metadata or {}).get("zenops:campaign") == campaign
+    ]
+    for lister, kind in ((conn.network.networks, "network"), (conn.network.ports, "port"), (conn.network.ips, "fip")):
+        found += [f"{kind} {r.id}" for r in lister(tags=tag)]
+    return found
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    if not CLOUDS.is_file():
+        if os.environ.get("ZENOPS_REQUIRE_SANDBOX") == "1":
+            pytest.fail(f"the sandbox cloud is required but {CLOUDS} is missing: run scripts/sandbox up")
+        pytest.skip("the sandbox cloud is not running (scripts/sandbox up)")
+    if not BASE_ARCHIVE.is_file():
+        pytest.fail(f"{BASE_ARCHIVE} is missing: run scripts/build-images")
+    home = tmp_path_factory.mktemp("home")
+    os.environ["OS_CLIENT_CONFIG_FILE"] = str(CLOUDS)
+    out = {k: v for k, v in os.environ.items() if k not in ("ZENOPS_CONFIG", "ZENOPS_COLLECTION_ROOT")}
+    out["OS_CLIENT_CONFIG_FILE"] = str(CLOUDS)
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_STATE_HOME", "state"), ("XDG_CACHE_HOME", "cache")):
+        out[var] = str(home / sub)
+    return out
+
+
+def zenops(
+    env: dict[str, str], *args: str, cwd: Path, rc: int | None = 0, timeout: float = 1800
+) -> list[dict[str, Any]]:
+    proc = subprocess.run(
+        [ZENOPS, "--json", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout, check=False
+    )
+    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    if rc is not None:
+        assert proc.returncode == rc, f"exit {proc.returncode}: {json.dumps(lines[-3:])[-3000:]}\n{proc.stderr[-3000:]}"
+    return lines
+
+
+def interrupt_after_first_done_cell(
+    env: dict[str, str], spec: Path, cwd: Path
+) -> tuple[int, list[dict[str, Any]], str]:
+    """`campaign run`, its output read by threads as it comes (a full pipe would block it); SIGINT once a cell is
+    done; then wait for its teardown."""
+    proc = subprocess.Popen(
+        [ZENOPS, "--json", "campaign", "run", str(spec)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
+    )  # fmt: skip
+    lines: list[dict[str, Any]] = []
+    err: list[str] = []
+    done = threading.Event()
+
+    def read_out() -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            if raw.startswith("{"):
+                line = json.loads(raw)
+                lines.append(line)
+                if line.get("type") == "note" and ": done (serve" in str(line.get("message")):
+                    done.set()
+        done.set()
+
+    def read_err() -> None:
+        assert proc.stderr is not None
+        err.extend(proc.stderr)
+
+    threads = [threading.Thread(target=read_out, daemon=True), threading.Thread(target=read_err, daemon=True)]
+    for t in threads:
+        t.start()
+    done.wait(1800)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        rc = proc.wait(900)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail(f"campaign run did not stop within 900 s of Ctrl-C: {''.join(err)[-3000:]}")
+    for t in threads:
+        t.join(10)
+    return rc, lines, "".join(err)
+
+
+def test_campaign_over_budget_interrupted_resumed_reported_and_torn_down(env, tmp_path):
+    model = generate(tmp_path / "models" / "tiny-a", seed=1).path
+    work = tmp_path / "work"
+    work.mkdir()
+
+    # 1. over budget: refused before anything is created
+    tiny_budget = campaign_file(work, model, max_usd=0.0001)
+    plan = zenops(env, "campaign", "plan", str(tiny_budget), cwd=work, rc=17)
+    result = next(x for x in plan if x.get("type") == "result")
+    assert len(result["cells"]) == 4
+    assert "over budget.max_usd" in plan[-1]["message"]
+    zenops(env, "campaign", "run", str(tiny_budget), cwd=work, rc=17)
+    assert not zenops(env, "campaign", "status", cwd=work)[-1]["campaigns"]  # nothing started, nothing recorded
+
+    # 2. run, Ctrl-C after the first done cell: torn down
+    spec = campaign_file(work, model, max_usd=5)
+    t0 = time.monotonic()
+    rc, _lines, err = interrupt_after_first_done_cell(env, spec, work)
+    FIGURES["first_run_s"] = round(time.monotonic() - t0, 1)
+    assert rc == 130, err[-3000:]
+    status = zenops(env, "campaign", "status", cwd=work)[-1]["campaigns"]
+    assert len(status) == 1
+    campaign = status[0]["campaign"]
+    assert status[0]["status"] == "interrupted"
+    assert status[0]["cells"].get("done", 0) >= 1, status
+    first = zenops(env, "campaign", "status", campaign, cwd=work)[-1]
+    assert first["servers_running"] == []
+    assert campaign_resources(campaign) == []
+    done_before = {c["key"]: c for c in first["cell_states"] if c["status"] == "done"}
+
+    # 3. again: the same campaign continues, done cells are not re-run
+    t1 = time.monotonic()
+    out = zenops(env, "campaign", "run", str(spec), cwd=work)
+    FIGURES["resume_s"] = round(time.monotonic() - t1, 1)
+    final = zenops(env, "campaign", "status", campaign, cwd=work)[-1]
+    FIGURES["final"] = {k: final[k] for k in ("status", "cells", "spent_usd", "leaks")}
+    assert final["status"] == "done", final
+    assert final["cells"] == {"done": 4}
+    for key, before in done_before.items():
+        after = next(c for c in final["cell_states"] if c["key"] == key)
+        assert after["attempts"] == before["attempts"]  # not run again
+        assert after["finished_at"] == before["finished_at"]
+    assert any("continues" in json.dumps(x) or x.get("resumes") for x in out if x.get("type") == "plan")
+    assert final["leaks"] == 0
+    assert campaign_resources(campaign) == []
+    assert 0 < final["spent_usd"] < 5
+
+    # 4. the report: every cell, a best configuration for the model, the tuned file
+    tuned = work / "tuned.yaml"
+    rep = zenops(env, "campaign", "report", campaign, "--tuned", str(tuned), cwd=work)[-1]
+    FIGURES["report"] = {k: rep.get(k) for k in ("best",)}
+    assert len(rep["rows"]) == 2 * 2 * 2  # flavors x variants x concurrency levels
+    assert rep["best"]["tiny-a"] is not None, rep
+    assert tuned.is_file()
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text(json.dumps(FIGURES, indent=2))
