@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -8,6 +10,17 @@ import pytest
 from zenops.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def sigint_reaches_children() -> None:
+    """Tests that press Ctrl-C on a real `zenops` (SIGINT) need it to start with SIGINT's default action. A command
+    run in the background by a non-interactive shell (scripts/test runs its stages so) starts with SIGINT ignored,
+    and exec passes "ignored" on: zenops, rightly, keeps ignoring it (as under nohup), and the test waits for an
+    interruption that never comes. A Python handler here is reset to the default by exec, so children get it."""
+    main_thread = threading.current_thread() is threading.main_thread()  # only it may set a handler
+    if main_thread and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
