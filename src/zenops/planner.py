@@ -25,6 +25,8 @@ What it decides, and the rules (each shows up in ``Plan.reasons`` with its input
   that buys nothing and the write-up warns that too much KV cache kills the server.
 * version semantics: VLLM_CPU_KVCACHE_SPACE (GiB) up to 0.19; from 0.20 the engine argument --kv-cache-memory-bytes
   (the env var is legacy) and a startup check of --gpu-memory-utilization x node memory against free memory.
+* tuned: options taken from a campaign's tuned file (``--tuned``; zenops.campaign.tuned) put its reason first: the
+  campaign id and the figures the choice rests on.
 """
 
 from __future__ import annotations
@@ -283,6 +285,7 @@ class PlanOptions:
     tensor_parallel: int | None = None  # None: only when the model fits no node
     vllm_version: str = DEFAULT_VLLM_VERSION
     base_port: int = 8000
+    tuned: str | None = None  # the options came from a campaign's tuned file: its reason (TunedConfig.reason)
 
 
 @dataclass(frozen=True)
@@ -898,6 +901,8 @@ def plan(
     version = parse_version(opts.vllm_version)
 
     _check_options(model, opts, warnings)
+    if opts.tuned:
+        reasons.append(Reason("tuned", opts.tuned))
     platform, platform_reason = choose_platform(topo, opts.platform)
     reasons.append(Reason("platform", platform_reason))
     objective = _choose_objective(opts, reasons)

@@ -280,8 +280,9 @@ def check_engine_args(engine_args: Sequence[str], plans: Mapping[str, Mapping[st
             )
 
 
-def plan_options(req: ServeRequest, vllm_version: str) -> PlanOptions:
-    """The planner's options of a serve request (what `up` plans with, and what `rollout` plans ahead with)."""
+def plan_options(req: ServeRequest, vllm_version: str, *, tuned: str | None = None) -> PlanOptions:
+    """The planner's options of a serve request (what `up` plans with, and what `rollout` plans ahead with);
+    ``tuned``: the reason of the tuned file the request's options came from (the plans' first reason)."""
     return PlanOptions(
         max_model_len=req.max_model_len,
         max_num_seqs=req.max_num_seqs,
@@ -290,6 +291,7 @@ def plan_options(req: ServeRequest, vllm_version: str) -> PlanOptions:
         instances=req.instances,
         platform=req.platform,
         vllm_version=vllm_version,
+        tuned=tuned,
     )
 
 
@@ -320,15 +322,18 @@ def serve_inventory(
     record: bool = True,
     min_healthy: int = 0,
     gateway: bool = True,
+    tuned: str | None = None,
 ) -> ServeResult:
     """Serve ``req`` on the hosts of ``inventory`` (``limit``: some of them). ``record``: write the serving record
     (not for a temporary state); ``gateway``: add, update or remove the fleet endpoint as the request says (a rollout
-    manages it itself); ``min_healthy``: seconds each server must stay healthy after the gate passed."""
+    manages it itself); ``min_healthy``: seconds each server must stay healthy after the gate passed; ``tuned``: the
+    request's options came from a campaign's tuned file, this its reason (TunedConfig.reason): every plan carries it
+    (and so does the serving record's)."""
     config, warn, first_warning = ctx.config, ctx.warn, len(ctx.warnings)
     combo = resolve_combo(req, warn)
     model, model_dir = resolve_model(req.model)
     api_key = ensure_api_key(config, inventory, req.api_key_file)
-    opts = plan_options(req, combo.vllm)
+    opts = plan_options(req, combo.vllm, tuned=tuned)
 
     # ready -> docker -> facts
     up_result = up_inventory(ctx, inventory, limit=limit, check=check)  # the hosts' own up: facts come with it

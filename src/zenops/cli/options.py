@@ -5,20 +5,25 @@ flags win.
            hosts: zenops.target.resolve_target)
 * serving  ``serving_options(model_required=...)``: what to serve and how (`plan`, `up`; next `rollout`, `campaign`)
 * pricing  ``flavor_option``, ``price_option``: what a host costs (`plan`, `up`, `bench`, `report`)
+* tuned    ``tuned_option``, ``tuned_options``: a campaign's best configuration per model (`plan`, `up`, `rollout`)
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
+from click.core import ParameterSource
 
 from zenops.cli.context import get_app
-from zenops.errors import ConfigError
+from zenops.errors import ConfigError, UsageError
+
+if TYPE_CHECKING:
+    from zenops.campaign.tuned import TunedConfig
 
 
 def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -171,6 +176,102 @@ def serving_options(*, model_required: bool) -> Callable[[F], F]:
         return decorated
 
     return apply
+
+
+# --- tuned --------------------------------------------------------------------------------------------------------
+
+tuned_option = click.option(
+    "--tuned",
+    "tuned_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Deploy what a benchmark campaign measured: FILE is written by `zenops campaign report ID --tuned FILE` "
+    "(the best configuration per model). The entry of --model supplies the options (platform, max-num-seqs, "
+    "instances, engine pair and args, ...); flags you give win over it, it wins over config defaults. The "
+    "plan's reasons name the campaign and its figures. A model the file does not have is refused (exit 2).",
+)
+
+
+@dataclass(frozen=True)
+class TunedOptions:
+    """What :func:`tuned_options` takes from a tuned file for one command."""
+
+    config: TunedConfig  # the model's entry (its ``reason`` goes into the plans)
+    values: dict[str, Any]  # option (a ServeRequest field) -> value: what the command uses
+    overridden: list[str] = field(default_factory=list)  # options of the file a flag given wins over
+    ignored: list[str] = field(default_factory=list)  # options of the file the command cannot use
+
+    @property
+    def reason(self) -> str:
+        return self.config.reason
+
+    def describe(self, command: str) -> str:
+        """One line for the operator: the entry, what is used, what a flag won over, what was left out."""
+        used = ", ".join(f"{k}={_shown(v)}" for k, v in self.values.items()) or "nothing"
+        text = f"--tuned {self.config.source}: {self.config.model} {self.reason}; using {used}"
+        if self.overridden:
+            text += f"; your flags win over {', '.join(self.overridden)}"
+        if self.ignored:
+            text += f"; ignored ({command} does not take them): {', '.join(self.ignored)}"
+        return text
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "auto"
+    if isinstance(value, tuple | list):
+        return " ".join(map(str, value)) or "(none)"
+    return str(value)
+
+
+def tuned_entry(path: Path, model: str) -> TunedConfig:
+    """``model``'s entry in the tuned file at ``path``, matched as the campaign named it: a catalogue id (any case,
+    as the catalogue matches), or a local model directory compared as a resolved path. Raises UsageError (exit 2)
+    naming the file's models and the fix when it has none; ConfigError for a file that is not a tuned file."""
+    from zenops.campaign.tuned import load_tuned  # noqa: PLC0415
+
+    tuned = load_tuned(path)
+    local = Path(model).expanduser()
+    shown = model
+    if local.is_dir():
+        wanted = local.resolve()
+        for name, entry in tuned.items():
+            if Path(name).is_absolute() and Path(name).resolve() == wanted:
+                return entry
+        shown = model if str(wanted) == model else f"{wanted} (--model {model})"
+    else:
+        for name, entry in tuned.items():
+            if name.lower() == model.lower():
+                return entry
+    raise UsageError(
+        f"--tuned {path}: no tuned configuration for {shown}",
+        hint=f"the file has {', '.join(sorted(tuned))}: pass one of them with --model, or leave out --tuned for "
+        f"{model} (or run a campaign that measures it)",
+    )
+
+
+def tuned_options(ctx: click.Context, path: Path, model: str, accepted: Mapping[str, str | None]) -> TunedOptions:
+    """The options ``model``'s entry in the tuned file supplies to this command. ``accepted``: the options the
+    command can use (ServeRequest field -> the command's parameter, None when no flag sets it); the rest are
+    ``ignored``. A flag given on the command line (or its environment variable) wins over the file: those are
+    ``overridden``; config defaults (``defaults.<command>``) and built-in defaults do not."""
+    entry = tuned_entry(path, model)
+    values: dict[str, Any] = {}
+    overridden: list[str] = []
+    ignored: list[str] = []
+    for option, value in entry.options.items():
+        if option not in accepted:
+            ignored.append(option)
+            continue
+        param = accepted[option]
+        if param is not None and ctx.get_parameter_source(param) in (
+            ParameterSource.COMMANDLINE,
+            ParameterSource.ENVIRONMENT,
+        ):
+            overridden.append(option)
+            continue
+        values[option] = value
+    return TunedOptions(entry, values, overridden, ignored)
 
 
 # --- gateway ------------------------------------------------------------------------------------------------------

@@ -21,11 +21,20 @@ from zenops.cli.options import (
     json_option,
     limit_option,
     serving_options,
+    tuned_option,
+    tuned_options,
 )
 from zenops.errors import UsageError
 
 if TYPE_CHECKING:
     from zenops.planner import Plan
+
+# the planner's options a tuned file may set (ServeRequest field -> this command's parameter); the rest of a tuned
+# entry (image route, engine args, ...) is `zenops up`'s, not the plan's
+_TUNED = {
+    "platform": "platform", "max_model_len": "max_model_len", "max_num_seqs": "max_num_seqs",
+    "concurrency": "concurrency", "objective": "objective", "instances": "instances", "vllm": "vllm_version",
+}  # fmt: skip
 
 
 def _default_vllm_version() -> str:
@@ -62,6 +71,7 @@ def _default_vllm_version() -> str:
     help="vLLM release the settings are for (env var semantics changed across releases).",
 )
 @click.option("--host", metavar="HOST", help="With a multi-host facts file or inventory: only this host.")
+@tuned_option
 @limit_option
 @json_option
 @click.pass_context
@@ -76,6 +86,7 @@ def plan_cmd(
     tensor_parallel: int | None,
     vllm_version: str,
     host: str | None,
+    tuned_file: Path | None,
     limit: str | None,
 ) -> None:
     """Derive the vLLM CPU serving settings for MODEL from hardware facts, and explain each number.
@@ -93,6 +104,7 @@ def plan_cmd(
       zenops plan --local --model Qwen/Qwen3-0.6B --json
       zenops plan --facts epyc.json --model meta-llama/Llama-3.3-70B-Instruct --concurrency 16
       zenops plan --facts epyc.json --model Qwen/Qwen3-8B --objective throughput
+      zenops plan --flavor gp.5.24.96 --model Qwen/Qwen3-4B --tuned tuned.yaml   what a campaign measured best
 
     Each instance shows its decode ceiling (roofline) when the facts carry a bandwidth measurement
     (`zenops facts --bandwidth`) or the catalogue knows the CPU (then labelled theoretical).
@@ -115,16 +127,25 @@ def plan_cmd(
         )
     assert serving.model is not None  # required=True
     model_spec = catalog.get_model(serving.model)
+    values = {**vars(serving), "vllm": vllm_version}
+    tuned = None
+    if tuned_file is not None:
+        tuned = tuned_options(ctx, tuned_file, serving.model, _TUNED)
+        values.update(tuned.values)
+        app.note(tuned.describe("zenops plan"))
+        if flavor_spec is not None and tuned.config.flavor and tuned.config.flavor != flavor_spec.name:
+            app.note(f"note: measured on {tuned.config.flavor}, planned for {flavor_spec.name}: the figures may differ")
     opts = PlanOptions(
         dtype=dtype,
-        max_model_len=serving.max_model_len,
-        max_num_seqs=serving.max_num_seqs,
-        concurrency=serving.concurrency,
-        instances=serving.instances,
-        platform=serving.platform,
-        vllm_version=vllm_version,
-        objective=serving.objective,
+        max_model_len=values["max_model_len"],
+        max_num_seqs=values["max_num_seqs"],
+        concurrency=values["concurrency"],
+        instances=values["instances"],
+        platform=values["platform"],
+        vllm_version=values["vllm"],
+        objective=values["objective"],
         tensor_parallel=tensor_parallel,
+        tuned=tuned.reason if tuned else None,
     )
 
     topologies: dict[str, Topology] = {}
@@ -154,6 +175,8 @@ def plan_cmd(
             "price_per_hour": price,
             "plans": items,
         }
+        if tuned is not None:
+            out["tuned"] = tuned.config.to_dict()
         if len(items) == 1:
             out.update(items[0])
         app.emit_json(out)

@@ -23,9 +23,12 @@ from zenops.cli.options import (
     inventory_option,
     json_option,
     serving_options,
+    tuned_option,
+    tuned_options,
 )
 
 if TYPE_CHECKING:
+    from zenops.cli.options import TunedOptions
     from zenops.rollout import RolloutResult
     from zenops.rollout.state import RolloutState
 
@@ -61,6 +64,7 @@ _ENGINE = {
     help="The longest expected request, for the new servers' stop (vLLM's --shutdown-timeout; Docker's +15 s).",
 )
 @engine_arg_option
+@tuned_option
 @click.option(
     "--batch", default="1", show_default=True, metavar="N|P%", help="Hosts per batch, or a percentage of the fleet."
 )
@@ -154,6 +158,7 @@ def rollout(
     health_timeout: int | None,
     shutdown_timeout: int | None,
     engine_args: tuple[str, ...],
+    tuned_file: Path | None,
     batch: str,
     canary: int,
     max_unavailable: int | None,
@@ -178,9 +183,11 @@ def rollout(
       zenops rollout -i fleet.yml --model ./tiny-b --dry-run     the batches and what changes on each host
       zenops rollout -i fleet.yml --model ./tiny-b               one host at a time, the first as the canary
       zenops rollout -i fleet.yml --max-num-seqs 8 --batch 25%
+      zenops rollout -i fleet.yml --tuned tuned.yaml --dry-run   what a campaign measured best for its model
       zenops rollout -i fleet.yml --abort                        send the changed hosts back
 
-    Only what you pass changes; everything else stays as `zenops up` left it (the serving record). Before
+    Only what you pass changes; everything else stays as `zenops up` left it (the serving record); with --tuned
+    FILE, the options of the model's entry (the deployment's model, or --model) count as passed. Before
     anything changes: the new pair and plans are checked on every host's saved facts, and (--perf-gate) a short
     `vllm bench serve` measures every server twice: the baseline and its run-to-run spread.
 
@@ -208,6 +215,11 @@ def rollout(
     params: dict[str, Any] = {**vars(serving), **locals()}
     # only what was given changes (a value may be None: --instances auto goes back to the planner's choice)
     changes = {field: params[name] for field, name in {**_SERVING, **_ENGINE}.items() if _given(ctx, name)}
+    tuned = None
+    if tuned_file is not None:
+        tuned = _tuned(ctx, app, tuned_file, serving.model, target.inventory)
+        if tuned is not None:
+            changes.update(tuned.values)
     req = RolloutRequest(
         changes=changes,
         batch=batch,
@@ -230,7 +242,25 @@ def rollout(
         result = run_rollout(
             run_ctx, target.inventory, req, abort=abort, on_plan=None if app.json else lambda s: _print_plan(app, s)
         )
-    _report(app, result, abort)
+    _report(app, result, abort, tuned)
+
+
+def _tuned(ctx: click.Context, app: App, path: Path, model: str | None, inventory: Path) -> TunedOptions | None:
+    """The changes a tuned file brings: the entry of --model, else of the model the deployment serves (None: no
+    serving record, the rollout refuses with its own error). What no rollout can change is left out, with a note."""
+    from zenops.rollout.run import CHANGEABLE  # noqa: PLC0415
+    from zenops.serving_record import load_serving_record  # noqa: PLC0415
+
+    if model is None:
+        record = load_serving_record(app.config, inventory)
+        if record is None:
+            return None
+        model = str(record.request.get("model") or record.model_spec)
+    flags = {**_SERVING, **_ENGINE}
+    accepted = {field: flags.get(field) for field in CHANGEABLE if field != "model"}
+    tuned = tuned_options(ctx, path, model, accepted)
+    app.note(tuned.describe("zenops rollout"))
+    return tuned
 
 
 def _given(ctx: click.Context, name: str) -> bool:
@@ -252,10 +282,11 @@ def _print_plan(app: App, state: RolloutState) -> None:
                       + (f" [{marks}]" if marks else ""))  # fmt: skip
 
 
-def _report(app: App, result: RolloutResult, abort: bool) -> None:
+def _report(app: App, result: RolloutResult, abort: bool, tuned: TunedOptions | None = None) -> None:
     state = result.state
     if app.json:
-        app.emit_json({"type": "result", "command": "rollout", "ok": True, "abort": abort, **result.to_dict()})
+        extra = {"tuned": tuned.config.to_dict()} if tuned else {}
+        app.emit_json({"type": "result", "command": "rollout", "ok": True, "abort": abort, **result.to_dict(), **extra})
         return
     if result.dry_run:
         app.out.print("dry run: nothing changed (args: a container restart; image: another engine image; model)")

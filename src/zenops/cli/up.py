@@ -7,7 +7,7 @@ zenops.serve (``serve_inventory``: --model). Playbooks: playbooks/up.yml, then p
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.markup import escape
@@ -25,6 +25,8 @@ from zenops.cli.options import (
     json_option,
     limit_option,
     serving_options,
+    tuned_option,
+    tuned_options,
 )
 from zenops.errors import UsageError
 
@@ -37,6 +39,15 @@ _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 # zenops.serve.IMAGE_SOURCES, spelled out: importing zenops.serve for it would load the whole serving path on every
 # `zenops up --help` (tests/unit/test_cli_imports.py checks the two are the same)
 IMAGE_SOURCES = ("pip", "build", "prebuilt")
+# ServeRequest field <- this command's parameter: what a tuned file (--tuned) may set, a flag given winning over it
+_TUNED = {
+    "platform": "platform", "max_model_len": "max_model_len", "max_num_seqs": "max_num_seqs",
+    "concurrency": "concurrency", "objective": "objective", "instances": "instances",
+    "image_source": "image_source", "vllm": "vllm_version", "zentorch": "zentorch",
+    "force_unsupported": "force_unsupported", "prebuilt_ref": "image_ref", "served_model_name": "served_model_name",
+    "base_image": "base_image", "base_image_archive": "base_image_archive", "health_timeout": "health_timeout",
+    "shutdown_timeout": "shutdown_timeout", "engine_args": "engine_args", "measure": "measure",
+}  # fmt: skip
 
 
 @click.command()
@@ -106,6 +117,7 @@ IMAGE_SOURCES = ("pip", "build", "prebuilt")
     "--shutdown-timeout; Docker's stop timeout is 15 s more). 0: vLLM aborts them.",
 )
 @engine_arg_option
+@tuned_option
 @gateway_options
 @limit_option
 @check_option
@@ -137,6 +149,7 @@ def up(
     health_timeout: int,
     shutdown_timeout: int,
     engine_args: tuple[str, ...],
+    tuned_file: Path | None,
     gateway: GatewayFlags,
     limit: str | None,
     check: bool,
@@ -173,6 +186,10 @@ def up(
     It balances every instance (least outstanding requests) and health-checks each; `zenops status` shows it and
     its backends, `zenops rollout` drains instances through it, `zenops down` removes it.
 
+    \b
+    What a benchmark campaign measured best (`zenops campaign report ID --tuned tuned.yaml`):
+      zenops up -i hosts.yml -m Qwen/Qwen3-4B --tuned tuned.yaml        its options; flags given win
+
     Docker settings (source distro|upstream, users, log rotation) come from the `docker:` section of the config.
     """
     from zenops.deploy import CloudRequest, up_cloud  # noqa: PLC0415
@@ -180,37 +197,48 @@ def up(
     from zenops.serve import ServeRequest, serve_inventory  # noqa: PLC0415
 
     app = get_app(ctx)
-    serve_req = (
-        ServeRequest(
-            model=serving.model,
-            image_source=image_source,
-            vllm=vllm_version,
-            zentorch=zentorch,
-            force_unsupported=force_unsupported,
-            prebuilt_ref=image_ref,
-            served_model_name=served_model_name,
-            api_key_file=api_key_file,
-            hf_token_file=hf_token_file,
-            platform=serving.platform,
-            max_model_len=serving.max_model_len,
-            max_num_seqs=serving.max_num_seqs,
-            concurrency=serving.concurrency,
-            objective=serving.objective,
-            instances=serving.instances,
-            base_image=base_image,
-            base_image_archive=base_image_archive,
-            health_timeout=health_timeout,
-            shutdown_timeout=shutdown_timeout,
-            engine_args=engine_args,
-            measure=measure,
-            gateway=gateway.mode,
-            gateway_host=gateway.host,
-            gateway_port=gateway.port,
-            gateway_tls_cert_file=gateway.tls_cert_file,
-        )
-        if serving.model
-        else None
-    )
+    fields: dict[str, Any] = {
+        "image_source": image_source,
+        "vllm": vllm_version,
+        "zentorch": zentorch,
+        "force_unsupported": force_unsupported,
+        "prebuilt_ref": image_ref,
+        "served_model_name": served_model_name,
+        "api_key_file": api_key_file,
+        "hf_token_file": hf_token_file,
+        "platform": serving.platform,
+        "max_model_len": serving.max_model_len,
+        "max_num_seqs": serving.max_num_seqs,
+        "concurrency": serving.concurrency,
+        "objective": serving.objective,
+        "instances": serving.instances,
+        "base_image": base_image,
+        "base_image_archive": base_image_archive,
+        "health_timeout": health_timeout,
+        "shutdown_timeout": shutdown_timeout,
+        "engine_args": engine_args,
+        "measure": measure,
+        "gateway": gateway.mode,
+        "gateway_host": gateway.host,
+        "gateway_port": gateway.port,
+        "gateway_tls_cert_file": gateway.tls_cert_file,
+    }
+    tuned = None
+    if tuned_file is not None:
+        if not serving.model:
+            from zenops.campaign.tuned import load_tuned  # noqa: PLC0415
+
+            raise UsageError(
+                f"--tuned {tuned_file} goes with --model: which of its models to deploy",
+                hint=f"add --model with one of {', '.join(sorted(load_tuned(tuned_file)))}",
+            )
+        tuned = tuned_options(ctx, tuned_file, serving.model, _TUNED)
+        fields.update(tuned.values)
+        app.note(tuned.describe("zenops up"))
+        if flavor and tuned.config.flavor and tuned.config.flavor != flavor:
+            app.note(f"note: measured on {tuned.config.flavor}, deploying on {flavor}: the figures may differ")
+    serve_req = ServeRequest(model=serving.model, **fields) if serving.model else None
+    reason = tuned.reason if tuned else None
     if cloud or flavor:
         if inventory is not None:
             raise UsageError("--inventory and --cloud: choose your own hosts or new cloud servers, not both")
@@ -234,7 +262,11 @@ def up(
         key = None if check else f"cloud-{cloud}-{name or default_name(flavor)}"
         with app.run_context(lock=key) as run_ctx:
             result, dep = up_cloud(run_ctx, request, check=check)
-            served = None if serve_req is None or check else serve_inventory(run_ctx, Path(dep.inventory), serve_req)
+            served = (
+                None
+                if serve_req is None or check
+                else serve_inventory(run_ctx, Path(dep.inventory), serve_req, tuned=reason)
+            )
         if served is None:
             _report(app, result, check, dep)
             return
@@ -253,7 +285,7 @@ def up(
     key = None if check else deployment_key(inventory)
     if serve_req is not None:
         with app.run_context(lock=key) as run_ctx:
-            served = serve_inventory(run_ctx, inventory, serve_req, limit=limit, check=check)
+            served = serve_inventory(run_ctx, inventory, serve_req, limit=limit, check=check, tuned=reason)
         _report_serve(app, served, check)
         return
     with app.run_context(lock=key) as run_ctx:
