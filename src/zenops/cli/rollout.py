@@ -236,6 +236,7 @@ def rollout(
         gate_output_len=gate_output_len,
         dry_run=dry_run,
         runs_dir=runs_dir,
+        tuned_reason=tuned.reason if tuned is not None else None,
     )
     lock = None if dry_run else deployment_key(target.inventory)
     with app.run_context(lock=lock) as run_ctx:

@@ -63,6 +63,7 @@ class RolloutRequest:
     baseline_repeats: int = 2
     dry_run: bool = False
     runs_dir: Path = Path("runs")
+    tuned_reason: str | None = None  # --tuned: the campaign and figures behind the changes (the new plans' reason)
 
 
 @dataclass
@@ -218,7 +219,7 @@ class Rollout:
                     hint=f"gather them: zenops facts -i {self.inventory}",
                 )
             topologies[host] = load_facts_file(path, host)
-        opts = self.serve_lib.plan_options(new_req, vllm)
+        opts = self.serve_lib.plan_options(new_req, vllm, tuned=self.req.tuned_reason)
         plans = {h: p.to_dict() for h, p in self.serve_lib.make_plans(topologies, model, opts, self.ctx.config).items()}
         self.serve_lib.check_engine_args(new_req.engine_args, plans)
         return plans
@@ -268,6 +269,7 @@ class Rollout:
             record=False,
             gateway=False,
             min_healthy=min_healthy,
+            tuned=self.req.tuned_reason if dict(request) == dict(self.state.to_request) else None,  # not a revert
         )
 
     def _drain(self, names: list[str]) -> None:
