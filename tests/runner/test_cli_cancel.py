@@ -55,6 +55,33 @@ def test_sigint_cancels_the_run_and_exits_130(tmp_path, local_inventory):
     assert "re-run the same command" in err
 
 
+def test_sigterm_cancels_the_run_like_ctrl_c_and_exits_143(tmp_path, local_inventory):
+    """kill / systemctl stop: the playbook is canceled (not left running), zenops says so, exit 128 + SIGTERM."""
+    sleep = "    - name: Sleep for a long time\n      ansible.builtin.command: sleep 20\n"
+    root = fake_collection(tmp_path / "coll", sleep)
+    env = {**os.environ, "ZENOPS_COLLECTION_ROOT": str(root)}
+    proc = subprocess.Popen(
+        [ZENOPS, "--json", "up", "-i", str(local_inventory)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        event = json.loads(line)
+        if event.get("kind") == "task" and event.get("task") == "Sleep for a long time":
+            break
+    time.sleep(1)
+    t0 = time.monotonic()
+    proc.terminate()
+    out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - t0 < 30  # the 20 s sleep did not run to its end
+    assert proc.returncode == 143, err
+    assert json.loads(out.strip().splitlines()[-1])["error"] == "CanceledError"
+    assert "canceled" in err
+
+
 def test_failed_run_exits_non_zero_naming_host_task_and_message(tmp_path, local_inventory):
     refuse = "    - name: Refuse\n      ansible.builtin.fail:\n        msg: nope on purpose\n"
     root = fake_collection(tmp_path / "coll", refuse)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import click
@@ -100,14 +102,44 @@ def report_error(err: ZenopsError, as_json: bool) -> None:
         console.print(f"[bold]fix:[/] {escape(err.hint)}", highlight=False)
 
 
+TERMINATED = 143  # 128 + SIGTERM: the exit code of a run stopped by `kill` / `systemctl stop`
+
+
+class _Terminated:
+    """SIGTERM (kill, systemctl stop, a CI timeout) stops zenops the way Ctrl-C does: the running playbook is
+    canceled, a rollout puts its drained servers back, a campaign tears its servers down; the exit code is 143.
+    Installed only when SIGTERM has its default action (kill would end zenops at once, leaving that undone) and
+    only in the main thread (the only one Python delivers signals to)."""
+
+    received = False
+
+    @classmethod
+    def install(cls) -> None:
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, cls._handle)
+
+    @classmethod
+    def _handle(cls, _signum: int, _frame: object) -> None:
+        if cls.received:  # a second SIGTERM while cleaning up: do not raise into the clean-up
+            return
+        cls.received = True
+        raise KeyboardInterrupt
+
+    @classmethod
+    def code(cls, code: int) -> int:
+        return TERMINATED if cls.received and code == ExitCode.CANCELED else code
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: run the CLI and turn every zenops error into its exit code."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:  # the installed command (tests calling main(args) keep their process's own handlers)
+        _Terminated.install()
     try:
         cli.main(args=args, prog_name="zenops", standalone_mode=False)
     except ZenopsError as e:
         report_error(e, _wants_json(args))
-        sys.exit(e.exit_code)
+        sys.exit(_Terminated.code(e.exit_code))
     except click.exceptions.Abort:
         Console(stderr=True).print("[red]aborted[/]")
         sys.exit(ExitCode.CANCELED)
@@ -117,6 +149,6 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
-        Console(stderr=True).print("[red]interrupted[/]")
-        sys.exit(ExitCode.CANCELED)
+        Console(stderr=True).print("[red]terminated[/]" if _Terminated.received else "[red]interrupted[/]")
+        sys.exit(_Terminated.code(ExitCode.CANCELED))
     sys.exit(ExitCode.OK)
