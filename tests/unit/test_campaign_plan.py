@@ -188,3 +188,24 @@ def test_engine_args_of_the_engine_and_of_a_variant_add_up():
     )
     by_variant = {c.variant: c.request.get("engine_args") for c in plan_lib.cells(spec)}
     assert by_variant == {"pc": ("--enforce-eager", "--enable-prefix-caching"), "plain": ("--enforce-eager",)}
+
+
+def test_fitting_parallel_keeps_the_biggest_servers_inside_the_quota():
+    from zenops.cloud.preflight import Limits  # noqa: PLC0415
+
+    sizes = [(2, 8192), (4, 16384), (8, 32768)]
+    roomy = Limits(max_cores=100, cores_used=0, max_ram_mib=10**6, ram_used_mib=0, max_instances=10, instances_used=0)
+    assert plan_lib.fitting_parallel(3, sizes, roomy) == 3
+    assert plan_lib.fitting_parallel(2, sizes, roomy) == 2  # never above what was asked
+    # 12 cores free: the two biggest (8 + 4) fit, all three (14) do not
+    tight = Limits(max_cores=20, cores_used=8, max_ram_mib=10**6, ram_used_mib=0, max_instances=10, instances_used=0)
+    assert plan_lib.fitting_parallel(3, sizes, tight) == 2
+    # RAM: 40000 MiB free holds 32768 + ... only the biggest alone
+    ram = Limits(max_cores=100, cores_used=0, max_ram_mib=40000, ram_used_mib=0, max_instances=10, instances_used=0)
+    assert plan_lib.fitting_parallel(3, sizes, ram) == 1
+    # instances: one slot left
+    one = Limits(max_cores=100, cores_used=0, max_ram_mib=10**6, ram_used_mib=0, max_instances=5, instances_used=4)
+    assert plan_lib.fitting_parallel(3, sizes, one) == 1
+    # not even the biggest fits: 0 (its own preflight names the limit)
+    none = Limits(max_cores=4, cores_used=0, max_ram_mib=10**6, ram_used_mib=0, max_instances=10, instances_used=0)
+    assert plan_lib.fitting_parallel(3, sizes, none) == 0

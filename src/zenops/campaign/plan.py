@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zenops.campaign.spec import BenchSpec, CampaignSpec
+from zenops.cloud.preflight import Limits, shortfalls
 from zenops.errors import OverBudgetError
 
 # estimates used until the campaign has measured its own (seconds)
@@ -242,3 +243,19 @@ def affordable(spent_usd: float, next_usd: float, max_usd: float | None) -> bool
     """Whether the rest of the budget covers the next step: ``spent_usd`` (servers counted up to now, running ones
     included) plus ``next_usd`` (the next cell on its server, and that server's teardown)."""
     return max_usd is None or spent_usd + next_usd <= max_usd + 1e-9
+
+
+def fitting_parallel(parallel: int, sizes: Sequence[tuple[int, int]], limits: Limits, *, floating: bool = False) -> int:
+    """How many flavor groups may run at once inside the project's quota: the largest k <= ``parallel`` for which
+    the k biggest servers (vCPUs, then RAM) fit together, since any k groups may be up at the same time. 0: not even
+    the biggest one fits (its own preflight then refuses it, naming the limit)."""
+    biggest = sorted(sizes, reverse=True)
+    k = min(parallel, len(biggest))
+    while k > 0:
+        cores = sum(v for v, _r in biggest[:k])
+        ram = sum(r for _v, r in biggest[:k])
+        # shortfalls() takes one flavor x count: k servers of the summed size as one "server" each of count 1
+        if not shortfalls(limits, cores, ram, 1, k if floating else 0) and not shortfalls(limits, 0, 0, k):
+            return k
+        k -= 1
+    return 0

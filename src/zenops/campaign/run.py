@@ -254,8 +254,9 @@ class Campaign:
         )
         interrupted = False
         try:
-            if self.spec.parallel > 1 and len(groups) > 1:
-                self._run_parallel(groups)
+            parallel = self._parallel(list(groups)) if self.spec.parallel > 1 and len(groups) > 1 else 1
+            if parallel > 1:
+                self._run_parallel(groups, parallel)
             else:
                 for group, cells in groups.items():
                     if self.cancel.is_set():
@@ -270,8 +271,24 @@ class Campaign:
             self._finish(interrupted)
         return self.state
 
-    def _run_parallel(self, groups: dict[str, list[plan_lib.Cell]]) -> None:
-        with ThreadPoolExecutor(max_workers=self.spec.parallel, thread_name_prefix="campaign") as pool:
+    def _parallel(self, groups: list[str]) -> int:
+        """``parallel`` as the quota allows it (cloud): never more servers at once than the project can hold."""
+        if not self.spec.cloud:
+            return self.spec.parallel
+        from zenops.cloud import ops  # noqa: PLC0415
+
+        cloud = str(self.spec.cloud)
+        limits, sizes = ops.room(ops.connect(cloud), cloud, groups)
+        floating = self.ctx.config.cloud_profile(cloud).network_mode == "floating"
+        k = plan_lib.fitting_parallel(self.spec.parallel, list(sizes.values()), limits, floating=floating)
+        if k < min(self.spec.parallel, len(groups)):
+            self._note(
+                f"parallel {self.spec.parallel} -> {max(k, 1)}: the project's quota holds {k} of these servers at once"
+            )
+        return max(k, 1)
+
+    def _run_parallel(self, groups: dict[str, list[plan_lib.Cell]], parallel: int) -> None:
+        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="campaign") as pool:
             futures = [pool.submit(self._group, g, cells) for g, cells in groups.items()]
             try:
                 while not all(f.done() for f in futures):

@@ -89,6 +89,26 @@ def _limits(conn: Connection) -> Limits:
     )
 
 
+def room(conn: Connection, cloud: str, flavors: list[str]) -> tuple[Limits, dict[str, tuple[int, int]]]:
+    """The project's absolute limits and each flavor's (vCPUs, RAM MiB): what a campaign checks before it runs
+    several flavors at once. Unknown flavors are left out (their own preflight names them)."""
+    try:
+        sizes = {}
+        for name in flavors:
+
+            def find(n: str = name) -> Any:
+                return conn.compute.find_flavor(n, ignore_missing=True)
+
+            fl = retrying(find)
+            if fl is not None:
+                sizes[name] = (int(fl.vcpus), int(fl.ram))
+        return _limits(conn), sizes
+    except CloudError:
+        raise
+    except Exception as e:
+        raise classify(e, cloud) from e
+
+
 def preflight(
     conn: Connection,
     cloud: str,
