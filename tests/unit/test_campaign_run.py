@@ -65,3 +65,17 @@ def test_a_continued_campaign_runs_what_is_not_done_and_transient_failures_again
 def test_bench_request_carries_the_label_and_campaign_into_the_manifest_fields():
     req = BenchRequest(label="seqs2", campaign="sweep-2611241305")
     assert (req.label, req.campaign) == ("seqs2", "sweep-2611241305")
+
+
+def test_progress_line_counts_ended_cells_and_spend():
+    from zenops.campaign.run import progress_line  # noqa: PLC0415
+    from zenops.campaign.state import ServerState  # noqa: PLC0415
+
+    state = CampaignState(id="c", name="s", spec_path="/f", spec_digest="d", created_at="2026-01-01T00:00:00+00:00")
+    state.max_usd = 5.0
+    for i, st in enumerate(["done", "done", "failed", "pending"]):
+        state.cells[str(i)] = CellState(str(i), "g", "m", "v", status=st)
+    state.servers["d"] = ServerState(
+        "d", "g", "sandbox", "g", 1.0, created_at="2026-01-01T00:00:00+00:00", deleted_at="2026-01-01T00:30:00+00:00"
+    )
+    assert progress_line(state, width=8) == "[######..] 2/4 cells done (1 failed), $0.50 of $5.00"

@@ -496,7 +496,13 @@ class Campaign:
                 self.state.sample("bench_s", bench_s)
             self._save()
             self._note(f"{cell.label()}: done (serve {serve_s:.0f}s, bench {bench_s:.0f}s)")
+            self._note(self.progress())
             return
+
+    def progress(self) -> str:
+        """``[######..............] 3/8 cells (1 failed), $0.42 of $5.00``: said after every cell."""
+        with self._lock:
+            return progress_line(self.state)
 
     # --- the end ------------------------------------------------------------------------------------------------
 
@@ -640,3 +646,17 @@ def load_report(
         except NoBenchResultError:
             results = []
     return state, build_report(results, cells, max_tpot_ms=max_tpot_ms, api_price=api_price)
+
+
+def progress_line(state: CampaignState, width: int = 20) -> str:
+    counts = state.counts()
+    total = sum(counts.values()) or 1
+    ended = counts.get("done", 0) + counts.get("failed", 0) + counts.get("skipped", 0)
+    filled = int(width * ended / total)
+    others = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()) if k in ("failed", "skipped") and n)
+    cap = f" of ${state.max_usd:.2f}" if state.max_usd is not None else ""
+    return (
+        f"[{'#' * filled}{'.' * (width - filled)}] {counts.get('done', 0)}/{total} cells done"
+        + (f" ({others})" if others else "")
+        + f", ${state.spent():.2f}{cap}"
+    )

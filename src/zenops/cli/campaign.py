@@ -140,7 +140,6 @@ def run_cmd(ctx: click.Context, file: Path, new: bool) -> None:
 
 def _print_status(app: App, state: CampaignState, *, final: bool = False) -> None:
     counts = state.counts()
-    cap = f" of ${state.max_usd:.2f}" if state.max_usd is not None else ""
     summary = {
         "campaign": state.id,
         "status": state.status,
@@ -160,11 +159,10 @@ def _print_status(app: App, state: CampaignState, *, final: bool = False) -> Non
             }
         )
         return
-    done = counts.get("done", 0)
-    total = sum(counts.values())
-    bar = "#" * int(20 * done / total) + "." * (20 - int(20 * done / total)) if total else ""
+    from zenops.campaign.run import progress_line  # noqa: PLC0415
+
     out = app.err if final else app.out
-    out.print(f"campaign {state.id} [{state.status}] [{bar}] {done}/{total} done; spent ${state.spent():.2f}{cap}")
+    out.print(f"campaign {state.id} [{state.status}] {escape(progress_line(state))}")
     for c in state.cells.values():
         why = f": {escape(c.failure or '')} {escape((c.reason or '').splitlines()[0][:160])}" if c.reason else ""
         out.print(f"  {c.key}  {escape(c.group)} / {escape(Path(c.model).name)} / {escape(c.variant)}  {c.status}{why}")
