@@ -278,7 +278,11 @@ class Campaign:
         from zenops.cloud import ops  # noqa: PLC0415
 
         cloud = str(self.spec.cloud)
-        limits, sizes = ops.room(ops.connect(cloud), cloud, groups)
+        try:
+            limits, sizes = ops.room(ops.connect(cloud), cloud, groups)
+        except ZenopsError as e:  # the limits could not be read: each group's own preflight still checks its room
+            self.ctx.warn(f"could not read the quota of {cloud} ({e.message}): running {self.spec.parallel} at once")
+            return self.spec.parallel
         floating = self.ctx.config.cloud_profile(cloud).network_mode == "floating"
         k = plan_lib.fitting_parallel(self.spec.parallel, list(sizes.values()), limits, floating=floating)
         if k < min(self.spec.parallel, len(groups)):
