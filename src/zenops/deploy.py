@@ -311,8 +311,8 @@ def down(
             "say what to remove: exactly one of --name D, --campaign C, --all-mine",
             hint="see `zenops status` for the deployments",
         )
-    from zenops.cloud import expiry_switch, ops  # noqa: PLC0415
-    from zenops.cloud.errors import CloudError, classify  # noqa: PLC0415
+    from zenops.cloud import ops  # noqa: PLC0415
+    from zenops.cloud.errors import CloudError  # noqa: PLC0415
 
     cloud = cloud_for(config, cloud, name)
     deps = ledger.all_deployments(config.state_dir, cloud)
@@ -326,10 +326,6 @@ def down(
     owned = ops.list_owned(conn, cloud, deployment=name, campaign=campaign, keypairs=keypairs)
     plan = ops.teardown(conn, cloud, owned, dry_run=True)
     names = sorted({d.name for d in selected} | {r["deployment"] for r in plan if r["deployment"]})
-    # the expiry switch's application credentials (no tags: named after their deployment), deleted after the servers
-    scope = set(names) | ({name} if name else set())
-    creds = [c for c in expiry_switch.listed(conn, cloud) if expiry_switch.deployment_of(c.name) in scope]
-    plan += [expiry_switch.describe(c) for c in creds]
     if dry_run or not plan:
         if not dry_run:
             for d in selected:
@@ -338,20 +334,11 @@ def down(
     if confirm is not None and not confirm(plan):
         raise CanceledError("nothing was removed", hint="pass --yes to remove without asking")
     removed = ops.teardown(conn, cloud, owned, progress=note)
-    try:
-        removed += expiry_switch.remove(conn, creds, progress=note)
-    except Exception as e:
-        raise classify(e, cloud) from e
     left = ops.list_owned(conn, cloud, deployment=name, campaign=campaign, keypairs=keypairs)
-    left_names = [f"{k} {ops.describe(k, r)['name']}" for k, r in left.items()]
-    left_names += [
-        f"application_credential {c.name}"
-        for c in expiry_switch.listed(conn, cloud)
-        if expiry_switch.deployment_of(c.name) in scope
-    ]
-    if left_names:
+    if len(left):
         raise CloudError(
-            f"{len(left_names)} resource(s) are still there after teardown: " + ", ".join(left_names),
+            f"{len(left)} resource(s) are still there after teardown: "
+            + ", ".join(f"{k} {ops.describe(k, r)['name']}" for k, r in left.items()),
             hint="re-run zenops down; if it persists, the cloud refuses the deletion (see its logs)",
         )
     for d in selected:
@@ -507,17 +494,14 @@ class LeaksFoundError(ZenopsError):
 
 def leaks(config: Config, cloud: str) -> list[dict[str, Any]]:
     """zenops-marked resources whose deployment is not alive in the ledger (exit non-zero through LeaksFoundError)."""
-    from zenops.cloud import expiry_switch, ops  # noqa: PLC0415
+    from zenops.cloud import ops  # noqa: PLC0415
 
     deps = ledger.all_deployments(config.state_dir, cloud)
     alive = {d.name for d in deps}
     conn = ops.connect(cloud)
     keypairs = {k.name for k in conn.compute.keypairs() if k.name.startswith("zenops-")}
     owned = ops.list_owned(conn, cloud, keypairs=keypairs)
-    found = [ops.describe(k, r) for k, r in owned.items() if ops.describe(k, r)["deployment"] not in alive]
-    # the expiry switch's application credentials (this user's: Keystone lists a user's own only)
-    creds = [expiry_switch.describe(c) for c in expiry_switch.listed(conn, cloud)]
-    return found + [c for c in creds if c["deployment"] not in alive]
+    return [ops.describe(k, r) for k, r in owned.items() if ops.describe(k, r)["deployment"] not in alive]
 
 
 def _age_hours(created_at: str) -> float:
