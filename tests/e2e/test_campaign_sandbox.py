@@ -2,15 +2,23 @@
 SSH), Docker in them, the engine image from this machine's image cache (pip route), real vLLM servers with tiny
 models made offline, real `vllm bench serve`, teardown through Neutron/Nova and a leak check by the SDK.
 
-One campaign of 2 flavors x 1 tiny model x 2 variants (max-num-seqs 2 and 4: machine-independent; zen vs cpu would
+One campaign: 2 flavors x 2 tiny models x 2 variants (max-num-seqs 2 and 4: machine-independent; zen vs cpu would
 be refused on a CPU without AVX-512), a short bench (concurrency 1 and 2, 6 prompts of 16 tokens), servers with
---enforce-eager (what is tested is the campaign, not the engine's speed), both flavors at once (parallel: 2):
+--enforce-eager (what is tested is the campaign, not the engine's speed), two flavors at once (parallel: 2). Two more
+flavors in the same matrix carry the failure cases, so no extra server cycle is paid for them:
+- a flavor whose servers go to ERROR (the sandbox's fault injection, `zenops_test:fail=spawn` in its extra specs):
+  its cells are recorded failed with the cloud's fault, the others complete;
+- a flavor priced far over the budget: the campaign's projection is over budget.max_usd, so `run` refuses it (exit
+  17, nothing created) and `run --within-budget` measures what the budget buys: that flavor's cells are skipped
+  before any server is asked for, everything is torn down, exit 17, the report labelled partial.
 
-1. `campaign plan` over a tiny budget: exit 17, nothing created;
-2. `campaign run`, Ctrl-C after the first cell is done: exit 130, every server torn down, the done cell recorded;
-3. `campaign run` again: it continues the same campaign, the done cell is not re-run, the rest runs, everything is
-   torn down, `leaks` of the campaign's mark is 0 (asked of the cloud by the SDK, not by zenops);
-4. `campaign report`: the table, a best configuration per model, the tuned file.
+1. `campaign plan` and `campaign run` over budget: exit 17, nothing created;
+2. `campaign run --within-budget`, Ctrl-C after the first cell is done: exit 130, every server torn down, the done
+   cell recorded;
+3. `campaign run --within-budget` again: it continues the same campaign, the done cell is not re-run, the rest runs,
+   the ERROR flavor's cells fail, the expensive one's are skipped, exit 17, everything is torn down, `leaks` of the
+   campaign's mark is 0 (asked of the cloud by the SDK, not by zenops);
+4. `campaign report`: the table, a best configuration per model, the failed and skipped cells, the tuned file.
 
 Figures (wall times, spend) go to .cache/e2e/campaign.json for the record.
 """
@@ -38,18 +46,21 @@ CLOUDS = Path(os.environ.get("ZENOPS_SANDBOX_DIR", REPO / ".cache" / "sandbox"))
 IMAGE_DIR = Path(os.environ.get("ZENOPS_IMAGE_DIR", REPO / ".cache" / "images"))
 BASE_ARCHIVE = IMAGE_DIR / "bookworm-slim.tar"
 REPORT = REPO / ".cache" / "e2e" / "campaign.json"
-FLAVORS = ("gp.5.2.8", "gp.5.4.16")
+FLAVORS = ("gp.5.2.8", "gp.5.4.16")  # measured
+BROKEN = "e2e.error.2.8"  # its servers go to ERROR (created by the test, removed after it)
+EXPENSIVE = "gp.5.8.32"  # priced over the whole budget in the campaign file
+MAX_USD = 5.0
 FIGURES: dict[str, Any] = {}
 
 
-def campaign_file(tmp: Path, model: Path, *, max_usd: float) -> Path:
+def campaign_file(tmp: Path, models: list[Path]) -> Path:
     path = tmp / "sweep.yaml"
     path.write_text(
         f"""\
 name: e2e-sweep
 cloud: sandbox
-flavors: [{", ".join(FLAVORS)}]
-models: [{model}]
+flavors: [{BROKEN}, {FLAVORS[0]}, {FLAVORS[1]}, {EXPENSIVE}]
+models: [{", ".join(str(m) for m in models)}]
 variants:
   seqs2: {{max_num_seqs: 2}}
   seqs4: {{max_num_seqs: 4}}
@@ -60,8 +71,8 @@ engine:
   engine_args: [--enforce-eager]
   health_timeout: 600
 bench: {{concurrency: [1, 2], input_len: 32, output_len: 16, prompts: 6, repeats: 1}}
-budget: {{max_usd: {max_usd}, ttl: 2h}}
-prices: {{{FLAVORS[0]}: 0.10, {FLAVORS[1]}: 0.20}}
+budget: {{max_usd: {MAX_USD}, ttl: 2h}}
+prices: {{{BROKEN}: 0.10, {FLAVORS[0]}: 0.10, {FLAVORS[1]}: 0.20, {EXPENSIVE}: 5000}}
 parallel: 2
 """
     )
@@ -82,6 +93,21 @@ def campaign_resources(campaign: str) -> list[str]:
     for lister, kind in ((conn.network.networks, "network"), (conn.network.ports, "port"), (conn.network.ips, "fip")):
         found += [f"{kind} {r.id}" for r in lister(tags=tag)]
     return found
+
+
+@pytest.fixture(scope="module")
+def broken_flavor(env: dict[str, str]) -> Any:
+    """A flavor whose servers go to ERROR: the sandbox's fault injection from its extra specs."""
+    import openstack  # noqa: PLC0415
+
+    conn = openstack.connect(cloud="sandbox-admin")
+    old = conn.compute.find_flavor(BROKEN, ignore_missing=True)
+    if old is not None:
+        conn.compute.delete_flavor(old)
+    flavor = conn.compute.create_flavor(name=BROKEN, vcpus=2, ram=8192, disk=20, is_public=True)
+    conn.compute.create_flavor_extra_specs(flavor, {"zenops_test:fail": "spawn"})
+    yield flavor
+    conn.compute.delete_flavor(flavor, ignore_missing=True)
 
 
 @pytest.fixture(scope="module")
@@ -116,10 +142,10 @@ def zenops(
 def interrupt_after_first_done_cell(
     env: dict[str, str], spec: Path, cwd: Path
 ) -> tuple[int, list[dict[str, Any]], str]:
-    """`campaign run`, its output read by threads as it comes (a full pipe would block it); SIGINT once a cell is
-    done; then wait for its teardown."""
+    """`campaign run --within-budget`, its output read by threads as it comes (a full pipe would block it); SIGINT
+    once a cell is done; then wait for its teardown."""
     proc = subprocess.Popen(
-        [ZENOPS, "--json", "campaign", "run", str(spec)],
+        [ZENOPS, "--json", "campaign", "run", str(spec), "--within-budget"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
     )  # fmt: skip
     lines: list[dict[str, Any]] = []
@@ -156,22 +182,54 @@ def interrupt_after_first_done_cell(
     return rc, lines, "".join(err)
 
 
-def test_campaign_over_budget_interrupted_resumed_reported_and_torn_down(env, tmp_path):
-    model = generate(tmp_path / "models" / "tiny-a", seed=1).path
+def check_cells(cell_states: list[dict[str, Any]]) -> None:
+    """The measured flavors' cells done, the ERROR flavor's failed with the cloud's fault, the expensive one's
+    skipped by the budget."""
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    for c in cell_states:
+        by_group.setdefault(c["group"], []).append(c)
+    assert {c["status"] for g in FLAVORS for c in by_group[g]} == {"done"}
+    for c in by_group[BROKEN]:
+        assert (c["status"], c["failure"]) == ("failed", "server-error"), c
+        assert "went to ERROR" in c["reason"], c["reason"]
+        assert "zenops_test:fail=spawn" in c["reason"], c["reason"]  # the fault, as the cloud said it
+    for c in by_group[EXPENSIVE]:
+        assert c["status"] == "skipped", c
+        assert c["reason"].startswith("budget: $"), c["reason"]
+
+
+def check_report(env: dict[str, str], campaign: str, work: Path, models: list[Path]) -> None:
+    """Every measured cell, a best configuration per model, the cells not measured, the tuned file."""
+    tuned = work / "tuned.yaml"
+    rep = zenops(env, "campaign", "report", campaign, "--tuned", str(tuned), cwd=work)[-1]
+    FIGURES["report"] = {k: rep.get(k) for k in ("status", "best")}
+    assert rep["partial"] is True
+    assert len(rep["rows"]) == 2 * 2 * 2 * 2  # flavors x models x variants x concurrency levels
+    for model in models:
+        assert rep["best"][str(model)] is not None, rep  # a local model: as the campaign file named it, resolved
+    not_measured = {(c["flavor"], c["status"]) for c in rep["not_measured"]}
+    assert not_measured == {(BROKEN, "failed"), (EXPENSIVE, "skipped")}
+    assert tuned.is_file()
+    assert all(str(m) in tuned.read_text() for m in models)
+
+
+def test_campaign_over_budget_interrupted_resumed_reported_and_torn_down(env, broken_flavor, tmp_path):
+    models = [generate(tmp_path / "models" / name, seed=seed).path for name, seed in (("tiny-a", 1), ("tiny-b", 2))]
     work = tmp_path / "work"
     work.mkdir()
+    spec = campaign_file(work, models)
+    n_cells = 4 * 2 * 2  # flavors x models x variants
 
-    # 1. over budget: refused before anything is created
-    tiny_budget = campaign_file(work, model, max_usd=0.0001)
-    plan = zenops(env, "campaign", "plan", str(tiny_budget), cwd=work, rc=17)
+    # 1. over budget (the expensive flavor): refused before anything is created
+    plan = zenops(env, "campaign", "plan", str(spec), cwd=work, rc=17)
     result = next(x for x in plan if x.get("type") == "result")
-    assert len(result["cells"]) == 4
+    assert len(result["cells"]) == n_cells
     assert "over budget.max_usd" in plan[-1]["message"]
-    zenops(env, "campaign", "run", str(tiny_budget), cwd=work, rc=17)
+    assert "--within-budget" in plan[-1]["hint"]
+    zenops(env, "campaign", "run", str(spec), cwd=work, rc=17)
     assert not zenops(env, "campaign", "status", cwd=work)[-1]["campaigns"]  # nothing started, nothing recorded
 
-    # 2. run, Ctrl-C after the first done cell: torn down
-    spec = campaign_file(work, model, max_usd=5)
+    # 2. run what the budget buys, Ctrl-C after the first done cell: torn down
     t0 = time.monotonic()
     rc, _lines, err = interrupt_after_first_done_cell(env, spec, work)
     FIGURES["first_run_s"] = round(time.monotonic() - t0, 1)
@@ -186,14 +244,17 @@ def test_campaign_over_budget_interrupted_resumed_reported_and_torn_down(env, tm
     assert campaign_resources(campaign) == []
     done_before = {c["key"]: c for c in first["cell_states"] if c["status"] == "done"}
 
-    # 3. again: the same campaign continues, done cells are not re-run
+    # 3. again: the same campaign continues, done cells are not re-run; the ERROR flavor's cells fail, the
+    # expensive flavor's are skipped by the budget: exit 17 after the teardown
     t1 = time.monotonic()
-    out = zenops(env, "campaign", "run", str(spec), cwd=work)
+    out = zenops(env, "campaign", "run", str(spec), "--within-budget", cwd=work, rc=17)
     FIGURES["resume_s"] = round(time.monotonic() - t1, 1)
+    assert "stopped at its budget: 8 cell(s) done, 4 skipped, 4 failed" in out[-1]["message"], out[-1]
     final = zenops(env, "campaign", "status", campaign, cwd=work)[-1]
     FIGURES["final"] = {k: final[k] for k in ("status", "cells", "spent_usd", "leaks")}
-    assert final["status"] == "done", final
-    assert final["cells"] == {"done": 4}
+    assert final["status"] == "over-budget", final
+    assert final["cells"] == {"done": 8, "failed": 4, "skipped": 4}
+    check_cells(final["cell_states"])
     for key, before in done_before.items():
         after = next(c for c in final["cell_states"] if c["key"] == key)
         assert after["attempts"] == before["attempts"]  # not run again
@@ -201,14 +262,9 @@ def test_campaign_over_budget_interrupted_resumed_reported_and_torn_down(env, tm
     assert any("continues" in json.dumps(x) or x.get("resumes") for x in out if x.get("type") == "plan")
     assert final["leaks"] == 0
     assert campaign_resources(campaign) == []
-    assert 0 < final["spent_usd"] < 5
+    assert 0 < final["spent_usd"] < MAX_USD
 
-    # 4. the report: every cell, a best configuration for the model, the tuned file
-    tuned = work / "tuned.yaml"
-    rep = zenops(env, "campaign", "report", campaign, "--tuned", str(tuned), cwd=work)[-1]
-    FIGURES["report"] = {k: rep.get(k) for k in ("best",)}
-    assert len(rep["rows"]) == 2 * 2 * 2  # flavors x variants x concurrency levels
-    assert rep["best"][str(model)] is not None, rep  # a local model: as the campaign file named it, resolved
-    assert tuned.is_file()
+    # 4. the report
+    check_report(env, campaign, work, models)
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     REPORT.write_text(json.dumps(FIGURES, indent=2))

@@ -34,6 +34,13 @@ def failed_run(message: str, *, unreachable: bool = False, task: str = HEALTH_TA
         ),
         (failed_run("Failed to connect to the host via ssh", unreachable=True), ("transient", True)),
         (failed_run("apt failed", task="Install the Docker engine"), ("run-failed", False)),
+        (  # the provision module's words once the cloud profile's replacements are used up
+            failed_run(
+                "server zenops-c-1 went to ERROR 3 time(s); last fault: Build of instance aborted",
+                task="Create the servers",
+            ),
+            ("server-error", False),
+        ),
         (CloudTransientError("503 from nova"), ("transient", True)),
         (CloudError("server went to ERROR 3 times"), ("transient", True)),
         (QuotaExceededError("cores quota"), ("cloud-quota", False)),

@@ -235,7 +235,8 @@ def check_budget(projection: Projection, max_usd: float | None) -> None:
         + (f"; the most expensive group: {worst.group} ${worst.usd:.2f}" if worst and worst.usd else "")
         + ")",
         hint="raise budget.max_usd, or make the matrix smaller (fewer flavors, models, variants, concurrency "
-        "levels, repeats or prompts); `zenops campaign plan FILE` shows the projection",
+        "levels, repeats or prompts), or `zenops campaign run FILE --within-budget` to measure what the budget "
+        "buys; `zenops campaign plan FILE` shows the projection",
     )
 
 

@@ -159,6 +159,8 @@ def classify(error: BaseException) -> tuple[str, bool]:
     if isinstance(error, RunFailedError):
         if error.exit_code == ExitCode.UNREACHABLE:
             return "transient", True
+        if "went to ERROR" in text:  # the cloud profile's error_retries already replaced it: not again here
+            return "server-error", False
         if "KV cache" in text or "serve at least one request" in text:
             return "kv-cache", False
         if any("healthy" in f.task or "health gate" in f.task for f in error.failures):
@@ -318,7 +320,13 @@ class Campaign:
                 self._skip(cells, why)
                 return
         try:
-            inventory = self._provision(group, price) if self.spec.cloud else Path(str(self.spec.inventory))
+            try:
+                inventory = self._provision(group, price) if self.spec.cloud else Path(str(self.spec.inventory))
+            except ZenopsError as e:  # CanceledError goes on up; a server that never came: its cells, not the rest
+                if isinstance(e, CanceledError):
+                    raise
+                self._fail_cells(cells, e)
+                return
             for i, cell in enumerate(cells):
                 if self.cancel.is_set():
                     raise CanceledError("campaign interrupted: `zenops campaign run FILE` again continues it")
@@ -415,6 +423,22 @@ class Campaign:
                     f"could not remove {server.deployment} ({e}): run `zenops campaign down {self.state.id}` "
                     f"(or `zenops down --campaign {self.state.id} --cloud {self.spec.cloud}`)"
                 )
+
+    def _fail_cells(self, cells: list[plan_lib.Cell], error: ZenopsError) -> None:
+        """The group's server could not be had: each of its cells failed, with the class and the cloud's words
+        (a transient class is tried again by the next `run`; the provisioning itself was already retried)."""
+        failure, _transient = classify(error)
+        with self._lock:
+            for c in cells:
+                cs = self.state.cells[c.key]
+                cs.status, cs.failure, cs.reason, cs.finished_at = "failed", failure, error.message[:2000], now_iso()
+                cs.attempts += 1
+        self._save()
+        self._note(
+            f"{cells[0].group}: no server ({failure}): {error.message.splitlines()[0][:300]}; "
+            f"{len(cells)} cell(s) failed, the other groups go on"
+        )
+        self._note(self.progress())
 
     def _skip(self, cells: list[plan_lib.Cell], why: str) -> None:
         with self._lock:
@@ -551,10 +575,12 @@ def run_campaign(
     store: Store,
     *,
     new: bool = False,
+    within_budget: bool = False,
     on_plan: Callable[[Planned], None] | None = None,
 ) -> CampaignState:
     """Plan (refusing over budget before anything is created), then run or continue the campaign. Raises
-    OverBudgetError (17) when the budget stopped it, CellsFailedError (18) when cells failed, after the teardown."""
+    OverBudgetError (17) when the budget stopped it, CellsFailedError (18) when cells failed, after the teardown.
+    ``within_budget``: a projection over the cap does not refuse the start; the checks before each step stop it."""
     planned = plan_campaign(ctx, spec, store)
     if new:
         planned = replace(planned, state=None, todo=list(planned.cells))
@@ -566,7 +592,14 @@ def run_campaign(
         )
     if on_plan is not None:
         on_plan(planned)
-    plan_lib.check_budget(planned.projection, spec.budget.max_usd)
+    if within_budget:
+        if spec.budget.max_usd is not None and planned.projection.usd > spec.budget.max_usd:
+            ctx.note(
+                f"projected ${planned.projection.usd:.2f} is over budget.max_usd ${spec.budget.max_usd:.2f}: "
+                "--within-budget runs the cells the budget covers, in order, and skips the rest"
+            )
+    else:
+        plan_lib.check_budget(planned.projection, spec.budget.max_usd)
     campaign = Campaign(ctx, spec, store)
     campaign.open(planned, new=new)
     state = campaign.run(planned)
@@ -574,7 +607,9 @@ def run_campaign(
     if counts.get("skipped"):
         raise OverBudgetError(
             f"campaign {state.id} stopped at its budget: {counts.get('done', 0)} cell(s) done, "
-            f"{counts['skipped']} skipped; spent ${state.spent():.2f} of ${spec.budget.max_usd:.2f}; torn down",
+            f"{counts['skipped']} skipped"
+            + (f", {counts['failed']} failed (`zenops campaign status {state.id}`)" if counts.get("failed") else "")
+            + f"; spent ${state.spent():.2f} of ${spec.budget.max_usd:.2f}; torn down",
             hint=f"`zenops campaign report {state.id}` reports what was measured (labelled partial); raise "
             "budget.max_usd and run again to measure the rest",
         )

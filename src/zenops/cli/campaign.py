@@ -116,13 +116,24 @@ def plan_cmd(ctx: click.Context, file: Path) -> None:
 @campaign.command("run")
 @_campaign_file
 @click.option("--new", is_flag=True, help="Start a new campaign even when one of this name can be continued.")
+@click.option(
+    "--within-budget",
+    is_flag=True,
+    help="Start even when the projection is over budget.max_usd, and measure what the budget buys: cells run in "
+    "the file's order while the rest of the budget covers the next one; the others are skipped (exit 17).",
+)
 @json_option
 @click.pass_context
-def run_cmd(ctx: click.Context, file: Path, new: bool) -> None:
+def run_cmd(ctx: click.Context, file: Path, new: bool, within_budget: bool) -> None:
     """Run the campaign (or continue the one of this name): provision, serve, benchmark, tear down.
 
     Done cells are never re-run; cells that failed for a transient reason (a host or the cloud not answering) are
-    tried again, deterministic failures (plan refused, health gate, KV cache, failed requests) are not.
+    tried again, deterministic failures (plan refused, health gate, KV cache, failed requests, a server that went to
+    ERROR after the cloud profile's replacements) are not.
+
+    A projection over budget.max_usd refuses to start (exit 17, nothing created) unless --within-budget: then the
+    cells the budget covers run, in the file's order, and the campaign stops with the rest skipped, torn down,
+    exit 17; its report is labelled partial.
     """
     from zenops.campaign.run import run_campaign  # noqa: PLC0415
 
@@ -131,7 +142,9 @@ def run_cmd(ctx: click.Context, file: Path, new: bool) -> None:
     store = _store(app)
     with app.run_context(lock=f"campaign-{spec.name}") as run_ctx:
         try:
-            run_campaign(run_ctx, spec, store, new=new, on_plan=lambda p: _print_plan(app, p))
+            run_campaign(
+                run_ctx, spec, store, new=new, within_budget=within_budget, on_plan=lambda p: _print_plan(app, p)
+            )
         finally:
             latest = store.latest(spec.name)
             if latest is not None:
