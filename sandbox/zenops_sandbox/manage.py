@@ -54,6 +54,11 @@ DATABASES = ["keystone", "placement", "glance", "neutron", "nova_api", "nova", "
 PROVIDER = {"name": "provider", "cidr": "10.99.0.0/24", "gateway": "10.99.0.1", "pool": ("10.99.0.10", "10.99.0.250")}
 PUBLIC = {"name": "public", "cidr": "172.30.0.0/24", "gateway": "172.30.0.1", "pool": ("172.30.0.10", "172.30.0.250")}
 PUBLIC_DOCKER_NET, PUBLIC_BRIDGE = "zenops-sandbox-public", "zsb-public"
+# Keystone and Nova also listen on the public network's gateway (the host's address on the zsb-public bridge, which
+# exists before the APIs start): the servers reach them there (a server deleting itself through Nova: zenops's expiry
+# switch). Their "internal" catalog endpoints name that address; "public" and "admin" stay on 127.0.0.1.
+SERVER_REACHABLE_APIS = ("keystone", "nova")
+INTERNAL_HOST = PUBLIC["gateway"]
 # name, vCPUs, RAM MiB, disk GB, ephemeral GB
 FLAVORS = [
     ("gp.5.2.8", 2, 8192, 20, 0),
@@ -411,7 +416,7 @@ def write_configs(sec: dict) -> None:
                 "DEFAULT": {"use_stderr": "true"},
                 "placement_database": {"connection": db_url(sec, "placement"), **db_pool},
                 "api": {"auth_strategy": "keystone"},
-                "keystone_authtoken": authtoken,
+                "keystone_authtoken": {**authtoken, "service_type": "placement"},
             }
         ),
     )
@@ -422,7 +427,7 @@ def write_configs(sec: dict) -> None:
             {
                 "DEFAULT": {"use_stderr": "true", "enabled_backends": "fs:file", "show_image_direct_url": "false"},
                 "database": {"connection": db_url(sec, "glance"), **db_pool},
-                "keystone_authtoken": authtoken,
+                "keystone_authtoken": {**authtoken, "service_type": "image"},
                 "paste_deploy": {"flavor": "keystone", "config_file": str(glance_paste)},
                 "glance_store": {"default_backend": "fs"},
                 "fs": {"filesystem_store_datadir": str(S / "glance" / "images")},
@@ -467,7 +472,7 @@ def write_configs(sec: dict) -> None:
                     "l3_ha": "false",
                 },
                 "database": {"connection": db_url(sec, "neutron"), **db_pool},
-                "keystone_authtoken": authtoken,
+                "keystone_authtoken": {**authtoken, "service_type": "network"},
                 "nova": auth,
                 "placement": auth,
                 "quotas": neutron_quotas,
@@ -512,7 +517,10 @@ def write_configs(sec: dict) -> None:
                 "wsgi": {"api_paste_config": str(ETC / "nova" / "api-paste.ini")},
                 "api_database": {"connection": db_url(sec, "nova_api"), **db_pool},
                 "database": {"connection": db_url(sec, "nova"), **db_pool},
-                "keystone_authtoken": authtoken,
+                # service_type (every API has its own): keystonemiddleware enforces application credentials' access
+                # rules (without it, every token restricted by access rules gets a 401); a request that Nova makes on
+                # such a token's behalf (Neutron, deleting the ports) carries Nova's service token and passes
+                "keystone_authtoken": {**authtoken, "service_type": "compute"},
                 "placement": auth,
                 "neutron": {**auth, "service_metadata_proxy": "false"},
                 "service_user": {"send_service_user_token": "true", **auth},
@@ -719,7 +727,7 @@ def sync_keystone(sec: dict) -> None:
             "--bootstrap-admin-url",
             url,
             "--bootstrap-internal-url",
-            url,
+            f"http://{INTERNAL_HOST}:{PORTS['keystone']}/v3/",
             "--bootstrap-public-url",
             url,
             "--bootstrap-region-id",
@@ -758,10 +766,12 @@ def sync_databases(sec: dict) -> None:
 
 
 def gunicorn(name: str, port: int) -> list[str]:
+    extra = ["--bind", f"{INTERNAL_HOST}:{port}"] if name in SERVER_REACHABLE_APIS else []
     return [
         str(BIN / "gunicorn"),
         "--bind",
         f"127.0.0.1:{port}",
+        *extra,
         "--workers",
         "1",
         "--threads",
@@ -899,6 +909,17 @@ def ensure_identity(sec: dict) -> None:
         for iface in ("public", "internal", "admin"):
             if iface not in have:
                 idp.create_endpoint(service_id=svc.id, interface=iface, url=url, region_id=REGION)
+    # the APIs the servers reach: their internal endpoints on the public network's gateway (kept state from before
+    # is updated in place)
+    internal = {
+        "identity": f"http://{INTERNAL_HOST}:{PORTS['keystone']}/v3/",
+        "compute": f"http://{INTERNAL_HOST}:{PORTS['nova']}/v2.1",
+    }
+    for stype, url in internal.items():
+        svc = next(iter(idp.services(type=stype)))
+        for e in idp.endpoints(service_id=svc.id, interface="internal"):
+            if e.url != url:
+                idp.update_endpoint(e, url=url)
 
 
 def ensure_networks(conn) -> None:

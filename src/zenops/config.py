@@ -60,6 +60,11 @@ clouds:                             # how zenops provisions in a clouds.yaml ent
     active_timeout: 900             # seconds until ACTIVE (slow builds are not failures before this)
     error_retries: 2                # servers in ERROR are replaced this many times
     server_metadata: {cost-center: ml-42}
+    expiry_switch: auto             # with --ttl, each server deletes itself at its expiry (a restricted, expiring
+                                    # application credential): auto (where the servers reach Keystone and Nova,
+                                    # else said) | required (refuse without it) | off
+    api_interface: any              # the catalog interface the servers reach the APIs by: any (internal, then
+                                    # public) | internal | public
 """
 
 
@@ -114,7 +119,10 @@ class Config:
     clouds: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def cloud_profile(self, cloud: str) -> CloudProfile:
-        return CloudProfile(**dict(self.clouds.get(cloud, {})))
+        data = dict(self.clouds.get(cloud, {}))
+        if isinstance(data.get("expiry_switch"), bool):  # YAML's off/on
+            data["expiry_switch"] = "auto" if data["expiry_switch"] else "off"
+        return CloudProfile(**data)
 
     sources: tuple[Path, ...] = ()
 
@@ -128,6 +136,12 @@ def _is_size(v: Any) -> str | None:
     s = str(v)
     ok = isinstance(v, str) and s[:-1].isdigit() and s[-1] in "kmg"
     return None if ok else "must be a size like 10m, 512k or 1g"
+
+
+def _switch_mode(v: Any) -> str | None:
+    # YAML reads a bare off as false (and on as true)
+    ok = v in ("auto", "required", "off") or isinstance(v, bool)
+    return None if ok else f"must be one of auto, required, off (got {v!r})"
 
 
 def _currency(v: Any) -> str | None:
@@ -195,6 +209,14 @@ CLOUD_SCHEMA = Section(
         "server_metadata": Field(
             schema.mapping, "server_metadata: {cost-center: ml-42}  (added to every server's metadata)"
         ),
+        "expiry_switch": Field(
+            _switch_mode,
+            "expiry_switch: auto  (with --ttl each server deletes itself at its expiry; or required, or off)",
+        ),
+        "api_interface": Field(
+            schema.choice("any", "internal", "public"),
+            "api_interface: internal  (the catalog interface the servers reach Keystone and Nova by; any: try both)",
+        ),
     },
     example="{network_mode: floating}",
     problem="must be a mapping of field: value",
@@ -257,6 +279,8 @@ class CloudProfile:
     active_timeout: int = 900
     error_retries: int = 2
     server_metadata: Mapping[str, str] = field(default_factory=dict)
+    expiry_switch: str = "auto"  # auto | required | off (zenops.cloud.expiry_switch)
+    api_interface: str = "any"  # any | internal | public: how the servers reach Keystone and Nova
 
 
 def validate(data: Any, path: str) -> dict[str, Any]:

@@ -151,6 +151,26 @@ def _expiry(conn: Any, req: CloudRequest, adopted: list[Any], note: Note, *, che
     return expires_at
 
 
+def _arm_switch(ctx: RunContext, conn: Any, cloud: str, mk: m.Marks, dep: ledger.Deployment) -> None:
+    """A dead-man's switch on each server of a deployment with an expiry (auto: where the cloud and the servers
+    allow it; the cloud profile's expiry_switch and api_interface)."""
+    if not mk.expires_at:
+        return
+    from zenops.cloud import expiry_switch  # noqa: PLC0415
+
+    profile = ctx.config.cloud_profile(cloud)
+    expiry_switch.arm(
+        ctx,
+        conn,
+        cloud=cloud,
+        marks=mk,
+        servers=dep.servers,
+        inventory=Path(str(dep.inventory)),
+        mode=profile.expiry_switch,
+        interface=profile.api_interface,
+    )
+
+
 def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tuple[UpResult, ledger.Deployment]:
     config, note = ctx.config, ctx.note
     name = m.check_name(req.name or default_name(req.flavor))
@@ -158,8 +178,7 @@ def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tupl
     if req.count < 1:
         raise UsageError("--count must be at least 1")
     profile = config.cloud_profile(req.cloud)
-    mode = req.network_mode or profile.network_mode
-    image = req.image or profile.image
+    mode, image = req.network_mode or profile.network_mode, req.image or profile.image
     from zenops.cloud import ops  # noqa: PLC0415
     from zenops.hosts import UpResult, summarize  # noqa: PLC0415
     from zenops.runner import RunSpec  # noqa: PLC0415
@@ -277,6 +296,7 @@ def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tupl
     if not check:
         dep.inventory = str(_write_inventory(config.state_dir, dep, profile.image_user))
         ledger.save(config.state_dir, dep)
+        _arm_switch(ctx, conn, req.cloud, mk, dep)
     run.stats.pop("localhost", None)
     return UpResult(run=run, hosts=summarize(run)), dep
 
@@ -311,8 +331,8 @@ def down(
             "say what to remove: exactly one of --name D, --campaign C, --all-mine",
             hint="see `zenops status` for the deployments",
         )
-    from zenops.cloud import ops  # noqa: PLC0415
-    from zenops.cloud.errors import CloudError  # noqa: PLC0415
+    from zenops.cloud import expiry_switch, ops  # noqa: PLC0415
+    from zenops.cloud.errors import CloudError, classify  # noqa: PLC0415
 
     cloud = cloud_for(config, cloud, name)
     deps = ledger.all_deployments(config.state_dir, cloud)
@@ -326,6 +346,10 @@ def down(
     owned = ops.list_owned(conn, cloud, deployment=name, campaign=campaign, keypairs=keypairs)
     plan = ops.teardown(conn, cloud, owned, dry_run=True)
     names = sorted({d.name for d in selected} | {r["deployment"] for r in plan if r["deployment"]})
+    # the expiry switch's application credentials (no tags: named after their deployment), deleted after the servers
+    scope = set(names) | ({name} if name else set())
+    creds = [c for c in expiry_switch.listed(conn, cloud) if expiry_switch.deployment_of(c.name) in scope]
+    plan += [expiry_switch.describe(c) for c in creds]
     if dry_run or not plan:
         if not dry_run:
             for d in selected:
@@ -334,11 +358,20 @@ def down(
     if confirm is not None and not confirm(plan):
         raise CanceledError("nothing was removed", hint="pass --yes to remove without asking")
     removed = ops.teardown(conn, cloud, owned, progress=note)
+    try:
+        removed += expiry_switch.remove(conn, creds, progress=note)
+    except Exception as e:
+        raise classify(e, cloud) from e
     left = ops.list_owned(conn, cloud, deployment=name, campaign=campaign, keypairs=keypairs)
-    if len(left):
+    left_names = [f"{k} {ops.describe(k, r)['name']}" for k, r in left.items()]
+    left_names += [
+        f"application_credential {c.name}"
+        for c in expiry_switch.listed(conn, cloud)
+        if expiry_switch.deployment_of(c.name) in scope
+    ]
+    if left_names:
         raise CloudError(
-            f"{len(left)} resource(s) are still there after teardown: "
-            + ", ".join(f"{k} {ops.describe(k, r)['name']}" for k, r in left.items()),
+            f"{len(left_names)} resource(s) are still there after teardown: " + ", ".join(left_names),
             hint="re-run zenops down; if it persists, the cloud refuses the deletion (see its logs)",
         )
     for d in selected:
@@ -494,14 +527,17 @@ class LeaksFoundError(ZenopsError):
 
 def leaks(config: Config, cloud: str) -> list[dict[str, Any]]:
     """zenops-marked resources whose deployment is not alive in the ledger (exit non-zero through LeaksFoundError)."""
-    from zenops.cloud import ops  # noqa: PLC0415
+    from zenops.cloud import expiry_switch, ops  # noqa: PLC0415
 
     deps = ledger.all_deployments(config.state_dir, cloud)
     alive = {d.name for d in deps}
     conn = ops.connect(cloud)
     keypairs = {k.name for k in conn.compute.keypairs() if k.name.startswith("zenops-")}
     owned = ops.list_owned(conn, cloud, keypairs=keypairs)
-    return [ops.describe(k, r) for k, r in owned.items() if ops.describe(k, r)["deployment"] not in alive]
+    found = [ops.describe(k, r) for k, r in owned.items() if ops.describe(k, r)["deployment"] not in alive]
+    # the expiry switch's application credentials (this user's: Keystone lists a user's own only)
+    creds = [expiry_switch.describe(c) for c in expiry_switch.listed(conn, cloud)]
+    return found + [c for c in creds if c["deployment"] not in alive]
 
 
 def _age_hours(created_at: str) -> float:

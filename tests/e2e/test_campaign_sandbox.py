@@ -38,6 +38,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO
+from zenops.campaign.state import deployment_name
 from zenops.tinymodel import generate
 
 pytestmark = pytest.mark.e2e
@@ -92,6 +93,14 @@ def campaign_resources(campaign: str) -> list[str]:
     ]
     for lister, kind in ((conn.network.networks, "network"), (conn.network.ports, "port"), (conn.network.ips, "fip")):
         found += [f"{kind} {r.id}" for r in lister(tags=tag)]
+    # the expiry switches' application credentials (no tags: named after the deployments), the tenant user's
+    tenant = openstack.connect(cloud="sandbox")
+    names = {f"zenops-expiry-{deployment_name(campaign, g)}" for g in (BROKEN, *FLAVORS, EXPENSIVE)}
+    found += [
+        f"application_credential {c.name}"
+        for c in tenant.identity.application_credentials(tenant.current_user_id)
+        if c.name in names
+    ]
     return found
 
 

@@ -20,7 +20,7 @@ import hashlib
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -538,7 +538,8 @@ class Campaign:
         counts = self.state.counts()
         if self.spec.cloud:
             try:
-                self.state.leaks = len(leftovers(self.ctx.config, str(self.spec.cloud), self.state.id))
+                deployments = [s.deployment for s in self.state.servers.values()]
+                self.state.leaks = len(leftovers(self.ctx.config, str(self.spec.cloud), self.state.id, deployments))
             except ZenopsError as e:
                 self.ctx.warn(f"could not check for leftovers of {self.state.id}: {e}")
         if interrupted:
@@ -560,13 +561,17 @@ class Campaign:
             )
 
 
-def leftovers(config: Any, cloud: str, campaign_id: str) -> list[dict[str, Any]]:
-    """Resources on ``cloud`` carrying the campaign's mark (what `zenops leaks` would find of it)."""
-    from zenops.cloud import ops  # noqa: PLC0415
+def leftovers(config: Any, cloud: str, campaign_id: str, deployments: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """Resources on ``cloud`` carrying the campaign's mark (what `zenops leaks` would find of it), and the expiry
+    switches' application credentials of its ``deployments`` (credentials carry no tags: they go by name)."""
+    from zenops.cloud import expiry_switch, ops  # noqa: PLC0415
 
     conn = ops.connect(cloud)
     owned = ops.list_owned(conn, cloud, campaign=campaign_id)
-    return [ops.describe(k, r) for k, r in owned.items()]
+    found = [ops.describe(k, r) for k, r in owned.items()]
+    names = set(deployments)
+    creds = [c for c in expiry_switch.listed(conn, cloud) if expiry_switch.deployment_of(c.name) in names]
+    return found + [expiry_switch.describe(c) for c in creds]
 
 
 def run_campaign(
@@ -635,7 +640,7 @@ def down_campaign(ctx: RunContext, store: Store, campaign_id: str) -> list[dict[
     for s in state.servers.values():
         if s.deleted_at is None:
             s.deleted_at = now_iso()
-    state.leaks = len(leftovers(ctx.config, cloud, campaign_id))
+    state.leaks = len(leftovers(ctx.config, cloud, campaign_id, (s.deployment for s in state.servers.values())))
     if state.status in ("running",):
         state.status = "torn-down"
     store.save(state)

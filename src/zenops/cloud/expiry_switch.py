@@ -1,0 +1,334 @@
+"""The dead-man's switch's cloud side: a restricted, expiring Keystone application credential per deployment.
+
+A server that carries ``zenops:expires_at`` can delete itself at its expiry (role ``zenops.inference.expiry_switch``:
+a systemd timer that authenticates with this credential and sends ``DELETE /servers/<its id>`` to Nova), so that a
+lost controller and a forgotten `zenops reap` cron leak nothing. The credential:
+
+* is made by the deployment's owner (application credentials belong to a user), named ``zenops-expiry-<deployment>``
+  and described with the deployment's marks, so `leaks` can find it and `down` can delete it;
+* is ``unrestricted=False`` (it cannot make other credentials or trusts) and carries one access rule per server:
+  ``DELETE <compute path>/servers/<id>`` on the ``compute`` service, nothing else (Keystone >= Train; the service's
+  keystonemiddleware enforces the rules only when its ``[keystone_authtoken] service_type`` is set, and refuses every
+  restricted token when it is not);
+* expires a little after the servers (``margin_s``), so the timer's retries still authenticate and a forgotten
+  credential stops working by itself.
+
+Pure helpers (names, rules, times) are separate from the openstacksdk calls so they can be unit-tested.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from zenops.cloud import marks as m
+
+if TYPE_CHECKING:
+    from zenops.context import RunContext
+
+NAME_PREFIX = "zenops-expiry-"
+DESCRIPTION_PREFIX = "zenops expiry switch; "
+DEFAULT_MARGIN_S = 3600
+COMPUTE_SERVICE = "compute"
+MIN_LEAD_S = 60  # an expiry closer than this when the servers are ready: no switch (the role wants it in the future)
+
+
+def credential_name(deployment: str) -> str:
+    return NAME_PREFIX + m.check_name(deployment)
+
+
+def deployment_of(name: str | None) -> str | None:
+    """The deployment a credential named by :func:`credential_name` belongs to; None for anything else."""
+    if not name or not name.startswith(NAME_PREFIX):
+        return None
+    rest = name[len(NAME_PREFIX) :]
+    try:
+        return m.check_name(rest)
+    except Exception:
+        return None
+
+
+def description(marks: m.Marks) -> str:
+    """Application credentials have no tags: the marks go into the description (Keystone allows 255 characters)."""
+    return DESCRIPTION_PREFIX + " ".join(marks.tags())
+
+
+def compute_path(compute_url: str) -> str:
+    """The path of the compute endpoint as the API sees it (``http://h:8774/v2.1`` -> ``/v2.1``). An endpoint that
+    still carries a project id (``/v2.1/<project>``, ``/v2/%(tenant_id)s``) is refused: the rule would not match."""
+    path = urlparse(compute_url).path.rstrip("/")
+    parts = [p for p in path.split("/") if p]
+    if not parts or not parts[-1].startswith("v2"):
+        raise ValueError(f"compute endpoint {compute_url!r}: expected a path ending in /v2.1 (or /v2)")
+    return path
+
+
+def access_rules(server_ids: list[str], compute_url: str) -> list[dict[str, str]]:
+    """One rule per server: DELETE of that server on the compute service, nothing else."""
+    if not server_ids:
+        raise ValueError("no servers: an access rule list must name at least one")
+    base = compute_path(compute_url)
+    return [
+        {"service": COMPUTE_SERVICE, "method": "DELETE", "path": f"{base}/servers/{sid}"}
+        for sid in sorted(set(server_ids))
+    ]
+
+
+def credential_expiry(expires_at: str, margin_s: int = DEFAULT_MARGIN_S) -> str:
+    """The credential's expires_at: the servers' ``zenops:expires_at`` plus a margin (ISO-8601 UTC with Z, a form
+    Keystone reads)."""
+    when = m.parse_expiry(expires_at)
+    if when is None:
+        raise ValueError(f"expiry {expires_at!r} is not an ISO-8601 time")
+    return m.format_expiry(when + timedelta(seconds=max(int(margin_s), 0)))
+
+
+@dataclass(frozen=True)
+class Credential:
+    """What the server's switch needs. ``secret`` is shown once by Keystone: never log it, never put it on argv."""
+
+    id: str
+    name: str
+    secret: str
+    expires_at: str
+    access_rules: list[dict[str, str]]
+
+    def __repr__(self) -> str:  # the secret stays out of tracebacks and debug output
+        return f"Credential(id={self.id!r}, name={self.name!r}, expires_at={self.expires_at!r}, secret=<hidden>)"
+
+
+# --- openstacksdk --------------------------------------------------------------------------------------------------
+
+
+def _user_id(conn: Any) -> str:
+    uid = conn.current_user_id
+    if not uid:
+        raise ValueError("the connection has no user (application credentials belong to a user)")
+    return str(uid)
+
+
+def compute_endpoint(conn: Any) -> str:
+    """The compute endpoint of the connection's catalog (region and interface from clouds.yaml)."""
+    return str(conn.compute.get_endpoint())
+
+
+def create(
+    conn: Any,
+    marks: m.Marks,
+    server_ids: list[str],
+    *,
+    expires_at: str,
+    margin_s: int = DEFAULT_MARGIN_S,
+    compute_url: str | None = None,
+) -> Credential:
+    """Make (or make again: an existing one of the deployment is deleted first, its secret is gone) the deployment's
+    credential, restricted to deleting ``server_ids``."""
+    rules = access_rules(server_ids, compute_url or compute_endpoint(conn))
+    name = credential_name(marks.deployment)
+    user = _user_id(conn)
+    delete(conn, deployment=marks.deployment)
+    cred = conn.identity.create_application_credential(
+        user,
+        name,
+        description=description(marks),
+        expires_at=credential_expiry(expires_at, margin_s),
+        unrestricted=False,
+        access_rules=rules,
+    )
+    return Credential(
+        id=str(cred.id),
+        name=name,
+        secret=str(cred.secret),
+        expires_at=str(cred.expires_at),
+        access_rules=rules,
+    )
+
+
+def owned(conn: Any, *, deployment: str | None = None) -> list[Any]:
+    """The connection's user's zenops expiry credentials (of one deployment, or all)."""
+    user = _user_id(conn)
+    out = []
+    for c in conn.identity.application_credentials(user):
+        dep = deployment_of(getattr(c, "name", None))
+        if dep is not None and (deployment is None or dep == deployment):
+            out.append(c)
+    return out
+
+
+def delete(conn: Any, *, deployment: str | None = None) -> list[str]:
+    """Delete the expiry credentials of ``deployment`` (None: all of this user's); returns their names."""
+    return [str(d["name"]) for d in remove(conn, owned(conn, deployment=deployment))]
+
+
+def listed(conn: Any, cloud: str) -> list[Any]:
+    """:func:`owned`, or nothing where this user may not list application credentials (a policy that forbids it, a
+    Keystone without them): what `down` and `leaks` read, which must work on every cloud."""
+    from openstack import exceptions as sdk  # noqa: PLC0415
+
+    from zenops.cloud.errors import classify, retrying  # noqa: PLC0415
+
+    try:
+        return retrying(lambda: owned(conn))
+    except (sdk.ForbiddenException, sdk.NotFoundException, ValueError):
+        return []
+    except Exception as e:
+        raise classify(e, cloud) from e
+
+
+def describe(cred: Any) -> dict[str, Any]:
+    """A credential in the form of `down`'s and `leaks`' resource lines (``ops.describe``)."""
+    return {
+        "kind": "application_credential",
+        "id": str(cred.id),
+        "name": str(cred.name),
+        "deployment": deployment_of(getattr(cred, "name", None)),
+        "campaign": None,
+    }
+
+
+def remove(conn: Any, creds: list[Any], progress: Any = None) -> list[dict[str, Any]]:
+    """Delete these credentials (missing ones are fine); returns them described."""
+    user = _user_id(conn) if creds else ""
+    out = []
+    for c in creds:
+        if progress is not None:
+            progress(f"deleting application_credential {c.name}")
+        conn.identity.delete_application_credential(user, c.id, ignore_missing=True)
+        out.append(describe(c))
+    return out
+
+
+# --- arming a deployment (zenops up --ttl) ------------------------------------------------------------------------
+
+
+def server_endpoints(conn: Any, interface: str = "any") -> list[dict[str, str]]:
+    """Candidate (auth_url, compute_url) pairs as the servers may reach the APIs: the catalog's internal endpoints,
+    then its public ones (``any``), or those of the one interface asked; distinct, in that order."""
+    interfaces = ("internal", "public") if interface == "any" else (interface,)
+    region = getattr(conn.config, "region_name", None) or None
+    out: list[dict[str, str]] = []
+    for iface in interfaces:
+        try:
+            auth = conn.session.get_endpoint(service_type="identity", interface=iface, region_name=region)
+            compute = conn.session.get_endpoint(service_type="compute", interface=iface, region_name=region)
+        except Exception:  # no such interface in this catalog
+            continue
+        pair = {"auth_url": str(auth or ""), "compute_url": str(compute or "")}
+        if pair["auth_url"] and pair["compute_url"] and pair not in out:
+            out.append(pair)
+    return out
+
+
+@dataclass(frozen=True)
+class Armed:
+    """What :func:`arm` did: the servers whose switch is armed, the endpoint they use, or why there is none."""
+
+    servers: list[str]
+    of: int
+    expires_at: str
+    auth_url: str = ""
+    why_not: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "servers": self.servers,
+            "of": self.of,
+            "expires_at": self.expires_at,
+            "auth_url": self.auth_url,
+            "why_not": self.why_not,
+        }
+
+
+def secret_file(state_dir: Path, cloud: str, deployment: str) -> Path:
+    from zenops.cloud import ledger  # noqa: PLC0415
+
+    return ledger.keys_dir(state_dir, cloud) / f"{credential_name(deployment)}.secret"
+
+
+def arm(
+    ctx: RunContext,
+    conn: Any,
+    *,
+    cloud: str,
+    marks: m.Marks,
+    servers: list[dict[str, Any]],
+    inventory: Path,
+    mode: str = "auto",
+    interface: str = "any",
+) -> Armed | None:
+    """Give each server of a deployment with an expiry its dead-man's switch: make the deployment's credential
+    (restricted to deleting these servers, expiring after them), and run playbooks/expiry_switch.yml, which installs
+    the switch on each server that reaches Keystone and Nova. ``mode`` auto: a cloud or a server that cannot have
+    it is said (a warning) and the deployment goes on; required: it raises; off: nothing. None: nothing to arm."""
+    from openstack import exceptions as sdk  # noqa: PLC0415
+
+    from zenops.cloud.errors import CloudError, classify  # noqa: PLC0415
+    from zenops.runner import RunSpec  # noqa: PLC0415
+
+    expires_at = marks.expires_at
+    if mode == "off" or not expires_at or not servers:
+        return None
+    ids = [str(s["id"]) for s in servers]
+
+    def without(why: str) -> Armed:
+        text = f"no expiry switch on {marks.deployment}: {why}; `zenops reap --cloud {cloud}` removes it once expired"
+        if mode == "required":
+            raise CloudError(
+                text, hint="set expiry_switch: auto (or off) for this cloud in zenops.yaml to go on without it"
+            )
+        ctx.warn(text)
+        return Armed([], len(ids), expires_at, why_not=why)
+
+    when = m.parse_expiry(expires_at)
+    if when is not None and (when - datetime.now(UTC)).total_seconds() < MIN_LEAD_S:
+        return without(f"it expires at {expires_at}, too soon to arm a switch (`zenops reap` is enough)")
+    candidates = server_endpoints(conn, interface)
+    if not candidates:
+        return without(f"the catalog has no identity and compute endpoints of interface {interface}")
+    try:
+        cred = create(conn, marks, ids, expires_at=expires_at, compute_url=candidates[0]["compute_url"])
+    except ValueError as e:  # a compute endpoint whose path still carries a project id
+        return without(str(e))
+    except (sdk.ForbiddenException, sdk.BadRequestException, sdk.NotFoundException) as e:  # policy, access rules
+        return without(f"the cloud refused a restricted application credential ({classify(e, cloud).message})")
+    except Exception as e:
+        raise classify(e, cloud) from e
+    path = secret_file(ctx.config.state_dir, cloud, marks.deployment)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(cred.secret)
+    try:
+        run = ctx.run(
+            RunSpec(
+                playbook="expiry_switch",
+                inventory=inventory,
+                extravars={
+                    "zenops_expiry_endpoints": candidates,
+                    "zenops_expiry_switch_required": mode == "required",
+                    "expiry_switch_credential_id": cred.id,
+                    "expiry_switch_credential_secret_file": str(path),
+                    "expiry_switch_expires_at": expires_at,
+                },
+                verbosity=ctx.verbosity,
+            )
+        )
+    finally:
+        path.unlink(missing_ok=True)  # the servers have it now; a re-run of `up` makes a new credential
+    armed, url = [], ""
+    for host, facts in sorted(run.host_facts.items()):
+        fact = facts.get("zenops_expiry_switch") or {}
+        if str(fact.get("armed")).lower() == "true":
+            armed.append(host)
+            url = str(fact.get("auth_url") or url)
+    if not armed:
+        delete(conn, deployment=marks.deployment)
+        tried = ", ".join(c["auth_url"] for c in candidates)
+        return without(f"its servers reach neither Keystone nor Nova ({tried})")
+    if len(armed) < len(ids):
+        ctx.warn(f"expiry switch armed on {len(armed)} of {len(ids)} server(s) only: the others reach no API")
+    ctx.note(f"expiry switch armed on {len(armed)} server(s): each deletes itself at {expires_at} (Keystone {url})")
+    return Armed(armed, len(ids), expires_at, url)

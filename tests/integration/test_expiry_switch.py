@@ -1,0 +1,160 @@
+"""The expiry switch (dead-man's switch) on the sandbox cloud, all real: `zenops up --ttl` makes the deployment's
+application credential (restricted by an access rule to DELETE of its server on the compute service, unrestricted
+false, expiring after the server), installs the switch on the server (it reaches Keystone and Nova at the catalog's
+internal endpoints, sandbox/README.md), and with no controller doing anything from then on, the server deletes
+itself at its expiry. The credential's secret is on the server in a root-only file and nowhere in zenops's output or
+state; Nova refuses the credential for anything but that DELETE; `leaks` on another controller lists it, `down`
+deletes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import openstack
+import pytest
+
+from tests.integration.conftest import SMALL, Zenops
+from zenops.cloud import expiry_switch as es
+from zenops.cloud import marks as m
+from zenops.errors import ExitCode
+
+pytestmark = pytest.mark.integration
+
+DEP = "itswitch"
+
+
+@pytest.fixture
+def other(sandbox_clouds: Path, tmp_path: Path) -> Zenops:
+    """A second controller without this deployment in its ledger."""
+    home = tmp_path / "other"
+    env = {
+        **os.environ,
+        "OS_CLIENT_CONFIG_FILE": str(sandbox_clouds),
+        "XDG_STATE_HOME": str(home / "state"),
+        "XDG_CONFIG_HOME": str(home / "config"),
+        "XDG_CACHE_HOME": str(home / "cache"),
+        "COLUMNS": "200",
+    }
+    env.pop("ZENOPS_CONFIG", None)
+    work = tmp_path / "other-work"
+    work.mkdir()
+    return Zenops(env, work)
+
+
+@pytest.fixture
+def tenant(sandbox_clouds: Path) -> Any:
+    os.environ["OS_CLIENT_CONFIG_FILE"] = str(sandbox_clouds)
+    conn = openstack.connect(cloud="sandbox")
+    yield conn
+    es.delete(conn, deployment=DEP)  # whatever a failed test left
+
+
+def http(method: str, url: str, body: Any = None, token: str | None = None) -> tuple[int, dict[str, str], bytes]:
+    req = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else None, method=method)
+    req.add_header("Content-Type", "application/json")
+    if token:
+        req.add_header("X-Auth-Token", token)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def on_server(inventory: str, command: str) -> str:
+    """A command as root on the deployment's server, over SSH with the deployment's key (the inventory's)."""
+    import yaml  # noqa: PLC0415
+
+    hosts = yaml.safe_load(Path(inventory).read_text())["all"]["hosts"]
+    h = next(iter(hosts.values()))
+    argv = ["ssh", "-i", h["ansible_ssh_private_key_file"], "-o", "StrictHostKeyChecking=no", "-o",
+            "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", f"{h['ansible_user']}@{h['ansible_host']}",
+            f"sudo sh -c '{command}'"]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
+
+
+def everything_written_by(zenops: Zenops) -> str:
+    """zenops's state, cache, config and working dir (ledger, keys, runs, ansible-runner artifacts) as text, to look
+    for a secret."""
+    out = []
+    for root in (*(Path(zenops.env[v]) for v in ("XDG_STATE_HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME")), zenops.cwd):
+        for f in root.rglob("*"):
+            if f.is_file() and f.stat().st_size < 5_000_000:
+                out.append(f.read_text(errors="replace"))
+    return "\n".join(out)
+
+
+def test_a_server_deletes_itself_at_its_expiry_with_no_controller(zenops, other, tenant, admin):
+    started = time.monotonic()
+    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", DEP, "--ttl", "3m")
+    assert code == 0, err[-3000:]
+    up_s = time.monotonic() - started
+    said = err + json.dumps(lines)
+    assert "expiry switch armed on 1 server(s)" in said, said[-3000:]
+    dep = lines[-1]["deployment"]
+    server_id = next(s["id"] for s in dep["servers"])
+    expires_at = admin.compute.get_server(server_id).metadata[m.EXPIRES_KEY]
+    deadline = m.parse_expiry(expires_at)
+    assert deadline is not None
+
+    # the credential: the deployment's, restricted to deleting its server, expiring after it
+    [stored] = es.owned(tenant, deployment=DEP)
+    assert stored.unrestricted is False
+    assert [(r["service"], r["method"], r["path"]) for r in stored.access_rules] == [
+        ("compute", "DELETE", f"/v2.1/servers/{server_id}")
+    ]
+    assert m.parse_expiry(stored.expires_at) == deadline + timedelta(seconds=es.DEFAULT_MARGIN_S)
+
+    # on the server: a root-only file with the secret; the timer waits for the expiry
+    conf = json.loads(on_server(dep["inventory"], "cat /etc/zenops-expiry-switch/credential.json"))
+    assert conf["credential_id"] == stored.id
+    assert conf["auth_url"].startswith("http://172.30.0.1:5000")  # the internal endpoint: what the server reaches
+    modes = on_server(dep["inventory"], "stat -c %a /etc/zenops-expiry-switch/credential.json; "
+                      "systemctl is-active zenops-expiry-switch.timer").split()  # fmt: skip
+    assert modes == ["600", "active"]
+    secret = conf["credential_secret"]
+    assert len(secret) > 20
+    assert secret not in err + json.dumps(lines)
+    assert secret not in everything_written_by(zenops)  # ledger, keys, runs, ansible-runner artifacts
+
+    # the secret buys a token that Nova honours for that DELETE only: listing servers is refused
+    body = {"auth": {"identity": {"methods": ["application_credential"],
+                                  "application_credential": {"id": stored.id, "secret": secret}}}}  # fmt: skip
+    status, headers, _ = http("POST", "http://127.0.0.1:5000/v3/auth/tokens", body)
+    assert status == 201
+    token = {k.lower(): v for k, v in headers.items()}["x-subject-token"]
+    assert http("GET", "http://127.0.0.1:8774/v2.1/servers", token=token)[0] in (401, 403)
+
+    # another controller: the credential is a leak there, with its deployment
+    code, lines, _ = other("leaks", "--cloud", "sandbox")
+    assert code == ExitCode.LEAKS
+    found = next(line for line in lines if line.get("type") == "result")["leaks"]
+    assert {"kind": "application_credential", "name": stored.name, "deployment": DEP} in [
+        {k: r[k] for k in ("kind", "name", "deployment")} for r in found
+    ]
+
+    # no controller from here on: the server deletes itself at its expiry (the timer fires at it, AccuracySec=1s)
+    while admin.compute.find_server(server_id, ignore_missing=True) is not None:
+        late = time.time() - deadline.timestamp()
+        assert late < 180, f"server {server_id} still there {late:.0f}s after its expiry {expires_at}"
+        time.sleep(3)
+    gone_after = time.time() - deadline.timestamp()
+    assert gone_after > 0  # not before its time
+
+    code, lines, err = zenops("down", "--name", DEP, "--yes")
+    assert code == 0, err
+    assert "application_credential" in [r["kind"] for r in lines[-1]["removed"]]
+    assert es.owned(tenant, deployment=DEP) == []
+    code, lines, err = zenops("leaks", "--cloud", "sandbox")
+    assert code == 0, err
+    assert lines[-1]["leaks"] == []
+    print(f"\nup --ttl 3m (switch armed): {up_s:.0f}s; the server deleted itself {gone_after:.0f}s after its expiry")

@@ -1,0 +1,449 @@
+"""The dead-man's switch without a cloud: the credential's name, access rules and expiry (zenops.cloud.expiry_switch),
+its openstacksdk calls on a stub connection, and the server-side script (roles/expiry_switch/files) run against a
+fake Keystone + Nova on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+
+from zenops.cloud import expiry_switch as es
+from zenops.cloud import marks as m
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "roles" / "expiry_switch" / "files" / "zenops-expiry-switch"
+SECRET = "s3cret-not-for-logs"
+SERVER = "6f0c1b8e-2a4b-4c8e-9d1f-000000000001"
+
+
+# --- pure parts -----------------------------------------------------------------------------------------------------
+
+
+def test_credential_name_round_trip() -> None:
+    assert es.credential_name("bench-a") == "zenops-expiry-bench-a"
+    assert es.deployment_of("zenops-expiry-bench-a") == "bench-a"
+    assert es.deployment_of("zenops-expiry-") is None
+    assert es.deployment_of("zenops-expiry-Not_A_Name") is None
+    assert es.deployment_of("my-own-credential") is None
+    assert es.deployment_of(None) is None
+
+
+def test_access_rules_delete_only_each_server_once() -> None:
+    rules = es.access_rules(["b", "a", "b"], "http://127.0.0.1:8774/v2.1/")
+    assert rules == [
+        {"service": "compute", "method": "DELETE", "path": "/v2.1/servers/a"},
+        {"service": "compute", "method": "DELETE", "path": "/v2.1/servers/b"},
+    ]
+    # an endpoint behind a path prefix keeps it (the API sees the whole path)
+    assert es.access_rules(["a"], "https://cloud.example/compute/v2.1")[0]["path"] == "/compute/v2.1/servers/a"
+
+
+@pytest.mark.parametrize(
+    "url", ["http://h:8774/v2.1/0123456789abcdef", "http://h:8774/v2/%(tenant_id)s", "http://h:8774/"]
+)
+def test_access_rules_refuse_endpoints_with_a_project(url: str) -> None:
+    with pytest.raises(ValueError, match=r"expected a path ending in /v2\.1"):
+        es.access_rules(["a"], url)
+
+
+def test_access_rules_need_a_server() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        es.access_rules([], "http://h:8774/v2.1")
+
+
+def test_credential_expiry_adds_the_margin() -> None:
+    assert es.credential_expiry("2026-11-24T15:00:00Z") == "2026-11-24T16:00:00Z"
+    assert es.credential_expiry("2026-11-24T15:00:00Z", margin_s=90) == "2026-11-24T15:01:30Z"
+    assert es.credential_expiry("2026-11-24T15:00:00+01:00", margin_s=0) == "2026-11-24T14:00:00Z"
+    with pytest.raises(ValueError, match="not an ISO-8601"):
+        es.credential_expiry("tomorrow")
+
+
+def test_description_carries_the_marks_and_the_repr_hides_the_secret() -> None:
+    assert es.description(m.Marks("d1", "c1")) == "zenops expiry switch; zenops zenops:deployment=d1 zenops:campaign=c1"
+    cred = es.Credential("id1", "zenops-expiry-d1", SECRET, "2026-11-24T16:00:00Z", [])
+    assert SECRET not in repr(cred)
+    assert SECRET not in str(cred)
+
+
+# --- openstacksdk calls on a stub -----------------------------------------------------------------------------------
+
+
+class StubIdentity:
+    def __init__(self, existing: list[str]) -> None:
+        self.creds = [SimpleNamespace(id=f"id-{n}", name=n) for n in existing]
+        self.created: list[dict[str, Any]] = []
+        self.deleted: list[str] = []
+
+    def application_credentials(self, user: str) -> list[Any]:
+        assert user == "u1"
+        return list(self.creds)
+
+    def delete_application_credential(self, user: str, cred_id: str, ignore_missing: bool = True) -> None:
+        self.deleted.append(cred_id)
+        self.creds = [c for c in self.creds if c.id != cred_id]
+
+    def create_application_credential(self, user: str, name: str, **attrs: Any) -> Any:
+        self.created.append({"user": user, "name": name, **attrs})
+        return SimpleNamespace(id="new-id", name=name, secret=SECRET, expires_at=attrs["expires_at"] + "")
+
+
+def stub_conn(existing: list[str]) -> Any:
+    compute = SimpleNamespace(get_endpoint=lambda: "http://127.0.0.1:8774/v2.1")
+    return SimpleNamespace(current_user_id="u1", identity=StubIdentity(existing), compute=compute)
+
+
+def test_create_replaces_the_deployments_credential_only() -> None:
+    conn = stub_conn(["zenops-expiry-d1", "zenops-expiry-d2", "mine"])
+    cred = es.create(conn, m.Marks("d1"), ["s1", "s2"], expires_at="2026-11-24T15:00:00Z", margin_s=600)
+    assert conn.identity.deleted == ["id-zenops-expiry-d1"]
+    (made,) = conn.identity.created
+    assert made["name"] == "zenops-expiry-d1"
+    assert made["unrestricted"] is False
+    assert made["expires_at"] == "2026-11-24T15:10:00Z"
+    assert [r["path"] for r in made["access_rules"]] == ["/v2.1/servers/s1", "/v2.1/servers/s2"]
+    assert {r["method"] for r in made["access_rules"]} == {"DELETE"}
+    assert cred.id == "new-id"
+    assert cred.secret == SECRET
+
+
+def test_owned_and_delete_touch_zenops_credentials_only() -> None:
+    conn = stub_conn(["zenops-expiry-d1", "zenops-expiry-d2", "mine", "zenops-d1"])
+    assert [c.name for c in es.owned(conn)] == ["zenops-expiry-d1", "zenops-expiry-d2"]
+    assert [c.name for c in es.owned(conn, deployment="d2")] == ["zenops-expiry-d2"]
+    assert es.delete(conn, deployment="d2") == ["zenops-expiry-d2"]
+    assert es.delete(conn) == ["zenops-expiry-d1"]
+    assert [c.name for c in conn.identity.creds] == ["mine", "zenops-d1"]
+
+
+def test_listed_is_empty_where_keystone_forbids_listing() -> None:
+    from openstack import exceptions as sdk  # noqa: PLC0415
+
+    conn = stub_conn(["zenops-expiry-d1"])
+
+    def forbidden(user: str) -> list[Any]:
+        raise sdk.ForbiddenException("policy does not allow identity:list_application_credentials")
+
+    conn.identity.application_credentials = forbidden
+    assert es.listed(conn, "c") == []
+
+
+def test_listed_described_and_removed_as_down_shows_them() -> None:
+    conn = stub_conn(["zenops-expiry-d1", "other"])
+    (cred,) = es.listed(conn, "c")
+    said: list[str] = []
+    removed = es.remove(conn, [cred], progress=said.append)
+    assert removed == [
+        {
+            "kind": "application_credential",
+            "id": "id-zenops-expiry-d1",
+            "name": "zenops-expiry-d1",
+            "deployment": "d1",
+            "campaign": None,
+        }
+    ]
+    assert said == ["deleting application_credential zenops-expiry-d1"]
+    assert es.listed(conn, "c") == []
+
+
+# --- the server-side script against a fake Keystone + Nova ----------------------------------------------------------
+
+
+class FakeCloud:
+    """Keystone (POST /v3/auth/tokens) and Nova (DELETE /v2.1/servers/<id>) on one port; records every request."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.keystone_status = 201
+        self.nova_status = 204
+        cloud = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _reply(self, status: int, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None):
+                raw = json.dumps(body or {}).encode()
+                self.send_response(status)
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                cloud.requests.append({"method": "POST", "path": self.path, "body": body})
+                catalog = [
+                    {
+                        "type": "compute",
+                        "endpoints": [
+                            {"interface": "public", "region_id": "RegionOne", "url": f"{cloud.url}/v2.1"},
+                            {"interface": "internal", "region_id": "RegionOne", "url": "http://unused.invalid/v2.1"},
+                        ],
+                    }
+                ]
+                if cloud.keystone_status != 201:
+                    self._reply(cloud.keystone_status)
+                else:
+                    self._reply(201, {"token": {"catalog": catalog}}, {"X-Subject-Token": "tok-123"})
+
+            def do_DELETE(self) -> None:
+                cloud.requests.append(
+                    {"method": "DELETE", "path": self.path, "token": self.headers.get("X-Auth-Token")}
+                )
+                self._reply(cloud.nova_status)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+
+@pytest.fixture
+def cloud() -> Iterator[FakeCloud]:
+    c = FakeCloud()
+    c.thread.start()
+    try:
+        yield c
+    finally:
+        c.server.shutdown()
+        c.server.server_close()
+
+
+def write_conf(tmp_path: Path, cloud: FakeCloud, **over: Any) -> Path:
+    conf = {
+        "auth_url": f"{cloud.url}/v3",
+        "credential_id": "cred-1",
+        "credential_secret": SECRET,
+        "server_id": SERVER,
+        "expires_at": "2020-01-01T00:00:00Z",
+        "compute_url": "",
+        "interface": "public",
+        "region": "RegionOne",
+        **over,
+    }
+    path = tmp_path / "credential.json"
+    path.write_text(json.dumps(conf))
+    path.chmod(0o600)
+    return path
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], check=False, capture_output=True, text=True, timeout=60, env=env
+    )
+
+
+def test_expired_server_is_deleted_through_the_catalogs_endpoint(cloud: FakeCloud, tmp_path: Path) -> None:
+    res = run(str(write_conf(tmp_path, cloud)))
+    assert res.returncode == 0, res.stderr
+    assert "deletion accepted" in res.stdout
+    post, delete = cloud.requests
+    assert post["path"] == "/v3/auth/tokens"
+    ident = post["body"]["auth"]["identity"]
+    assert ident["methods"] == ["application_credential"]
+    assert ident["application_credential"] == {"id": "cred-1", "secret": SECRET}
+    assert delete == {"method": "DELETE", "path": f"/v2.1/servers/{SERVER}", "token": "tok-123"}
+    assert SECRET not in res.stdout + res.stderr
+
+
+def test_given_compute_url_wins_and_gone_already_is_success(cloud: FakeCloud, tmp_path: Path) -> None:
+    cloud.nova_status = 404
+    res = run(str(write_conf(tmp_path, cloud, auth_url=cloud.url, compute_url=f"{cloud.url}/v2.1/")))
+    assert res.returncode == 0, res.stderr
+    assert "gone already" in res.stdout
+    assert [r["path"] for r in cloud.requests] == ["/v3/auth/tokens", f"/v2.1/servers/{SERVER}"]
+
+
+def test_not_yet_expired_sends_nothing(cloud: FakeCloud, tmp_path: Path) -> None:
+    res = run(str(write_conf(tmp_path, cloud, expires_at="2999-01-01T00:00:00Z")))
+    assert res.returncode == 0, res.stderr
+    assert "not yet, nothing done" in res.stdout
+    assert cloud.requests == []
+
+
+def test_check_authenticates_and_deletes_nothing(cloud: FakeCloud, tmp_path: Path) -> None:
+    res = run("--check", str(write_conf(tmp_path, cloud, expires_at="2999-01-01T00:00:00Z")))
+    assert res.returncode == 0, res.stderr
+    assert "the credential authenticates" in res.stdout
+    assert [r["method"] for r in cloud.requests] == ["POST"]
+
+
+@pytest.mark.parametrize(("keystone", "nova", "said"), [(401, 204, "Keystone refused"), (201, 401, "Nova refused")])
+def test_refusals_fail_for_systemd_to_retry(
+    cloud: FakeCloud, tmp_path: Path, keystone: int, nova: int, said: str
+) -> None:
+    cloud.keystone_status, cloud.nova_status = keystone, nova
+    res = run(str(write_conf(tmp_path, cloud)))
+    assert res.returncode == 1
+    assert said in res.stderr
+    assert SECRET not in res.stdout + res.stderr
+
+
+def test_unreachable_api_fails(tmp_path: Path, cloud: FakeCloud) -> None:
+    path = write_conf(tmp_path, cloud, auth_url="http://127.0.0.1:9/v3")
+    res = run(str(path))
+    assert res.returncode == 1
+    assert "POST http://127.0.0.1:9/v3/auth/tokens" in res.stderr
+
+
+def test_a_file_others_can_read_is_refused(cloud: FakeCloud, tmp_path: Path) -> None:
+    path = write_conf(tmp_path, cloud)
+    path.chmod(0o640)
+    res = run(str(path))
+    assert res.returncode == 1
+    assert "readable by others (mode 0640)" in res.stderr
+    assert cloud.requests == []
+
+
+def test_missing_keys_are_named(cloud: FakeCloud, tmp_path: Path) -> None:
+    res = run(str(write_conf(tmp_path, cloud, server_id="", credential_secret="")))
+    assert res.returncode == 1
+    assert "lacks credential_secret, server_id" in res.stderr
+
+
+# --- the role's interface -------------------------------------------------------------------------------------------
+
+
+def test_role_defaults_match_its_argument_specs() -> None:
+    role = REPO / "roles" / "expiry_switch"
+    defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text())
+    options = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
+    assert set(defaults) == set(options)
+    for name, value in defaults.items():
+        assert options[name].get("default") == value, name
+    assert options["expiry_switch_credential_secret"]["no_log"] is True
+
+
+def test_credential_file_task_is_no_log() -> None:
+    tasks = yaml.safe_load((REPO / "roles" / "expiry_switch" / "tasks" / "configure.yml").read_text())
+    (write,) = [t for t in tasks if t["name"] == "Write the credential file"]
+    assert write["no_log"] is True
+    assert write["diff"] is False
+    assert write["ansible.builtin.copy"]["mode"] == "0600"
+
+
+# --- arming (zenops up --ttl): the decisions before any playbook runs, on a stubbed SDK connection ------------------
+
+
+class StubSession:
+    """The keystoneauth session's catalog lookup: (service_type, interface) -> URL; absent -> raises, as it does."""
+
+    def __init__(self, catalog: dict[tuple[str, str], str]) -> None:
+        self.catalog = catalog
+
+    def get_endpoint(self, *, service_type: str, interface: str, region_name: str | None) -> str:
+        try:
+            return self.catalog[(service_type, interface)]
+        except KeyError:
+            raise LookupError(f"no {service_type} {interface}") from None
+
+
+def catalog_conn(catalog: dict[tuple[str, str], str]) -> Any:
+    conn = stub_conn([])
+    conn.session = StubSession(catalog)
+    conn.config = SimpleNamespace(region_name="RegionOne")
+    return conn
+
+
+SANDBOX_CATALOG = {
+    ("identity", "public"): "http://127.0.0.1:5000/v3/",
+    ("compute", "public"): "http://127.0.0.1:8774/v2.1",
+    ("identity", "internal"): "http://172.30.0.1:5000/v3/",
+    ("compute", "internal"): "http://172.30.0.1:8774/v2.1",
+}
+
+
+def test_server_endpoints_internal_first_then_public_distinct() -> None:
+    conn = catalog_conn(SANDBOX_CATALOG)
+    assert es.server_endpoints(conn) == [
+        {"auth_url": "http://172.30.0.1:5000/v3/", "compute_url": "http://172.30.0.1:8774/v2.1"},
+        {"auth_url": "http://127.0.0.1:5000/v3/", "compute_url": "http://127.0.0.1:8774/v2.1"},
+    ]
+    assert es.server_endpoints(conn, "public") == [
+        {"auth_url": "http://127.0.0.1:5000/v3/", "compute_url": "http://127.0.0.1:8774/v2.1"}
+    ]
+    same = {k: v for k, v in SANDBOX_CATALOG.items() if k[1] == "public"}
+    same |= {
+        ("identity", "internal"): same[("identity", "public")],
+        ("compute", "internal"): same[("compute", "public")],
+    }
+    assert len(es.server_endpoints(catalog_conn(same))) == 1  # one candidate when both interfaces are the same
+    assert es.server_endpoints(catalog_conn({("identity", "internal"): "http://k"}), "internal") == []
+
+
+class NoRuns:
+    """A RunContext whose playbook runs fail the test: the decisions below must be taken before any run."""
+
+    def __init__(self) -> None:
+        self.warnings: list[str] = []
+        self.config = SimpleNamespace(state_dir=Path("/nonexistent"))
+
+    def warn(self, text: str) -> None:
+        self.warnings.append(text)
+
+    def run(self, spec: Any) -> Any:
+        raise AssertionError(f"no playbook should run: {spec}")
+
+
+def soon(seconds: int) -> str:
+    from datetime import UTC, datetime, timedelta  # noqa: PLC0415
+
+    return m.format_expiry(datetime.now(UTC) + timedelta(seconds=seconds))
+
+
+def test_arm_does_nothing_off_or_without_an_expiry() -> None:
+    ctx, conn = NoRuns(), catalog_conn(SANDBOX_CATALOG)
+    args = {"cloud": "c", "servers": [{"id": "s1"}], "inventory": Path("i.yml")}
+    assert es.arm(ctx, conn, marks=m.Marks("d1", expires_at=soon(3600)), mode="off", **args) is None  # type: ignore[arg-type]
+    assert es.arm(ctx, conn, marks=m.Marks("d1"), **args) is None  # type: ignore[arg-type]
+    assert conn.identity.created == []
+    assert ctx.warnings == []
+
+
+def test_arm_too_close_to_the_expiry_or_without_endpoints_says_so_or_refuses_when_required() -> None:
+    from zenops.cloud.errors import CloudError  # noqa: PLC0415
+
+    ctx = NoRuns()
+    args = {"cloud": "c", "servers": [{"id": "s1"}], "inventory": Path("i.yml")}
+    near = es.arm(ctx, catalog_conn(SANDBOX_CATALOG), marks=m.Marks("d1", expires_at=soon(20)), **args)  # type: ignore[arg-type]
+    assert near is not None
+    assert near.servers == []
+    assert "too soon" in near.why_not
+    empty = catalog_conn({})
+    none = es.arm(ctx, empty, marks=m.Marks("d1", expires_at=soon(3600)), **args)  # type: ignore[arg-type]
+    assert none is not None
+    assert "no identity and compute endpoints" in none.why_not
+    assert len(ctx.warnings) == 2
+    assert all("zenops reap --cloud c" in w for w in ctx.warnings)
+    with pytest.raises(CloudError, match="no expiry switch on d1"):
+        es.arm(ctx, empty, marks=m.Marks("d1", expires_at=soon(3600)), mode="required", **args)  # type: ignore[arg-type]
+    assert empty.identity.created == []  # no credential made for a switch that cannot be armed
+
+
+def test_cloud_profile_reads_the_switch_mode_and_yamls_bare_off(tmp_path: Path) -> None:
+    from zenops.config import ConfigError, load  # noqa: PLC0415
+
+    f = tmp_path / "z.yaml"
+    f.write_text("clouds:\n  a: {expiry_switch: off}\n  b: {expiry_switch: required, api_interface: internal}\n")
+    config = load(f)
+    assert config.cloud_profile("a").expiry_switch == "off"
+    b, c = config.cloud_profile("b"), config.cloud_profile("c")
+    assert (b.expiry_switch, b.api_interface) == ("required", "internal")
+    assert (c.expiry_switch, c.api_interface) == ("auto", "any")
+    f.write_text("clouds:\n  a: {expiry_switch: always}\n")
+    with pytest.raises(ConfigError, match="must be one of auto, required, off"):
+        load(f)
