@@ -348,7 +348,13 @@ def down(
     names = sorted({d.name for d in selected} | {r["deployment"] for r in plan if r["deployment"]})
     # the expiry switch's application credentials (no tags: named after their deployment), deleted after the servers
     scope = set(names) | ({name} if name else set())
-    creds = [c for c in expiry_switch.listed(conn, cloud) if expiry_switch.deployment_of(c.name) in scope]
+
+    def in_scope(c: Any) -> bool:  # a campaign's: by its description's mark, even once its servers are all gone
+        return expiry_switch.deployment_of(c.name) in scope or (
+            campaign is not None and expiry_switch.campaign_of(c) == campaign
+        )
+
+    creds = [c for c in expiry_switch.listed(conn, cloud) if in_scope(c)]
     plan += [expiry_switch.describe(c) for c in creds]
     if dry_run or not plan:
         if not dry_run:
@@ -364,11 +370,7 @@ def down(
         raise classify(e, cloud) from e
     left = ops.list_owned(conn, cloud, deployment=name, campaign=campaign, keypairs=keypairs)
     left_names = [f"{k} {ops.describe(k, r)['name']}" for k, r in left.items()]
-    left_names += [
-        f"application_credential {c.name}"
-        for c in expiry_switch.listed(conn, cloud)
-        if expiry_switch.deployment_of(c.name) in scope
-    ]
+    left_names += [f"application_credential {c.name}" for c in expiry_switch.listed(conn, cloud) if in_scope(c)]
     if left_names:
         raise CloudError(
             f"{len(left_names)} resource(s) are still there after teardown: " + ", ".join(left_names),

@@ -447,3 +447,14 @@ def test_cloud_profile_reads_the_switch_mode_and_yamls_bare_off(tmp_path: Path) 
     f.write_text("clouds:\n  a: {expiry_switch: always}\n")
     with pytest.raises(ConfigError, match="must be one of auto, required, off"):
         load(f)
+
+
+def test_a_credentials_campaign_is_read_back_from_its_description() -> None:
+    marks = m.Marks("d1", "sweep-2611241200")
+    made = SimpleNamespace(id="i", name="zenops-expiry-d1", description=es.description(marks))
+    assert es.campaign_of(made) == "sweep-2611241200"
+    assert es.describe(made)["campaign"] == "sweep-2611241200"
+    assert es.describe(made)["deployment"] == "d1"
+    assert es.campaign_of(SimpleNamespace(description=es.description(m.Marks("d1")))) is None
+    assert es.campaign_of(SimpleNamespace(description="someone's zenops:campaign=x")) is None  # not ours
+    assert es.campaign_of(SimpleNamespace(name="x")) is None

@@ -570,7 +570,11 @@ def leftovers(config: Any, cloud: str, campaign_id: str, deployments: Iterable[s
     owned = ops.list_owned(conn, cloud, campaign=campaign_id)
     found = [ops.describe(k, r) for k, r in owned.items()]
     names = set(deployments)
-    creds = [c for c in expiry_switch.listed(conn, cloud) if expiry_switch.deployment_of(c.name) in names]
+    creds = [
+        c
+        for c in expiry_switch.listed(conn, cloud)
+        if expiry_switch.deployment_of(c.name) in names or expiry_switch.campaign_of(c) == campaign_id
+    ]
     return found + [expiry_switch.describe(c) for c in creds]
 
 

@@ -179,6 +179,17 @@ def listed(conn: Any, cloud: str) -> list[Any]:
         raise classify(e, cloud) from e
 
 
+def campaign_of(cred: Any) -> str | None:
+    """The campaign mark a credential's description carries (:func:`description`), or None."""
+    text = str(getattr(cred, "description", None) or "")
+    if not text.startswith(DESCRIPTION_PREFIX):
+        return None
+    for word in text[len(DESCRIPTION_PREFIX) :].split():
+        if word.startswith(m.CAMPAIGN_PREFIX):
+            return word[len(m.CAMPAIGN_PREFIX) :] or None
+    return None
+
+
 def describe(cred: Any) -> dict[str, Any]:
     """A credential in the form of `down`'s and `leaks`' resource lines (``ops.describe``)."""
     return {
@@ -186,7 +197,7 @@ def describe(cred: Any) -> dict[str, Any]:
         "id": str(cred.id),
         "name": str(cred.name),
         "deployment": deployment_of(getattr(cred, "name", None)),
-        "campaign": None,
+        "campaign": campaign_of(cred),
     }
 
 
