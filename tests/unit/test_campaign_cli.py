@@ -148,6 +148,9 @@ def test_example_is_a_valid_campaign_file(run, tmp_path):
     spec = load_spec(f)
     assert spec.name == "sweep"
     assert spec.budget.max_usd == 5.0
+    # the repository's copy (README's example file) is the same text: regenerate it with
+    # `zenops campaign example > inventories/examples/campaign.yml`
+    assert (Path(__file__).resolve().parents[2] / "inventories" / "examples" / "campaign.yml").read_text() == r.output
 
 
 def test_run_within_budget_starts_over_the_projection_and_skips_what_the_budget_cannot_cover(run, campaign_file):
