@@ -391,6 +391,7 @@ class NoRuns:
     def __init__(self) -> None:
         self.warnings: list[str] = []
         self.config = SimpleNamespace(state_dir=Path("/nonexistent"))
+        self.verbosity = 0
 
     def warn(self, text: str) -> None:
         self.warnings.append(text)
@@ -458,3 +459,40 @@ def test_a_credentials_campaign_is_read_back_from_its_description() -> None:
     assert es.campaign_of(SimpleNamespace(description=es.description(m.Marks("d1")))) is None
     assert es.campaign_of(SimpleNamespace(description="someone's zenops:campaign=x")) is None  # not ours
     assert es.campaign_of(SimpleNamespace(name="x")) is None
+
+
+class FailingRuns(NoRuns):
+    """A RunContext whose playbook run fails the way a host the role refuses makes it fail (the real error type)."""
+
+    def __init__(self, state_dir: Path) -> None:
+        super().__init__()
+        self.config = SimpleNamespace(state_dir=state_dir)
+        self.specs: list[Any] = []
+
+    def run(self, spec: Any) -> Any:
+        from zenops.errors import HostFailure, RunFailedError  # noqa: PLC0415
+
+        self.specs.append(spec)
+        secret = Path(spec.extravars["expiry_switch_credential_secret_file"])
+        assert secret.read_text() == SECRET  # the secret reaches Ansible as a 0600 file, never as a variable
+        assert secret.stat().st_mode & 0o777 == 0o600
+        raise RunFailedError("expiry_switch.yml", [HostFailure("h1", "Assert a supported distribution", "Alpine")])
+
+
+def test_arm_a_failed_install_costs_the_switch_in_auto_and_the_deployment_when_required(tmp_path: Path) -> None:
+    from zenops.errors import RunFailedError  # noqa: PLC0415
+
+    ctx = FailingRuns(tmp_path)
+    conn = catalog_conn(SANDBOX_CATALOG)
+    args = {"cloud": "c", "servers": [{"id": "s1"}], "inventory": Path("i.yml")}
+    got = es.arm(ctx, conn, marks=m.Marks("d1", expires_at=soon(3600)), **args)  # type: ignore[arg-type]
+    assert got is not None
+    assert got.servers == []
+    assert "installing it failed" in got.why_not
+    assert len(conn.identity.created) == 1
+    assert SECRET not in json.dumps(ctx.specs[0].extravars)
+    assert not list(tmp_path.rglob("*.secret"))  # deleted after the run
+    assert ctx.warnings
+    with pytest.raises(RunFailedError):
+        es.arm(ctx, conn, marks=m.Marks("d1", expires_at=soon(3600)), mode="required", **args)  # type: ignore[arg-type]
+    assert not list(tmp_path.rglob("*.secret"))

@@ -278,6 +278,7 @@ def arm(
     from openstack import exceptions as sdk  # noqa: PLC0415
 
     from zenops.cloud.errors import CloudError, classify  # noqa: PLC0415
+    from zenops.errors import RunFailedError  # noqa: PLC0415
     from zenops.runner import RunSpec  # noqa: PLC0415
 
     expires_at = marks.expires_at
@@ -327,6 +328,11 @@ def arm(
                 verbosity=ctx.verbosity,
             )
         )
+    except RunFailedError as e:  # auto: a host the role does not support (say) costs the switch, not the deployment
+        if mode == "required":
+            raise
+        delete(conn, deployment=marks.deployment)
+        return without(f"installing it failed ({e.message.splitlines()[0][:300]})")
     finally:
         path.unlink(missing_ok=True)  # the servers have it now; a re-run of `up` makes a new credential
     armed, url = [], ""
