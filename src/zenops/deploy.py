@@ -159,7 +159,7 @@ def _arm_switch(ctx: RunContext, conn: Any, cloud: str, mk: m.Marks, dep: ledger
     from zenops.cloud import expiry_switch  # noqa: PLC0415
 
     profile = ctx.config.cloud_profile(cloud)
-    expiry_switch.arm(
+    armed = expiry_switch.arm(
         ctx,
         conn,
         cloud=cloud,
@@ -169,6 +169,9 @@ def _arm_switch(ctx: RunContext, conn: Any, cloud: str, mk: m.Marks, dep: ledger
         mode=profile.expiry_switch,
         interface=profile.api_interface,
     )
+    if armed is not None:
+        dep.expiry_switch = armed.to_dict()
+        ledger.save(ctx.config.state_dir, dep)
 
 
 def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tuple[UpResult, ledger.Deployment]:
@@ -581,6 +584,7 @@ def status(config: Config, cloud: str | None = None) -> list[dict[str, Any]]:
                         **s,
                         "status": srv.status if srv else ("unknown" if not reachable else "gone"),
                         "ssh": _ssh_answers(s.get("address")),
+                        "expires_at": (srv.metadata or {}).get(m.EXPIRES_KEY) if srv else None,
                     }
                 )
             out.append(

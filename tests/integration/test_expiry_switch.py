@@ -93,6 +93,16 @@ def everything_written_by(zenops: Zenops) -> str:
     return "\n".join(out)
 
 
+def refused_but_for_its_delete(cred_id: str, secret: str) -> None:
+    """The secret buys a token that Nova honours for that DELETE only: listing servers is refused."""
+    body = {"auth": {"identity": {"methods": ["application_credential"],
+                                  "application_credential": {"id": cred_id, "secret": secret}}}}  # fmt: skip
+    status, headers, _ = http("POST", "http://127.0.0.1:5000/v3/auth/tokens", body)
+    assert status == 201
+    token = {k.lower(): v for k, v in headers.items()}["x-subject-token"]
+    assert http("GET", "http://127.0.0.1:8774/v2.1/servers", token=token)[0] in (401, 403)
+
+
 def test_a_server_deletes_itself_at_its_expiry_with_no_controller(zenops, other, tenant, admin):
     started = time.monotonic()
     code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", DEP, "--ttl", "3m")
@@ -126,13 +136,14 @@ def test_a_server_deletes_itself_at_its_expiry_with_no_controller(zenops, other,
     assert secret not in err + json.dumps(lines)
     assert secret not in everything_written_by(zenops)  # ledger, keys, runs, ansible-runner artifacts
 
-    # the secret buys a token that Nova honours for that DELETE only: listing servers is refused
-    body = {"auth": {"identity": {"methods": ["application_credential"],
-                                  "application_credential": {"id": stored.id, "secret": secret}}}}  # fmt: skip
-    status, headers, _ = http("POST", "http://127.0.0.1:5000/v3/auth/tokens", body)
-    assert status == 201
-    token = {k.lower(): v for k, v in headers.items()}["x-subject-token"]
-    assert http("GET", "http://127.0.0.1:8774/v2.1/servers", token=token)[0] in (401, 403)
+    refused_but_for_its_delete(stored.id, secret)
+
+    # `status` says the server expires and deletes itself then
+    code, lines, err = zenops("status", "--cloud", "sandbox")
+    assert code == 0, err
+    [shown] = [d for d in lines[-1]["deployments"] if d["name"] == DEP]
+    assert shown["expiry_switch"]["servers"] == [f"zenops-{DEP}-1"]
+    assert shown["servers"][0]["expires_at"] == expires_at
 
     # another controller: the credential is a leak there, with its deployment
     code, lines, _ = other("leaks", "--cloud", "sandbox")

@@ -496,3 +496,12 @@ def test_arm_a_failed_install_costs_the_switch_in_auto_and_the_deployment_when_r
     with pytest.raises(RunFailedError):
         es.arm(ctx, conn, marks=m.Marks("d1", expires_at=soon(3600)), mode="required", **args)  # type: ignore[arg-type]
     assert not list(tmp_path.rglob("*.secret"))
+
+
+def test_status_column_says_who_removes_an_expiring_server() -> None:
+    from zenops.cli.status import _expires  # noqa: PLC0415
+
+    assert _expires(None, None) == "-"
+    assert _expires("2026-11-24T19:52:00Z", {"servers": ["h1"], "why_not": ""}) == "2026-11-24T19:52:00Z, switch"
+    assert _expires("2026-11-24T19:52:00Z", {"servers": [], "why_not": "no API"}) == "2026-11-24T19:52:00Z, reap"
+    assert _expires("2026-11-24T19:52:00Z", None) == "2026-11-24T19:52:00Z, reap"  # from before the switch

@@ -47,7 +47,8 @@ def status(ctx: click.Context, cloud: str | None, inventory: Path | None, last: 
     from rich.table import Table  # noqa: PLC0415
 
     table = Table(title="zenops deployments", title_justify="left")
-    for col in ("deployment", "cloud", "state", "server", "address", "status", "ssh", "flavor", "age", "cost so far"):
+    cols = ("deployment", "cloud", "state", "server", "address", "status", "ssh", "expires", "flavor", "age")
+    for col in (*cols, "cost so far"):
         table.add_column(col)
     for d in deps:
         cost = f"${d['cost_so_far']:.2f}" if d["cost_so_far"] is not None else "-"
@@ -62,11 +63,19 @@ def status(ctx: click.Context, cloud: str | None, inventory: Path | None, last: 
                 str(s.get("address") or "-"),
                 s["status"],
                 "yes" if s["ssh"] else "no",
+                _expires(s.get("expires_at"), d.get("expiry_switch")),
                 d["flavor"] if first else "",
                 f"{d['age_hours']:.1f}h" if first else "",
                 cost if first else "",
             )
     app.out.print(table)
+
+
+def _expires(expires_at: str | None, switch: dict[str, Any] | None) -> str:
+    """``2026-11-24T19:52:00Z, switch`` (the server deletes itself then), ``..., reap`` (`zenops reap` must), or -."""
+    if not expires_at:
+        return "-"
+    return f"{expires_at}, {'switch' if switch and switch.get('servers') else 'reap'}"
 
 
 def _serving_status(app: App, inventory: Path, last: int) -> None:

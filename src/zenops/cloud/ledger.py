@@ -36,6 +36,8 @@ class Deployment:
     private_key_file: str = ""
     servers: list[dict[str, Any]] = field(default_factory=list)
     inventory: str = ""
+    # the dead-man's switch of an expiring deployment (zenops.cloud.expiry_switch.Armed.to_dict), None: not tried
+    expiry_switch: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
