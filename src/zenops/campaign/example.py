@@ -1,6 +1,7 @@
 """The example campaign file `zenops campaign example` prints (a test loads it: it stays valid)."""
 
 EXAMPLE = """\
+---
 # zenops campaign run sweep.yaml   (zenops campaign plan sweep.yaml first: the cells and the projected cost)
 name: sweep                       # the campaign id is <name>-<yymmddHHMM>; its mark is on every cloud resource
 cloud: sandbox                    # a clouds.yaml entry (new servers, torn down by the campaign) ...
