@@ -14,6 +14,7 @@ removes each as `down --name` does.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import subprocess
@@ -38,6 +39,7 @@ from zenops.target import cloud_for
 if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functions that use them: the CLI starts fast
     from zenops.context import RunContext
     from zenops.hosts import UpResult
+    from zenops.serve import ServeRequest
 
 Note = Callable[[str], None]
 
@@ -56,6 +58,8 @@ class CloudRequest:
     campaign: str | None = None
     network_mode: str | None = None
     ttl_s: int | None = None  # seconds until the servers expire (`zenops reap`); None: no expiry
+    gateway_flavor: str | None = None  # a server of its own for the gateway (HAProxy); None: none (or the ledger's)
+    gateway_port: int = 8080  # opened to the operator in the security group
 
 
 def default_name(flavor: str) -> str:
@@ -87,7 +91,15 @@ def _ensure_key(state_dir: Path, cloud: str, name: str) -> tuple[Path, Path]:
     return key, key.with_suffix(".pub")
 
 
-def _write_inventory(state_dir: Path, dep: ledger.Deployment, user: str) -> Path:
+def inventory_path(state_dir: Path, cloud: str, name: str, kind: str = "") -> Path:
+    """The inventory `up` writes for a deployment: its serving servers (kind ""), the gateway's own server
+    ("gateway"), or every server (the expiry switch's run, "all")."""
+    return ledger.path(state_dir, cloud, name).with_suffix(f".{kind + '.' if kind else ''}inventory.yml")
+
+
+def _write_inventory(
+    state_dir: Path, dep: ledger.Deployment, user: str, servers: list[dict[str, Any]] | None = None, kind: str = ""
+) -> Path:
     hosts = {
         s["name"]: {
             "ansible_host": s["address"],
@@ -95,16 +107,35 @@ def _write_inventory(state_dir: Path, dep: ledger.Deployment, user: str) -> Path
             "ansible_ssh_private_key_file": dep.private_key_file,
             "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
             "zenops_server_id": s["id"],
+            # what another server of the deployment reaches it by (the gateway's backends): its fixed address
+            **({"zenops_private_address": s["fixed_ip"]} if s.get("fixed_ip") else {}),
         }
-        for s in dep.servers
+        for s in (dep.servers if servers is None else servers)
     }
-    path = ledger.path(state_dir, dep.cloud, dep.name).with_suffix(".inventory.yml")
+    path = inventory_path(state_dir, dep.cloud, dep.name, kind)
     path.write_text(
         f"# written by zenops up --cloud {dep.cloud} --name {dep.name}\n"
         + yaml.safe_dump({"all": {"hosts": hosts}}, sort_keys=True)
     )
     path.chmod(0o600)
     return path
+
+
+def _is_gateway(server: Any) -> bool:
+    return (getattr(server, "metadata", None) or {}).get(m.ROLE_KEY) == m.GATEWAY_ROLE
+
+
+def gateway_server_flavor(req: CloudRequest, existing: ledger.Deployment | None) -> str | None:
+    """The flavor of the gateway's own server: the request's, or the one the deployment already has (a re-run of
+    `up` without --gateway-flavor keeps it; `zenops down` removes it). A different one is refused."""
+    had = existing.gateway_flavor if existing else None
+    if req.gateway_flavor and had and req.gateway_flavor != had:
+        raise UsageError(
+            f"deployment '{existing.name if existing else ''}' has its gateway on a server of flavor {had}, not "
+            f"{req.gateway_flavor}",
+            hint=f"re-run with --gateway-flavor {had}, or remove the deployment first (zenops down --name ...)",
+        )
+    return req.gateway_flavor or had
 
 
 def decide_expiry(
@@ -159,19 +190,98 @@ def _arm_switch(ctx: RunContext, conn: Any, cloud: str, mk: m.Marks, dep: ledger
     from zenops.cloud import expiry_switch  # noqa: PLC0415
 
     profile = ctx.config.cloud_profile(cloud)
-    armed = expiry_switch.arm(
-        ctx,
-        conn,
-        cloud=cloud,
-        marks=mk,
-        servers=dep.servers,
-        inventory=Path(str(dep.inventory)),
-        mode=profile.expiry_switch,
-        interface=profile.api_interface,
-    )
+    servers, inventory = dep.servers, Path(str(dep.inventory))
+    if dep.gateway_servers:  # the gateway's own server deletes itself too
+        servers = dep.servers + dep.gateway_servers
+        inventory = _write_inventory(ctx.config.state_dir, dep, profile.image_user, servers, "all")
+    try:
+        armed = expiry_switch.arm(
+            ctx,
+            conn,
+            cloud=cloud,
+            marks=mk,
+            servers=servers,
+            inventory=inventory,
+            mode=profile.expiry_switch,
+            interface=profile.api_interface,
+        )
+    finally:
+        if dep.gateway_servers:
+            inventory.unlink(missing_ok=True)
     if armed is not None:
         dep.expiry_switch = armed.to_dict()
         ledger.save(ctx.config.state_dir, dep)
+
+
+def _preflight(
+    ctx: RunContext,
+    conn: Any,
+    req: CloudRequest,
+    existing: ledger.Deployment | None,
+    owned: Any,
+    *,
+    name: str,
+    campaign: str | None,
+    image: str,
+    mode: str,
+) -> ledger.Deployment:
+    """Everything `up` checks before it creates anything (raises the first problem); the deployment's ledger entry
+    as it will be (not saved yet), its projected cost said."""
+    from zenops.cloud import ops  # noqa: PLC0415
+
+    config, note, profile = ctx.config, ctx.note, ctx.config.cloud_profile(req.cloud)
+    flavors = catalog.flavors(config.flavors)
+    flavor_spec = flavors.get(req.flavor)
+    price = flavor_spec.price_per_hour if flavor_spec else None
+
+    if existing and (existing.flavor != req.flavor or existing.image != image):
+        raise UsageError(
+            f"deployment '{name}' exists with flavor {existing.flavor} and image {existing.image}",
+            hint=f"pick another --name, or remove it first: zenops down --name {name}",
+        )
+    gateway_flavor = gateway_server_flavor(req, existing)
+    gateway_spec = flavors.get(gateway_flavor) if gateway_flavor else None
+    gateway_price = gateway_spec.price_per_hour if gateway_spec else None
+    pre = ops.preflight(
+        conn,
+        req.cloud,
+        flavor=req.flavor,
+        image=image,
+        count=req.count,
+        network_mode=mode,
+        network=profile.provider_network,
+        external_network=profile.external_network,
+        price_per_hour=price,
+        adopted=len([s for s in owned.servers if not _is_gateway(s)]),
+        gateway_flavor=gateway_flavor,
+        gateway_adopted=any(_is_gateway(s) for s in owned.servers),
+    )
+    dep = existing or ledger.Deployment(
+        name=name,
+        cloud=req.cloud,
+        flavor=req.flavor,
+        image=image,
+        count=req.count,
+        network_mode=mode,
+        campaign=campaign,
+        price_per_hour=price,
+    )
+    dep.gateway_flavor, dep.gateway_price_per_hour = gateway_flavor, gateway_price
+    dep.count = req.count
+    projected = dep.cost_per_hour()
+    note(
+        f"preflight ok: {req.count} x {req.flavor} ({pre.flavor['vcpus']} vCPU, {pre.flavor['ram_mib'] // 1024} GiB) "
+        + (f"and the gateway's own server ({gateway_flavor}) " if gateway_flavor else "")
+        + f"on {req.cloud}, image {image}, {mode} network; "
+        + (f"{len(owned.servers)} server(s) adopted; " if owned.servers else "")
+        + (
+            f"projected cost ${projected}/h"
+            if projected is not None
+            else "price unknown (add price_per_hour to the flavor in zenops.yaml)"
+        )
+    )
+
+    return dep
 
 
 def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tuple[UpResult, ledger.Deployment]:
@@ -186,39 +296,10 @@ def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tupl
     from zenops.hosts import UpResult, summarize  # noqa: PLC0415
     from zenops.runner import RunSpec  # noqa: PLC0415
 
-    flavor_spec = catalog.flavors(config.flavors).get(req.flavor)
-    price = flavor_spec.price_per_hour if flavor_spec else None
-
     conn = ops.connect(req.cloud)
     existing = ledger.load(config.state_dir, req.cloud, name)
     owned = ops.list_owned(conn, req.cloud, deployment=name)
-    if existing and (existing.flavor != req.flavor or existing.image != image):
-        raise UsageError(
-            f"deployment '{name}' exists with flavor {existing.flavor} and image {existing.image}",
-            hint=f"pick another --name, or remove it first: zenops down --name {name}",
-        )
-    pre = ops.preflight(
-        conn,
-        req.cloud,
-        flavor=req.flavor,
-        image=image,
-        count=req.count,
-        network_mode=mode,
-        network=profile.provider_network,
-        external_network=profile.external_network,
-        price_per_hour=price,
-        adopted=len(owned.servers),
-    )
-    note(
-        f"preflight ok: {req.count} x {req.flavor} ({pre.flavor['vcpus']} vCPU, {pre.flavor['ram_mib'] // 1024} GiB) "
-        f"on {req.cloud}, image {image}, {mode} network; "
-        + (f"{len(owned.servers)} server(s) adopted; " if owned.servers else "")
-        + (
-            f"projected cost ${pre.cost_per_hour}/h"
-            if pre.cost_per_hour is not None
-            else "price unknown (add price_per_hour to the flavor in zenops.yaml)"
-        )
-    )
+    dep = _preflight(ctx, conn, req, existing, owned, name=name, campaign=campaign, image=image, mode=mode)
 
     if profile.keypair:
         keypair, keypair_created = profile.keypair, False
@@ -228,16 +309,6 @@ def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tupl
         keypair, keypair_created = m.keypair_name(name), True
         private_key, public_key = _ensure_key(config.state_dir, req.cloud, name)
     mk = m.Marks(name, campaign, _expiry(conn, req, owned.servers, note, check=check))
-    dep = existing or ledger.Deployment(
-        name=name,
-        cloud=req.cloud,
-        flavor=req.flavor,
-        image=image,
-        count=req.count,
-        network_mode=mode,
-        campaign=campaign,
-        price_per_hour=price,
-    )
     dep.count, dep.keypair, dep.keypair_created, dep.private_key_file = (
         req.count,
         keypair,
@@ -272,6 +343,8 @@ def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tupl
         "provision_private_key_file": str(private_key),
         "provision_active_timeout": profile.active_timeout,
         "provision_error_retries": profile.error_retries,
+        "provision_gateway_flavor": dep.gateway_flavor or "",
+        "provision_gateway_port": req.gateway_port,
         "zenops_hosts": "zenops_targets",
         **config.docker.role_vars(),
     }
@@ -290,18 +363,35 @@ def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tupl
             f"`zenops down --name {name} --cloud {req.cloud}` to remove it"
         )
         raise
-    servers = run.host_facts.get("localhost", {}).get("zenops_servers", [])
-    dep.servers = [
-        {k: s.get(k) for k in ("name", "id", "address", "fixed_ip", "floating_ip", "replaced", "faults")}
-        for s in servers
-    ]
+    facts = run.host_facts.get("localhost", {})
+    keep = ("name", "id", "address", "fixed_ip", "floating_ip", "replaced", "faults")
+    dep.servers = [{k: s.get(k) for k in keep} for s in facts.get("zenops_servers", [])]
+    dep.gateway_servers = [{k: s.get(k) for k in keep} for s in facts.get("zenops_gateway_servers") or []]
     dep.status = "ready"
     if not check:
         dep.inventory = str(_write_inventory(config.state_dir, dep, profile.image_user))
+        if dep.gateway_servers:
+            gw_inventory = _write_inventory(config.state_dir, dep, profile.image_user, dep.gateway_servers, "gateway")
+            dep.gateway_inventory = str(gw_inventory)
         ledger.save(config.state_dir, dep)
         _arm_switch(ctx, conn, req.cloud, mk, dep)
     run.stats.pop("localhost", None)
     return UpResult(run=run, hosts=summarize(run)), dep
+
+
+def serve_request_for(req: ServeRequest, dep: ledger.Deployment) -> ServeRequest:
+    """A cloud deployment's gateway reaches the servers by their fixed addresses; with a server of its own
+    (`--gateway-flavor`, kept by a re-run without it) it runs there, whatever the instance count."""
+    addresses = {str(s["name"]): str(s["fixed_ip"]) for s in dep.servers if s.get("fixed_ip")}
+    if not dep.gateway_servers:
+        return dataclasses.replace(req, gateway_addresses=addresses)
+    return dataclasses.replace(
+        req,
+        gateway="on",
+        gateway_host=str(dep.gateway_servers[0]["name"]),
+        gateway_inventory=Path(dep.gateway_inventory),
+        gateway_addresses=addresses,
+    )
 
 
 # --- down, leaks, status -----------------------------------------------------------------------------------------
@@ -385,7 +475,8 @@ def down(
         if d.keypair_created:
             key.unlink(missing_ok=True)
             key.with_suffix(".pub").unlink(missing_ok=True)
-        ledger.path(config.state_dir, cloud, d.name).with_suffix(".inventory.yml").unlink(missing_ok=True)
+        for kind in ("", "gateway", "all"):
+            inventory_path(config.state_dir, cloud, d.name, kind).unlink(missing_ok=True)
     return DownResult(cloud, removed, False, names)
 
 
@@ -577,11 +668,12 @@ def status(config: Config, cloud: str | None = None) -> list[dict[str, Any]]:
         for d in deps:
             hours = _age_hours(d.created_at)
             servers = []
-            for s in d.servers:
+            for role, s in [("serving", s) for s in d.servers] + [("gateway", s) for s in d.gateway_servers]:
                 srv = live.get(s["id"])
                 servers.append(
                     {
                         **s,
+                        "role": role,
                         "status": srv.status if srv else ("unknown" if not reachable else "gone"),
                         "ssh": _ssh_answers(s.get("address")),
                         "expires_at": (srv.metadata or {}).get(m.EXPIRES_KEY) if srv else None,
@@ -592,7 +684,7 @@ def status(config: Config, cloud: str | None = None) -> list[dict[str, Any]]:
                     **d.to_dict(),
                     "age_hours": round(hours, 2),
                     "servers": servers,
-                    "cost_so_far": cost_so_far(d.price_per_hour, d.count, hours),
+                    "cost_so_far": cost_so_far(d.cost_per_hour(), 1, hours),
                     "cloud_reachable": reachable,
                 }
             )

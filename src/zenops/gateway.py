@@ -1,6 +1,8 @@
-"""The fleet endpoint: HAProxy (roles/gateway) on one host of the deployment, balancing every vLLM instance of the
-serving record (least outstanding requests, /health checks). Its runtime API drains an instance (no new requests,
-in-flight ones finish) and puts it back: what `zenops rollout` does around each batch.
+"""The fleet endpoint: HAProxy (roles/gateway) on one host of the deployment, or on a small server of its own in cloud
+mode (`up --gateway-flavor`: then it has an inventory of its own), balancing every vLLM instance of the serving record
+(least outstanding requests, /health checks); in cloud mode the backends are the servers' fixed addresses. Its
+runtime API drains an instance (no new requests, in-flight ones finish) and puts it back: what `zenops rollout` does
+around each batch.
 
 Library for `zenops up --gateway`, `zenops status`, `zenops down` and zenops.rollout; playbook: playbooks/gateway.yml
 (actions present, absent, drain, ready, status). A server's name in HAProxy is ``<inventory host>-<port>``.
@@ -43,9 +45,12 @@ class Gateway:
     url: str
     backends: tuple[Backend, ...] = ()
     tls: bool = False
+    tls_cert_file: str = ""  # kept so that a later update (a rollout's new ports) stays on HTTPS
+    inventory: str = ""  # the gateway's own server's inventory; "": a host of the deployment's inventory
+    addresses: Mapping[str, str] = field(default_factory=dict)  # host -> the address the gateway reaches it by
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "backends": [asdict(b) for b in self.backends]}
+        return {**asdict(self), "backends": [asdict(b) for b in self.backends], "addresses": dict(self.addresses)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Gateway:
@@ -57,24 +62,38 @@ class Gateway:
                 Backend(**{k: b[k] for k in Backend.__dataclass_fields__}) for b in data.get("backends", [])
             ),
             tls=bool(data.get("tls", False)),
+            tls_cert_file=str(data.get("tls_cert_file") or ""),
+            inventory=str(data.get("inventory") or ""),
+            addresses={str(k): str(v) for k, v in (data.get("addresses") or {}).items()},
         )
 
     def names_on(self, hosts: Iterable[str]) -> list[str]:
         wanted = set(hosts)
         return [b.name for b in self.backends if b.host in wanted]
 
+    def run_inventory(self, deployment_inventory: Path) -> Path:
+        """The inventory the gateway's host is in: its own server's, or the deployment's."""
+        return Path(self.inventory) if self.inventory else deployment_inventory
+
+    @property
+    def own_server(self) -> bool:
+        return bool(self.inventory)
+
 
 def backend_name(host: str, port: int) -> str:
     return f"{host}-{port}"
 
 
-def backends_from_endpoints(endpoints: Mapping[str, Iterable[Mapping[str, Any]]]) -> tuple[Backend, ...]:
-    """One backend per server of the serving record's endpoints (host -> [{instance, port, url...}])."""
+def backends_from_endpoints(
+    endpoints: Mapping[str, Iterable[Mapping[str, Any]]], addresses: Mapping[str, str] | None = None
+) -> tuple[Backend, ...]:
+    """One backend per server of the serving record's endpoints (host -> [{instance, port, url...}]), reached at
+    ``addresses[host]`` where given (a cloud server's fixed address), else at its endpoint's host."""
     out = []
     for host in sorted(endpoints):
         for ep in endpoints[host]:
             port = int(ep["port"])
-            address = urlsplit(str(ep.get("url") or "")).hostname or host
+            address = (addresses or {}).get(host) or urlsplit(str(ep.get("url") or "")).hostname or host
             out.append(Backend(backend_name(host, port), host, int(ep.get("instance", 0)), address, port))
     return tuple(out)
 
@@ -113,15 +132,40 @@ def apply(
     *,
     port: int = DEFAULT_PORT,
     tls_cert_file: Path | None = None,
+    own_inventory: Path | None = None,
+    addresses: Mapping[str, str] | None = None,
 ) -> Gateway:
-    """Install or update the gateway on ``host`` with these backends; returns what the serving record keeps."""
+    """Install or update the gateway on ``host`` (of ``own_inventory`` when it has a server of its own, else of the
+    deployment's ``inventory``) with these backends; returns what the serving record keeps."""
     backends = tuple(backends)
     extravars: dict[str, Any] = {"gateway_backends": [b.role_entry() for b in backends], "gateway_port": port}
-    if tls_cert_file is not None:
-        extravars["gateway_tls_cert_file"] = str(tls_cert_file.resolve())
-    result = _run(ctx, inventory, host, "present", extravars)
+    cert = str(tls_cert_file.resolve()) if tls_cert_file is not None else ""
+    if cert:
+        extravars["gateway_tls_cert_file"] = cert
+    result = _run(ctx, own_inventory or inventory, host, "present", extravars)
     return Gateway(
-        host=host, port=port, url=str(result.get("url") or ""), backends=backends, tls=tls_cert_file is not None
+        host=host,
+        port=port,
+        url=str(result.get("url") or ""),
+        backends=backends,
+        tls=bool(cert),
+        tls_cert_file=cert,
+        inventory=str(own_inventory or ""),
+        addresses=dict(addresses or {}),
+    )
+
+
+def update(ctx: RunContext, inventory: Path, gw: Gateway, backends: Iterable[Backend]) -> Gateway:
+    """The same gateway (host, port, TLS, its own server) balancing these backends now."""
+    return apply(
+        ctx,
+        inventory,
+        gw.host,
+        backends,
+        port=gw.port,
+        tls_cert_file=Path(gw.tls_cert_file) if gw.tls_cert_file else None,
+        own_inventory=Path(gw.inventory) if gw.inventory else None,
+        addresses=gw.addresses,
     )
 
 
@@ -145,7 +189,7 @@ def _states(result: Mapping[str, Any]) -> list[ServerState]:
 
 
 def status(ctx: RunContext, inventory: Path, gw: Gateway) -> list[ServerState]:
-    return _states(_run(ctx, inventory, gw.host, "status", {"gateway_port": gw.port}))
+    return _states(_run(ctx, gw.run_inventory(inventory), gw.host, "status", {"gateway_port": gw.port}))
 
 
 def drain(
@@ -159,14 +203,14 @@ def drain(
         "gateway_drain_allow_last": allow_last,
         "gateway_port": gw.port,
     }
-    return _states(_run(ctx, inventory, gw.host, "drain", extravars))
+    return _states(_run(ctx, gw.run_inventory(inventory), gw.host, "drain", extravars))
 
 
 def ready(ctx: RunContext, inventory: Path, gw: Gateway, names: list[str], *, timeout: int = 60) -> list[ServerState]:
     """Put ``names`` back in rotation and wait until their health checks say UP."""
     extravars = {"zenops_gateway_servers": names, "gateway_ready_timeout": timeout, "gateway_port": gw.port}
-    return _states(_run(ctx, inventory, gw.host, "ready", extravars))
+    return _states(_run(ctx, gw.run_inventory(inventory), gw.host, "ready", extravars))
 
 
 def remove(ctx: RunContext, inventory: Path, gw: Gateway) -> None:
-    _run(ctx, inventory, gw.host, "absent", {"gateway_port": gw.port})
+    _run(ctx, gw.run_inventory(inventory), gw.host, "absent", {"gateway_port": gw.port})

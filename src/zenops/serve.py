@@ -63,6 +63,10 @@ class ServeRequest:
     gateway_host: str | None = None  # the inventory host running it (default: the first host)
     gateway_port: int = 8080
     gateway_tls_cert_file: Path | None = None
+    # cloud mode (zenops.deploy): the gateway's own server's inventory (`up --gateway-flavor`; gateway_host is in
+    # it), and the servers' fixed addresses, which the gateway reaches them by
+    gateway_inventory: Path | None = None
+    gateway_addresses: Mapping[str, str] = field(default_factory=dict)
     engine_args: tuple[str, ...] = ()  # more `vllm serve` arguments, after the planned ones (check_engine_args)
 
 
@@ -243,7 +247,7 @@ def request_to_dict(req: ServeRequest, hf_token_given: bool, model_dir: Path | N
 def request_from_dict(data: Mapping[str, Any]) -> ServeRequest:
     """The ServeRequest a serving record holds (paths as Path again); unknown keys are ignored."""
     names = set(ServeRequest.__dataclass_fields__)
-    paths = {"api_key_file", "hf_token_file", "base_image_archive", "gateway_tls_cert_file"}
+    paths = {"api_key_file", "hf_token_file", "base_image_archive", "gateway_tls_cert_file", "gateway_inventory"}
     values: dict[str, Any] = {k: (Path(v) if k in paths and v else v) for k, v in data.items() if k in names}
     values["engine_args"] = tuple(values.get("engine_args") or ())
     return ServeRequest(**values)
@@ -352,7 +356,7 @@ def serve_inventory(
         )
 
     # plan (refusals stop here: nothing built, nothing started)
-    if req.gateway_host and limit is None and req.gateway_host not in topologies:
+    if req.gateway_host and limit is None and req.gateway_inventory is None and req.gateway_host not in topologies:
         raise UsageError(
             f"--gateway-host {req.gateway_host} is not a host of {inventory}",
             hint=f"one of: {', '.join(sorted(topologies))}",
@@ -474,17 +478,24 @@ def _gateway_step(
             ctx.note("gateway: off (one instance; --gateway on adds one)")
         return None
     host = req.gateway_host or (had.host if had else sorted(everything)[0])
+    own = req.gateway_inventory
+    if own is None and had is not None and had.host == host and had.own_server:
+        own = Path(had.inventory)  # e.g. `up -i <a cloud deployment's inventory>`: its gateway keeps its server
+    addresses = dict(req.gateway_addresses) or (dict(had.addresses) if had else {})
     why = "--gateway on" if req.gateway == "on" else f"{instances} instances"
-    ctx.note(f"gateway: on ({why}); HAProxy on {host}, port {req.gateway_port}")
+    where = "its own server " if own is not None else ""
+    ctx.note(f"gateway: on ({why}); HAProxy on {where}{host}, port {req.gateway_port}")
     if had is not None and had.host != host:
         gw_lib.remove(ctx, inventory, had)
     made = gw_lib.apply(
         ctx,
         inventory,
         host,
-        gw_lib.backends_from_endpoints(everything),
+        gw_lib.backends_from_endpoints(everything, addresses),
         port=req.gateway_port,
         tls_cert_file=req.gateway_tls_cert_file,
+        own_inventory=own,
+        addresses=addresses,
     )
     return made.to_dict()
 

@@ -285,11 +285,12 @@ class GatewayFlags:
     host: str | None
     port: int
     tls_cert_file: Path | None
+    flavor: str | None = None
 
 
 def gateway_options(f: F) -> F:
-    """--gateway auto|on|off, --gateway-host, --gateway-port, --gateway-tls-cert: the fleet endpoint (zenops.gateway).
-    The command receives them as one argument, ``gateway: GatewayFlags``."""
+    """--gateway auto|on|off, --gateway-host, --gateway-port, --gateway-tls-cert, --gateway-flavor: the fleet
+    endpoint (zenops.gateway). The command receives them as one argument, ``gateway: GatewayFlags``."""
     options = [
         click.option(
             "--gateway",
@@ -301,6 +302,12 @@ def gateway_options(f: F) -> F:
             "/health checks; what `zenops rollout` drains). auto: on when there is more than one instance.",
         ),
         click.option("--gateway-host", metavar="HOST", help="Inventory host that runs it (default: the first)."),
+        click.option(
+            "--gateway-flavor",
+            metavar="FLAVOR",
+            help="With --cloud: run it on a small server of its own of this flavor (marked, removed by `down`), so "
+            "no serving server carries it and a rollout can replace every one. Implies --gateway on.",
+        ),
         click.option(
             "--gateway-port", type=click.IntRange(1, 65535), default=8080, show_default=True, help="Its port."
         ),
@@ -318,6 +325,7 @@ def gateway_options(f: F) -> F:
             kwargs.pop("gateway_host"),
             kwargs.pop("gateway_port"),
             kwargs.pop("gateway_tls_cert"),
+            kwargs.pop("gateway_flavor"),
         )
         return f(*args, gateway=gateway, **kwargs)
 

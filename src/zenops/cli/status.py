@@ -64,7 +64,7 @@ def status(ctx: click.Context, cloud: str | None, inventory: Path | None, last: 
                 s["status"],
                 "yes" if s["ssh"] else "no",
                 _expires(s.get("expires_at"), d.get("expiry_switch")),
-                d["flavor"] if first else "",
+                f"{d.get('gateway_flavor')} (gateway)" if s.get("role") == "gateway" else d["flavor"] if first else "",
                 f"{d['age_hours']:.1f}h" if first else "",
                 cost if first else "",
             )

@@ -185,6 +185,8 @@ def up(
     \b
     One endpoint for the whole deployment (--gateway; on by default with more than one instance):
       zenops up -i fleet.yml -m ./tiny-llama --gateway on      HAProxy on the first host, port 8080
+      zenops up --cloud flex --flavor gp.5.24.96 --count 3 -m Qwen/Qwen3-4B --gateway-flavor gp.1.2.4
+                                                               ... on a small server of its own
     It balances every instance (least outstanding requests) and health-checks each; `zenops status` shows it and
     its backends, `zenops rollout` drains instances through it, `zenops down` removes it.
 
@@ -194,7 +196,7 @@ def up(
 
     Docker settings (source distro|upstream, users, log rotation) come from the `docker:` section of the config.
     """
-    from zenops.deploy import CloudRequest, up_cloud  # noqa: PLC0415
+    from zenops.deploy import CloudRequest, serve_request_for, up_cloud  # noqa: PLC0415
     from zenops.hosts import up_inventory  # noqa: PLC0415
     from zenops.serve import ServeRequest, serve_inventory  # noqa: PLC0415
 
@@ -248,6 +250,7 @@ def up(
             raise UsageError("--cloud and --flavor go together", hint="e.g. --cloud flex --flavor gp.5.24.96")
         from zenops.cloud.marks import parse_duration  # noqa: PLC0415
 
+        _check_gateway_flavor(gateway, with_model=serve_req is not None)
         request = CloudRequest(
             cloud=cloud,
             flavor=flavor,
@@ -257,6 +260,8 @@ def up(
             campaign=campaign,
             network_mode=network_mode,
             ttl_s=parse_duration(ttl) if ttl else None,
+            gateway_flavor=gateway.flavor,
+            gateway_port=gateway.port,
         )
 
         from zenops.deploy import default_name  # noqa: PLC0415
@@ -267,13 +272,15 @@ def up(
             served = (
                 None
                 if serve_req is None or check
-                else serve_inventory(run_ctx, Path(dep.inventory), serve_req, tuned=reason)
+                else serve_inventory(run_ctx, Path(dep.inventory), serve_request_for(serve_req, dep), tuned=reason)
             )
         if served is None:
             _report(app, result, check, dep)
             return
         _report_serve(app, served, check, dep)
         return
+    if gateway.flavor:
+        raise UsageError("--gateway-flavor goes with --cloud: on your own hosts, pick one with --gateway-host")
     if ttl and ctx.get_parameter_source("ttl") == click.core.ParameterSource.COMMANDLINE:
         raise UsageError("--ttl goes with --cloud: zenops does not remove your own hosts")
     if inventory is None:
@@ -293,6 +300,23 @@ def up(
     with app.run_context(lock=key) as run_ctx:
         result = up_inventory(run_ctx, inventory, limit=limit, check=check)
     _report(app, result, check)
+
+
+def _check_gateway_flavor(gateway: GatewayFlags, *, with_model: bool) -> None:
+    if not gateway.flavor:
+        return
+    if gateway.mode == "off" or gateway.host:
+        raise UsageError(
+            "--gateway-flavor gives the gateway a server of its own: "
+            + ("--gateway off" if gateway.mode == "off" else "--gateway-host")
+            + " contradicts it",
+            hint="drop one of the two",
+        )
+    if not with_model:
+        raise UsageError(
+            "--gateway-flavor goes with --model: the gateway balances the servers `up` starts",
+            hint="add --model MODEL",
+        )
 
 
 def _report(app: App, result: UpResult, check: bool, dep: Deployment | None = None) -> None:
@@ -321,9 +345,11 @@ def _report(app: App, result: UpResult, check: bool, dep: Deployment | None = No
     app.out.print(table)
     app.out.print(f"{len(result.hosts)} host(s) ready in {result.run.duration_s:.0f}s; run log: {result.run.run_dir}")
     if dep is not None:
-        cost = f", ${dep.price_per_hour * dep.count:.2f}/h" if dep.price_per_hour is not None else ""
+        per_hour = dep.cost_per_hour()
+        cost = f", ${per_hour:.2f}/h" if per_hour is not None else ""
+        gw = f" + gateway server 1 x {dep.gateway_flavor}" if dep.gateway_servers else ""
         app.out.print(
-            f"deployment {dep.name} on {dep.cloud}: {dep.count} x {dep.flavor}{cost}; inventory {dep.inventory}; "
+            f"deployment {dep.name} on {dep.cloud}: {dep.count} x {dep.flavor}{gw}{cost}; inventory {dep.inventory}; "
             f"remove with: zenops down --name {dep.name} --cloud {dep.cloud}"
         )
 

@@ -38,9 +38,24 @@ class Deployment:
     inventory: str = ""
     # the dead-man's switch of an expiring deployment (zenops.cloud.expiry_switch.Armed.to_dict), None: not tried
     expiry_switch: dict[str, Any] | None = None
+    # `up --gateway-flavor`: the gateway's own server (HAProxy, no vLLM), its flavor and price, its own inventory
+    gateway_flavor: str | None = None
+    gateway_price_per_hour: float | None = None
+    gateway_servers: list[dict[str, Any]] = field(default_factory=list)
+    gateway_inventory: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def cost_per_hour(self) -> float | None:
+        """Every server of the deployment, the gateway's own included; None when a price is unknown."""
+        if self.price_per_hour is None:
+            return None
+        if not self.gateway_flavor:
+            return round(self.price_per_hour * self.count, 4)
+        if self.gateway_price_per_hour is None:
+            return None
+        return round(self.price_per_hour * self.count + self.gateway_price_per_hour, 4)
 
 
 def _dir(state_dir: Path, cloud: str) -> Path:

@@ -26,6 +26,8 @@ OWNER_TAG = "zenops"
 DEPLOYMENT_PREFIX = "zenops:deployment="
 CAMPAIGN_PREFIX = "zenops:campaign="
 EXPIRES_KEY = "zenops:expires_at"
+ROLE_KEY = "zenops:role"  # server metadata: "gateway" on the gateway's own server (`up --gateway-flavor`)
+GATEWAY_ROLE = "gateway"
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
 
 

@@ -121,19 +121,28 @@ def preflight(
     external_network: str | None,
     price_per_hour: float | None,
     adopted: int = 0,
+    gateway_flavor: str | None = None,
+    gateway_adopted: bool = False,
 ) -> Preflight:
     """Check everything `up` needs before creating anything; raise the first blocking problem with its fix.
 
-    ``adopted`` servers already exist for this deployment and need no new room.
+    ``adopted`` servers already exist for this deployment and need no new room; so does the gateway's own server
+    (``gateway_flavor``) when ``gateway_adopted``.
     """
-    try:
-        fl = retrying(lambda: conn.compute.find_flavor(flavor, ignore_missing=True))
+
+    def find_flavor(name: str, option: str) -> Any:
+        fl = retrying(lambda: conn.compute.find_flavor(name, ignore_missing=True))
         if fl is None:
             names = [f.name for f in retrying(lambda: list(conn.compute.flavors()))]
             raise CloudNotFoundError(
-                f"cloud '{cloud}' has no flavor '{flavor}'",
-                hint=f"close matches: {close_matches(flavor, names)} (all: {', '.join(sorted(names))})",
+                f"cloud '{cloud}' has no flavor '{name}' ({option})",
+                hint=f"close matches: {close_matches(name, names)} (all: {', '.join(sorted(names))})",
             )
+        return fl
+
+    try:
+        fl = find_flavor(flavor, "--flavor")
+        gw = find_flavor(gateway_flavor, "--gateway-flavor") if gateway_flavor else None
         im = retrying(lambda: conn.image.find_image(image, ignore_missing=True))
         if im is None:
             names = [i.name for i in retrying(lambda: list(conn.image.images()))]
@@ -154,7 +163,10 @@ def preflight(
     except Exception as e:
         raise classify(e, cloud) from e
     new = max(count - adopted, 0)
-    short = shortfalls(limits, int(fl.vcpus), int(fl.ram), new, new if network_mode == "floating" else 0)
+    new_gw = 1 if gw is not None and not gateway_adopted else 0
+    more = ((int(gw.vcpus), int(gw.ram), new_gw),) if gw is not None else ()
+    fips = new + new_gw if network_mode == "floating" else 0
+    short = shortfalls(limits, int(fl.vcpus), int(fl.ram), new, fips, more=more)
     result = Preflight(
         cloud=cloud,
         flavor={
@@ -176,7 +188,9 @@ def preflight(
     )
     if short:
         raise QuotaExceededError(
-            f"cloud '{cloud}': {new} more server(s) of {flavor} do not fit the project's limits: "
+            f"cloud '{cloud}': {new} more server(s) of {flavor}"
+            + (f" and the gateway's of {gateway_flavor}" if new_gw else "")
+            + " do not fit the project's limits: "
             + "; ".join(str(s) for s in short),
             hint="lower --count, pick a smaller --flavor, free resources (zenops status, zenops down), or raise "
             "the project's quota",

@@ -35,12 +35,22 @@ def _room(maximum: int, used: int) -> int | None:
     return None if maximum < 0 else max(maximum - used, 0)
 
 
-def shortfalls(limits: Limits, vcpus: int, ram_mib: int, count: int, floating_ips: int = 0) -> list[Shortfall]:
-    """Every limit the request would exceed, with how far over it is."""
+def shortfalls(
+    limits: Limits,
+    vcpus: int,
+    ram_mib: int,
+    count: int,
+    floating_ips: int = 0,
+    *,
+    more: tuple[tuple[int, int, int], ...] = (),
+) -> list[Shortfall]:
+    """Every limit the request would exceed, with how far over it is. ``more``: other servers of the same request,
+    (vcpus, ram_mib, count) each (the gateway's own server)."""
+    servers = ((vcpus, ram_mib, count), *more)
     wants = [
-        ("cores", vcpus * count, _room(limits.max_cores, limits.cores_used), "vCPUs"),
-        ("ram", ram_mib * count, _room(limits.max_ram_mib, limits.ram_used_mib), "MiB"),
-        ("instances", count, _room(limits.max_instances, limits.instances_used), "servers"),
+        ("cores", sum(v * n for v, _, n in servers), _room(limits.max_cores, limits.cores_used), "vCPUs"),
+        ("ram", sum(r * n for _, r, n in servers), _room(limits.max_ram_mib, limits.ram_used_mib), "MiB"),
+        ("instances", sum(n for *_, n in servers), _room(limits.max_instances, limits.instances_used), "servers"),
         ("floating_ips", floating_ips, _room(limits.max_floating_ips, limits.floating_ips_used), "floating IPs"),
     ]
     return [Shortfall(name, need, room, unit) for name, need, room, unit in wants if room is not None and need > room]

@@ -462,9 +462,9 @@ class Rollout:
         gw = self._gateway()
         if gw is None:
             return []
-        backends = gw_lib.backends_from_endpoints(self._endpoints_now())
+        backends = gw_lib.backends_from_endpoints(self._endpoints_now(), gw.addresses)
         if {b.name for b in backends} != {b.name for b in gw.backends}:
-            made = gw_lib.apply(self.ctx.quiet(), self.inventory, gw.host, backends, port=gw.port)
+            made = gw_lib.update(self.ctx.quiet(), self.inventory, gw, backends)
             self.record = dataclasses.replace(self.record, gateway=made.to_dict())
             self._note(f"the gateway now balances {', '.join(b.name for b in backends)}")
         return [b.name for b in backends if b.host in set(hosts)]
@@ -548,7 +548,7 @@ class Rollout:
                 and gw is not None
                 and {x.name for x in gw.backends} != {x.name for x in gw_old.backends}
             ):
-                gw_lib.apply(self.ctx.quiet(), self.inventory, gw_old.host, gw_old.backends, port=gw_old.port)
+                gw_lib.update(self.ctx.quiet(), self.inventory, gw_old, gw_old.backends)
             self._ready(gw_old.names_on(b.hosts) if gw_old else [])
             b.status = "reverted"
             self._save()

@@ -1,0 +1,148 @@
+"""`zenops up --cloud --gateway-flavor` on the sandbox cloud, all real: the deployment's serving server runs a real
+vLLM (a tiny model, the engine image from the machine's image cache), and the gateway (real HAProxy from Debian's
+packages) runs on a small server of its own, marked as the deployment's (``zenops:role=gateway``) and reached by the
+operator on the gateway's port, while it reaches the serving server at its fixed address on the API ports, which the
+security group opens between the deployment's servers. A completion goes through the gateway; `status` shows the
+backend UP; a re-run without --gateway-flavor keeps the gateway's server; `down` removes it with the rest and
+nothing of the deployment is left in the cloud (asked of the SDK, not of zenops).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from zenops.tinymodel import generate
+
+pytestmark = pytest.mark.e2e
+ZENOPS = str(Path(sys.executable).parent / "zenops")
+CLOUDS = Path(os.environ.get("ZENOPS_SANDBOX_DIR", REPO / ".cache" / "sandbox")) / "clouds.yaml"
+IMAGE_DIR = Path(os.environ.get("ZENOPS_IMAGE_DIR", REPO / ".cache" / "images"))
+BASE_ARCHIVE = IMAGE_DIR / "bookworm-slim.tar"
+DEP = "e2egw"
+FLAVOR = "gp.5.2.8"
+GATEWAY_FLAVOR = "gp.5.2.8"  # the sandbox's smallest
+PORT = 8080
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    if not CLOUDS.is_file():
+        if os.environ.get("ZENOPS_REQUIRE_SANDBOX") == "1":
+            pytest.fail(f"the sandbox cloud is required but {CLOUDS} is missing: run scripts/sandbox up")
+        pytest.skip("the sandbox cloud is not running (scripts/sandbox up)")
+    if not BASE_ARCHIVE.is_file():
+        pytest.fail(f"{BASE_ARCHIVE} is missing: run scripts/build-images")
+    home = tmp_path_factory.mktemp("home")
+    os.environ["OS_CLIENT_CONFIG_FILE"] = str(CLOUDS)
+    out = {k: v for k, v in os.environ.items() if k not in ("ZENOPS_CONFIG", "ZENOPS_COLLECTION_ROOT")}
+    out["OS_CLIENT_CONFIG_FILE"] = str(CLOUDS)
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_STATE_HOME", "state"), ("XDG_CACHE_HOME", "cache")):
+        out[var] = str(home / sub)
+    return out
+
+
+def zenops(env: dict[str, str], *args: str, cwd: Path, rc: int = 0, timeout: float = 1500) -> list[dict[str, Any]]:
+    proc = subprocess.run(
+        [ZENOPS, "--json", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout, check=False
+    )
+    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    assert proc.returncode == rc, f"exit {proc.returncode}: {json.dumps(lines[-3:])[-3000:]}\n{proc.stderr[-3000:]}"
+    return lines
+
+
+def mine(conn: Any) -> list[Any]:
+    return [
+        s
+        for s in conn.compute.servers(details=True)
+        if (s.metadata or {}).get("zenops") == "1" and (s.metadata or {}).get("zenops:deployment") == DEP
+    ]
+
+
+@pytest.fixture
+def tenant(env: dict[str, str]) -> Any:
+    import openstack  # noqa: PLC0415
+
+    conn = openstack.connect(cloud="sandbox")
+    yield conn
+    if mine(conn):  # a failed test: nothing of it is left behind
+        subprocess.run([ZENOPS, "down", "--name", DEP, "--cloud", "sandbox", "--yes"], env=env, check=False)
+
+
+def complete(url: str, key: str, model: str) -> dict[str, Any]:
+    body = {"model": model, "prompt": "The gateway", "max_tokens": 4}
+    req = urllib.request.Request(
+        f"{url.rstrip('/')}/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
+        method="POST",
+    )
+    with urllib.request.urlopen(req, timeout=120) as r:
+        return json.loads(r.read())
+
+
+def test_gateway_on_a_server_of_its_own_serves_then_goes_with_down(env, tenant, tmp_path):
+    model = generate(tmp_path / "tiny-gw", seed=5).path
+    up = (
+        "up", "--cloud", "sandbox", "--flavor", FLAVOR, "--name", DEP, "--model", str(model),
+        "--image-source", "pip", "--base-image", "zenops/bookworm-slim:latest", "--base-image-archive",
+        str(BASE_ARCHIVE), "--engine-arg=--enforce-eager", "--health-timeout", "600",
+    )  # fmt: skip
+    result = zenops(env, *up, "--gateway-flavor", GATEWAY_FLAVOR, cwd=tmp_path)[-1]
+    dep, gw = result["deployment"], result["gateway"]
+
+    # the gateway's own server: marked as the deployment's, with its role; not a serving host
+    (gw_server,) = dep["gateway_servers"]
+    (serving,) = dep["servers"]
+    assert gw_server["name"] == f"zenops-{DEP}-gw-1"
+    assert gw["host"] == gw_server["name"]
+    assert gw["inventory"] == dep["gateway_inventory"]
+    assert gw_server["name"] not in yaml.safe_load(Path(dep["inventory"]).read_text())["all"]["hosts"]
+    assert gw["url"] == f"http://{gw_server['address']}:{PORT}/v1"
+    (backend,) = gw["backends"]
+    assert backend["address"] == serving["fixed_ip"]  # the fixed address, through the security group's own rule
+    servers = {s.name: s for s in mine(tenant)}
+    assert set(servers) == {serving["name"], gw_server["name"]}
+    assert servers[gw_server["name"]].metadata.get("zenops:role") == "gateway"
+    assert servers[serving["name"]].metadata.get("zenops:role") is None
+    assert tenant.compute.find_flavor(servers[gw_server["name"]].flavor["original_name"]).name == GATEWAY_FLAVOR
+
+    # the security group: the API ports between the deployment's servers, the gateway's port to the operator
+    sg = tenant.network.find_security_group(f"zenops-{DEP}")
+    rules = list(tenant.network.security_group_rules(security_group_id=sg.id, direction="ingress"))
+    assert any(r.remote_group_id == sg.id and r.port_range_min == 8000 for r in rules), rules
+    assert any(r.port_range_min == PORT and r.remote_ip_prefix for r in rules), rules
+
+    # a completion through the gateway, with the deployment's API key
+    key = Path(result["api_key_file"]).read_text().strip()
+    answer = complete(gw["url"], key, result["model"])
+    assert answer["choices"][0]["text"] is not None, answer
+    state = zenops(env, "status", "-i", dep["inventory"], cwd=tmp_path)[-1]
+    assert [(b["name"], b["status"][:2]) for b in state["backends"]] == [(backend["name"], "UP")], state
+
+    # a re-run without --gateway-flavor keeps the gateway's server (the ledger's), nothing new is created
+    again = zenops(env, *up, cwd=tmp_path)[-1]
+    assert again["gateway"]["host"] == gw_server["name"]
+    assert again["deployment"]["gateway_servers"][0]["id"] == gw_server["id"]
+    assert {s.id for s in mine(tenant)} == {serving["id"], gw_server["id"]}
+    listed = zenops(env, "status", cwd=tmp_path)[-1]
+    row = next(d for d in listed["deployments"] if d["name"] == DEP)
+    assert {s["name"]: s["role"] for s in row["servers"]} == {serving["name"]: "serving", gw_server["name"]: "gateway"}
+
+    # down: the gateway's server goes with the rest; nothing of the deployment is left
+    down = zenops(env, "down", "--name", DEP, "--cloud", "sandbox", "--yes", cwd=tmp_path)[-1]
+    assert any(r.get("name") == gw_server["name"] for r in down["removed"]), down
+    assert mine(tenant) == []
+    assert tenant.network.find_security_group(f"zenops-{DEP}") is None
+    assert not Path(dep["gateway_inventory"]).exists()
+    leaks = zenops(env, "leaks", "--cloud", "sandbox", cwd=tmp_path)[-1]
+    assert [r for r in leaks["leaks"] if r["deployment"] == DEP] == [], leaks
