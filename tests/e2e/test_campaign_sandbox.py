@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -210,8 +211,15 @@ def check_cells(cell_states: list[dict[str, Any]]) -> None:
 def check_report(env: dict[str, str], campaign: str, work: Path, models: list[Path]) -> None:
     """Every measured cell, a best configuration per model, the cells not measured, the tuned file."""
     tuned = work / "tuned.yaml"
-    rep = zenops(env, "campaign", "report", campaign, "--tuned", str(tuned), cwd=work)[-1]
+    out = REPORT.parent / "campaign-report"  # kept for the record: report.md/.csv/.json and the Pareto PNG
+    shutil.rmtree(out, ignore_errors=True)
+    rep = zenops(
+        env, "campaign", "report", campaign, "--tuned", str(tuned), "--out", str(out), "--api-price", "0.60", cwd=work
+    )[-1]
     FIGURES["report"] = {k: rep.get(k) for k in ("status", "best")}
+    for name in ("report.md", "report.csv", "report.json"):
+        assert (out / name).stat().st_size > 0, name
+    assert (out / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert rep["partial"] is True
     assert len(rep["rows"]) == 2 * 2 * 2 * 2  # flavors x models x variants x concurrency levels
     for model in models:
@@ -233,6 +241,7 @@ def test_campaign_over_budget_interrupted_resumed_reported_and_torn_down(env, br
     plan = zenops(env, "campaign", "plan", str(spec), cwd=work, rc=17)
     result = next(x for x in plan if x.get("type") == "result")
     assert len(result["cells"]) == n_cells
+    FIGURES["projected"] = result["projection"]  # per flavor, from the flavor prices and estimated durations
     assert "over budget.max_usd" in plan[-1]["message"]
     assert "--within-budget" in plan[-1]["hint"]
     zenops(env, "campaign", "run", str(spec), cwd=work, rc=17)
