@@ -382,7 +382,8 @@ def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tupl
 def serve_request_for(req: ServeRequest, dep: ledger.Deployment) -> ServeRequest:
     """A cloud deployment's gateway reaches the servers by their fixed addresses; with a server of its own
     (`--gateway-flavor`, kept by a re-run without it) it runs there, whatever the instance count."""
-    addresses = {str(s["name"]): str(s["fixed_ip"]) for s in dep.servers if s.get("fixed_ip")}
+    every = dep.servers + dep.gateway_servers  # the gateway's own too: a serving host's bench client reaches it there
+    addresses = {str(s["name"]): str(s["fixed_ip"]) for s in every if s.get("fixed_ip")}
     if not dep.gateway_servers:
         return dataclasses.replace(req, gateway_addresses=addresses)
     return dataclasses.replace(

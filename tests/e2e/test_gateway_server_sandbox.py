@@ -129,6 +129,17 @@ def test_gateway_on_a_server_of_its_own_serves_then_goes_with_down(env, tenant, 
     state = zenops(env, "status", "-i", dep["inventory"], cwd=tmp_path)[-1]
     assert [(b["name"], b["status"][:2]) for b in state["backends"]] == [(backend["name"], "UP")], state
 
+    # `bench --gateway`: no engine image on the gateway's server, so one client on the serving server, through it
+    bench = zenops(
+        env, "bench", "-i", dep["inventory"], "--gateway", "--concurrency", "2", "--num-prompts", "4",
+        "--input-len", "16", "--output-len", "8", "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path,
+    )[-1]  # fmt: skip
+    manifest = json.loads((Path(bench["run_dir"]) / "run.json").read_text())
+    assert (manifest["target"], manifest["endpoint"]) == ("gateway", gw["url"]), manifest
+    (res,) = bench["results"]
+    assert res["completed"] == 4, res
+    assert not res.get("failed"), res
+
     # a re-run without --gateway-flavor keeps the gateway's server (the ledger's), nothing new is created
     again = zenops(env, *up, cwd=tmp_path)[-1]
     assert again["gateway"]["host"] == gw_server["name"]

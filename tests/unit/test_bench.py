@@ -111,7 +111,7 @@ def test_client_cpus_are_those_no_server_holds():
         bench.free_cpus("0-x", [])
 
 
-def _argv(**kw: Any) -> list[str]:
+def _argv(server: dict[str, Any] | None = None, **kw: Any) -> list[str]:
     run = bench.runs_for("seed")[0].to_dict()
     args: dict[str, Any] = {
         "run_id": "r1",
@@ -122,7 +122,7 @@ def _argv(**kw: Any) -> list[str]:
         "metadata": {"host": "h1", "flavor": "gp.5.24.96", "cloud": None, "zentorch": "2.13.0.1"},
     }
     args.update(kw)
-    return bench.bench_argv(run, SERVER, **args)
+    return bench.bench_argv(run, server or SERVER, **args)
 
 
 def _flag(argv: list[str], flag: str) -> str:
@@ -680,6 +680,43 @@ def test_gateway_bench_runs_one_client_on_the_gateway_host_against_its_port(tmp_
     assert out.manifest["target"] == "gateway"
     assert out.manifest["endpoint"] == "http://192.0.2.1:8080/v1"
     assert len(out.report.results) == 1  # one client, not one per server
+
+
+@pytest.mark.parametrize(
+    ("addresses", "expected"),
+    [({"gw-1": "10.98.7.9", "h1": "10.98.7.11"}, "10.98.7.9"), ({}, "203.0.113.9")],  # fixed, else the url's host
+)
+def test_gateway_bench_on_its_own_server_runs_the_client_on_a_serving_host_against_its_address(
+    tmp_path, monkeypatch, addresses, expected
+):
+    config, inv = _served(tmp_path)
+    record = load_serving_record(config, inv)
+    assert record is not None
+    gw = {
+        "host": "gw-1", "port": 8080, "url": "http://203.0.113.9:8080/v1", "backends": [], "tls": False,
+        "inventory": str(tmp_path / "gw.inventory.yml"), "addresses": addresses,
+    }  # fmt: skip
+    save_serving_record(config, inv, replace(record, gateway=gw))
+    seen: list[RunSpec] = []
+    fake = bench_playbook(GOOD)
+
+    def recording(spec: RunSpec, *a: Any, **kw: Any) -> RunResult:
+        seen.append(spec)
+        return fake(spec, *a, **kw)
+
+    monkeypatch.setattr("zenops.context.run_playbook", recording)
+    req = bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="g3", gateway=True)
+    out = bench_run.bench_inventory(RunContext(config), inv, req)
+    assert [s.limit for s in seen] == ["h1"]  # no engine image on the gateway's server: a serving host's client
+    assert seen[0].inventory == inv
+    assert seen[0].extravars["vllm_server_bench_endpoint_port"] == 8080
+    assert seen[0].extravars["vllm_server_bench_endpoint_address"] == expected
+    assert out.manifest["endpoint"] == "http://203.0.113.9:8080/v1"
+
+
+def test_client_targets_the_address_it_is_given():
+    argv = _argv({**SERVER, "address": "10.98.7.9", "port": 8080})
+    assert _flag(argv, "--base-url") == "http://10.98.7.9:8080"
 
 
 @pytest.mark.parametrize(

@@ -107,7 +107,7 @@ def test_serve_request_for_a_gateway_server_puts_the_gateway_there_whatever_the_
     out = serve_request_for(ServeRequest(model="m"), dep)
     assert (out.gateway, out.gateway_host) == ("on", "zenops-demo-gw-1")
     assert out.gateway_inventory == Path("/state/demo.gateway.inventory.yml")
-    assert dict(out.gateway_addresses) == {"zenops-demo-1": "10.98.7.11"}
+    assert dict(out.gateway_addresses) == {"zenops-demo-1": "10.98.7.11", "zenops-demo-gw-1": "10.98.7.9"}
     # the serving record keeps the request: the new fields survive the round trip
     back = request_from_dict(json.loads(json.dumps(request_to_dict(out, hf_token_given=False))))
     assert back.gateway_inventory == out.gateway_inventory

@@ -114,7 +114,7 @@ def bench_argv(
         "--backend",
         "vllm",
         "--base-url",
-        f"http://127.0.0.1:{server['port']}",
+        f"http://{server.get('address') or '127.0.0.1'}:{server['port']}",
         "--endpoint",
         "/v1/completions",
         "--model",

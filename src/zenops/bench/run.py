@@ -13,9 +13,11 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import zenops
 from zenops import catalog
+from zenops import gateway as gw_lib
 from zenops import report as report_lib
 from zenops.bench.client import RUN_ID
 from zenops.bench.profiles import BenchRun, runs_for
@@ -173,6 +175,9 @@ def _phase(run: _Run) -> dict[str, Any]:
         extravars["vllm_server_api_key_file"] = str(run.api_key_file)
     if run.req.gateway:
         extravars["vllm_server_bench_endpoint_port"] = int(run.record.gateway["port"])
+        gw = gw_lib.Gateway.from_dict(run.record.gateway)
+        if gw.own_server:
+            extravars["vllm_server_bench_endpoint_address"] = gateway_address(gw)
     spec = RunSpec(
         playbook="bench", inventory=run.inventory, extravars=extravars, limit=run.limit, verbosity=run.ctx.verbosity
     )
@@ -207,7 +212,16 @@ def _gateway_target(record: ServingRecord, inventory: Path, req: BenchRequest, l
         )
     if limit or req.compare_platforms:
         raise UsageError("--gateway benchmarks the whole deployment: not with --limit or --compare-platforms")
-    return str(record.gateway["host"])
+    gw = gw_lib.Gateway.from_dict(record.gateway)
+    if gw.own_server:  # no engine image there: the client runs on a serving host, against the gateway's address
+        return sorted(record.plans)[0]
+    return gw.host
+
+
+def gateway_address(gw: gw_lib.Gateway) -> str:
+    """The address a serving host reaches the gateway's own server at: its fixed address where known, else the
+    endpoint's host."""
+    return gw.addresses.get(gw.host) or urlsplit(gw.url).hostname or gw.host
 
 
 def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limit: str | None = None) -> BenchOutcome:
