@@ -90,6 +90,31 @@ def complete(url: str, key: str, model: str) -> dict[str, Any]:
         return json.loads(r.read())
 
 
+def check_cloud_side(env: dict[str, str], tenant: Any, serving: dict[str, Any], gw_server: dict[str, Any]) -> None:
+    """The two servers as the cloud has them, the security group's rules, the dynamic inventory's groups."""
+    servers = {s.name: s for s in mine(tenant)}
+    assert set(servers) == {serving["name"], gw_server["name"]}
+    assert servers[gw_server["name"]].metadata.get("zenops:role") == "gateway"
+    assert servers[serving["name"]].metadata.get("zenops:role") is None
+    assert servers[gw_server["name"]].flavor["original_name"] == GATEWAY_FLAVOR
+
+    # the security group: the API ports between the deployment's servers, the gateway's port to the operator
+    sg = tenant.network.find_security_group(f"zenops-{DEP}")
+    rules = list(tenant.network.security_group_rules(security_group_id=sg.id, direction="ingress"))
+    assert any(r.remote_group_id == sg.id and r.port_range_min == 8000 for r in rules), rules
+    assert any(r.port_range_min == PORT and r.remote_ip_prefix for r in rules), rules
+
+    # the dynamic inventory example (openstack.cloud.openstack) tells the two apart by their marks
+    graph = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-inventory"), "-i", str(REPO / "inventories/examples/openstack.yml"),
+         "--list"],
+        env={**env, "ZENOPS_DEPLOYMENT": DEP}, capture_output=True, text=True, check=True, timeout=120,
+    )  # fmt: skip
+    groups = json.loads(graph.stdout)
+    assert groups["zenops_targets"]["hosts"] == [serving["name"]]
+    assert groups["zenops_gateway"]["hosts"] == [gw_server["name"]]
+
+
 def test_gateway_on_a_server_of_its_own_serves_then_goes_with_down(env, tenant, tmp_path):
     model = generate(tmp_path / "tiny-gw", seed=5).path
     up = (
@@ -110,17 +135,7 @@ def test_gateway_on_a_server_of_its_own_serves_then_goes_with_down(env, tenant, 
     assert gw["url"] == f"http://{gw_server['address']}:{PORT}/v1"
     (backend,) = gw["backends"]
     assert backend["address"] == serving["fixed_ip"]  # the fixed address, through the security group's own rule
-    servers = {s.name: s for s in mine(tenant)}
-    assert set(servers) == {serving["name"], gw_server["name"]}
-    assert servers[gw_server["name"]].metadata.get("zenops:role") == "gateway"
-    assert servers[serving["name"]].metadata.get("zenops:role") is None
-    assert tenant.compute.find_flavor(servers[gw_server["name"]].flavor["original_name"]).name == GATEWAY_FLAVOR
-
-    # the security group: the API ports between the deployment's servers, the gateway's port to the operator
-    sg = tenant.network.find_security_group(f"zenops-{DEP}")
-    rules = list(tenant.network.security_group_rules(security_group_id=sg.id, direction="ingress"))
-    assert any(r.remote_group_id == sg.id and r.port_range_min == 8000 for r in rules), rules
-    assert any(r.port_range_min == PORT and r.remote_ip_prefix for r in rules), rules
+    check_cloud_side(env, tenant, serving, gw_server)
 
     # a completion through the gateway, with the deployment's API key
     key = Path(result["api_key_file"]).read_text().strip()
