@@ -125,17 +125,28 @@ def _is_gateway(server: Any) -> bool:
     return (getattr(server, "metadata", None) or {}).get(m.ROLE_KEY) == m.GATEWAY_ROLE
 
 
-def gateway_server_flavor(req: CloudRequest, existing: ledger.Deployment | None) -> str | None:
+def gateway_server_flavor(
+    req: CloudRequest, existing: ledger.Deployment | None, in_cloud: str | None = None
+) -> str | None:
     """The flavor of the gateway's own server: the request's, or the one the deployment already has (a re-run of
-    `up` without --gateway-flavor keeps it; `zenops down` removes it). A different one is refused."""
-    had = existing.gateway_flavor if existing else None
+    `up` without --gateway-flavor keeps it; `zenops down` removes it): the ledger's, else that of the marked server
+    the cloud holds (``in_cloud``: another controller made it). A different one is refused."""
+    had = (existing.gateway_flavor if existing else None) or in_cloud
     if req.gateway_flavor and had and req.gateway_flavor != had:
         raise UsageError(
-            f"deployment '{existing.name if existing else ''}' has its gateway on a server of flavor {had}, not "
+            f"deployment '{req.name or default_name(req.flavor)}' has its gateway on a server of flavor {had}, not "
             f"{req.gateway_flavor}",
             hint=f"re-run with --gateway-flavor {had}, or remove the deployment first (zenops down --name ...)",
         )
     return req.gateway_flavor or had
+
+
+def _flavor_name(server: Any) -> str | None:
+    flavor = getattr(server, "flavor", None)
+    try:
+        return str(flavor["original_name"]) if flavor is not None and flavor["original_name"] else None
+    except (KeyError, TypeError):
+        return None
 
 
 def decide_expiry(
@@ -239,7 +250,8 @@ def _preflight(
             f"deployment '{name}' exists with flavor {existing.flavor} and image {existing.image}",
             hint=f"pick another --name, or remove it first: zenops down --name {name}",
         )
-    gateway_flavor = gateway_server_flavor(req, existing)
+    in_cloud = next((_flavor_name(s) for s in owned.servers if _is_gateway(s)), None)
+    gateway_flavor = gateway_server_flavor(req, existing, in_cloud)
     gateway_spec = flavors.get(gateway_flavor) if gateway_flavor else None
     gateway_price = gateway_spec.price_per_hour if gateway_spec else None
     pre = ops.preflight(
@@ -386,6 +398,15 @@ def serve_request_for(req: ServeRequest, dep: ledger.Deployment) -> ServeRequest
     addresses = {str(s["name"]): str(s["fixed_ip"]) for s in every if s.get("fixed_ip")}
     if not dep.gateway_servers:
         return dataclasses.replace(req, gateway_addresses=addresses)
+    own = str(dep.gateway_servers[0]["name"])
+    if req.gateway == "off" or (req.gateway_host and req.gateway_host != own):
+        raise UsageError(
+            f"deployment '{dep.name}' has its gateway on a server of its own ({own}): "
+            + ("--gateway off" if req.gateway == "off" else f"--gateway-host {req.gateway_host}")
+            + " would leave that server running for nothing",
+            hint=f"drop the option; to go without that server, remove the deployment (zenops down --name {dep.name}) "
+            "and create it again without --gateway-flavor",
+        )
     return dataclasses.replace(
         req,
         gateway="on",

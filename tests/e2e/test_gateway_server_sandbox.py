@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
+from zenops.errors import ExitCode
 from zenops.tinymodel import generate
 
 pytestmark = pytest.mark.e2e
@@ -51,12 +52,14 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return out
 
 
-def zenops(env: dict[str, str], *args: str, cwd: Path, rc: int = 0, timeout: float = 1500) -> list[dict[str, Any]]:
+def zenops(
+    env: dict[str, str], *args: str, cwd: Path, rc: tuple[int, ...] = (0,), timeout: float = 1500
+) -> list[dict[str, Any]]:
     proc = subprocess.run(
         [ZENOPS, "--json", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout, check=False
     )
     lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
-    assert proc.returncode == rc, f"exit {proc.returncode}: {json.dumps(lines[-3:])[-3000:]}\n{proc.stderr[-3000:]}"
+    assert proc.returncode in rc, f"exit {proc.returncode}: {json.dumps(lines[-3:])[-3000:]}\n{proc.stderr[-3000:]}"
     return lines
 
 
@@ -103,6 +106,7 @@ def check_cloud_side(env: dict[str, str], tenant: Any, serving: dict[str, Any], 
     rules = list(tenant.network.security_group_rules(security_group_id=sg.id, direction="ingress"))
     assert any(r.remote_group_id == sg.id and r.port_range_min == 8000 for r in rules), rules
     assert any(r.port_range_min == PORT and r.remote_ip_prefix for r in rules), rules
+    assert any(r.remote_group_id == sg.id and r.port_range_min == PORT for r in rules), rules
 
     # the dynamic inventory example (openstack.cloud.openstack) tells the two apart by their marks
     graph = subprocess.run(
@@ -170,5 +174,7 @@ def test_gateway_on_a_server_of_its_own_serves_then_goes_with_down(env, tenant, 
     assert mine(tenant) == []
     assert tenant.network.find_security_group(f"zenops-{DEP}") is None
     assert not Path(dep["gateway_inventory"]).exists()
-    leaks = zenops(env, "leaks", "--cloud", "sandbox", cwd=tmp_path)[-1]
-    assert [r for r in leaks["leaks"] if r["deployment"] == DEP] == [], leaks
+    # (exit 10 when the sandbox holds other tests' resources, which this controller does not know)
+    lines = zenops(env, "leaks", "--cloud", "sandbox", cwd=tmp_path, rc=(0, ExitCode.LEAKS))
+    leaks = next(x for x in lines if x.get("type") == "result")["leaks"]
+    assert [r for r in leaks if r["deployment"] == DEP] == [], leaks

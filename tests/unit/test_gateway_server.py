@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from zenops.cloud import ledger
 from zenops.cloud.preflight import Limits, shortfalls
-from zenops.deploy import CloudRequest, gateway_server_flavor, inventory_path, serve_request_for
+from zenops.deploy import CloudRequest, _flavor_name, gateway_server_flavor, inventory_path, serve_request_for
 from zenops.errors import ExitCode, UsageError
 from zenops.gateway import Gateway, backends_from_endpoints
 from zenops.serve import ServeRequest, request_from_dict, request_to_dict
@@ -89,6 +90,52 @@ def test_a_rerun_keeps_the_gateway_flavor_and_refuses_another():
     assert "--gateway-flavor gp.5.2.8" in (e.value.hint or "")
 
 
+def test_a_rerun_from_another_controller_keeps_the_gateway_server_the_cloud_holds():
+    req = CloudRequest(cloud="sandbox", flavor="gp.5.24.96")
+    assert gateway_server_flavor(req, None, in_cloud="gp.5.2.8") == "gp.5.2.8"  # no ledger entry: the cloud's
+    other = CloudRequest(cloud="sandbox", flavor="gp.5.24.96", gateway_flavor="gp.5.4.16")
+    with pytest.raises(UsageError, match=r"flavor gp\.5\.2\.8"):
+        gateway_server_flavor(other, None, in_cloud="gp.5.2.8")
+
+
+@pytest.mark.parametrize(
+    ("server", "expected"),
+    [
+        (SimpleNamespace(flavor={"original_name": "gp.5.2.8", "vcpus": 2}), "gp.5.2.8"),
+        (SimpleNamespace(flavor={"id": "f1"}), None),  # an old microversion: no name in the server
+        (SimpleNamespace(flavor=None), None),
+        (SimpleNamespace(), None),
+    ],
+)
+def test_flavor_name_of_a_listed_server(server, expected):
+    assert _flavor_name(server) == expected
+
+
+def _with_gateway_server() -> ledger.Deployment:
+    return _dep(
+        count=1,
+        servers=[{"name": "zenops-demo-1", "id": "a", "address": "203.0.113.1", "fixed_ip": "10.98.7.11"}],
+        gateway_flavor="gp.5.2.8",
+        gateway_servers=[{"name": "zenops-demo-gw-1", "id": "g", "address": "203.0.113.9", "fixed_ip": "10.98.7.9"}],
+        gateway_inventory="/state/demo.gateway.inventory.yml",
+    )
+
+
+@pytest.mark.parametrize(
+    ("req", "says"),
+    [
+        (ServeRequest(model="m", gateway="off"), "--gateway off"),
+        (ServeRequest(model="m", gateway_host="zenops-demo-1"), "--gateway-host zenops-demo-1"),
+    ],
+)
+def test_a_rerun_cannot_turn_away_from_the_gateway_server(req, says):
+    with pytest.raises(UsageError, match=says) as e:
+        serve_request_for(req, _with_gateway_server())
+    assert "zenops down --name demo" in (e.value.hint or "")
+    same = serve_request_for(ServeRequest(model="m", gateway_host="zenops-demo-gw-1"), _with_gateway_server())
+    assert same.gateway_host == "zenops-demo-gw-1"
+
+
 def test_serve_request_for_a_cloud_deployment_reaches_the_servers_by_their_fixed_addresses():
     req = ServeRequest(model="m", gateway="auto")
     out = serve_request_for(req, _dep())
@@ -97,14 +144,7 @@ def test_serve_request_for_a_cloud_deployment_reaches_the_servers_by_their_fixed
 
 
 def test_serve_request_for_a_gateway_server_puts_the_gateway_there_whatever_the_instance_count():
-    dep = _dep(
-        count=1,
-        servers=[{"name": "zenops-demo-1", "id": "a", "address": "203.0.113.1", "fixed_ip": "10.98.7.11"}],
-        gateway_flavor="gp.5.2.8",
-        gateway_servers=[{"name": "zenops-demo-gw-1", "id": "g", "address": "203.0.113.9", "fixed_ip": "10.98.7.9"}],
-        gateway_inventory="/state/demo.gateway.inventory.yml",
-    )
-    out = serve_request_for(ServeRequest(model="m"), dep)
+    out = serve_request_for(ServeRequest(model="m"), _with_gateway_server())
     assert (out.gateway, out.gateway_host) == ("on", "zenops-demo-gw-1")
     assert out.gateway_inventory == Path("/state/demo.gateway.inventory.yml")
     assert dict(out.gateway_addresses) == {"zenops-demo-1": "10.98.7.11", "zenops-demo-gw-1": "10.98.7.9"}
