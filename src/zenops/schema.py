@@ -304,9 +304,43 @@ def read_yaml(path: Path) -> Any:
     except OSError as e:
         raise ConfigError(str(path), "", f"cannot read: {e.strerror}", hint="check the path and permissions") from e
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_unique_keys_loader())  # a SafeLoader subclass
+    except _DuplicateKeyError as e:
+        raise ConfigError(
+            str(path),
+            e.where,
+            f"'{e.key}' is given twice (first on line {e.first_line})",
+            hint="keep one of the two: YAML would silently take the last",
+        ) from e
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(e, "problem", None) or str(e)
         raise ConfigError(str(path), where, f"not valid YAML: {problem}", hint="fix the YAML syntax there") from e
+
+
+class _DuplicateKeyError(Exception):
+    def __init__(self, key: str, where: str, first_line: int) -> None:
+        super().__init__(f"{key} twice")
+        self.key, self.where, self.first_line = key, where, first_line
+
+
+def _unique_keys_loader() -> Any:
+    """PyYAML's SafeLoader, refusing a mapping that gives a key twice (PyYAML keeps the last without a word)."""
+    import yaml  # noqa: PLC0415
+
+    class UniqueKeySafeLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # `<<: *anchor`: keys given beside it override the merged ones, as YAML means
+                key = self.construct_object(key_node, deep=True)
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    where = f"line {line}, column {key_node.start_mark.column + 1}"
+                    raise _DuplicateKeyError(str(key), where, seen[key])
+                seen[key] = line
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeySafeLoader

@@ -205,6 +205,21 @@ def test_read_yaml_names_line_and_column(tmp_path: Path):
     assert info.value.hint == "fix the YAML syntax there"
 
 
+def test_read_yaml_refuses_a_key_given_twice_naming_both_lines(tmp_path: Path):
+    path = tmp_path / "sweep.yaml"
+    path.write_text("name: sweep\nbudget:\n  max_usd: 5\n  ttl: 2h\n  max_usd: 50\n")
+    with pytest.raises(ConfigError) as info:
+        schema.read_yaml(path)
+    assert info.value.message == f"{path}: line 5, column 3: 'max_usd' is given twice (first on line 3)"
+    assert "silently take the last" in (info.value.hint or "")
+
+
+def test_read_yaml_keeps_merge_keys_and_the_same_key_in_other_mappings(tmp_path: Path):
+    path = tmp_path / "ok.yaml"
+    path.write_text("base: &b {a: 1, b: 2}\nx:\n  <<: *b\n  b: 3\nlist: [{k: 1}, {k: 2}]\n")
+    assert schema.read_yaml(path) == {"base": {"a": 1, "b": 2}, "x": {"a": 1, "b": 3}, "list": [{"k": 1}, {"k": 2}]}
+
+
 def test_read_yaml_of_a_missing_file_names_it(tmp_path: Path):
     with pytest.raises(ConfigError) as info:
         schema.read_yaml(tmp_path / "nope.yaml")
