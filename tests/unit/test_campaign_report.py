@@ -54,7 +54,7 @@ def res(
         mean_ttft_ms=None,
         p99_ttft_ms=None,
         median_tpot_ms=tpot,
-        mean_tpot_ms=None,
+        mean_tpot_ms=extra.pop("mean_tpot_ms", None),
         p99_tpot_ms=None,
         median_itl_ms=None,
         mean_itl_ms=None,
@@ -291,6 +291,25 @@ def test_pareto_keeps_equal_points_and_is_per_model():
     assert len(pareto([r for r in rows if r.model == "m"])) == 2
     rep = report_of([res(50, 20, conc=1), res(500, 5, model="n")])
     assert [r.model for r in rep.front["m"]] == ["m"]  # n's faster, bigger row does not dominate m's
+
+
+def test_a_bursty_stream_gives_no_per_user_speed():
+    # measured in a CI campaign (tiny model, gp.5.4.16): median TPOT 0.003 ms, mean 0.82 ms; the tokens came in bursts
+    bursty = res(250, 0.003, conc=1, mean_tpot_ms=0.82)
+    steady = res(533, 2.95, conc=2, mean_tpot_ms=3.01)
+    slow = res(300, 2.9, conc=4, mean_tpot_ms=3.0)
+    rows = {r.concurrency: r for r in rows_of([bursty, steady, slow])}
+    assert rows[1].bursty
+    assert (rows[1].tpot_ms, rows[1].user_tok_s) == (None, None)  # not 1000 / 0.003 = 333,333 tok/s per user
+    assert not rows[2].bursty
+    assert rows[2].user_tok_s == pytest.approx(1000 / 2.95)
+    assert [r.concurrency for r in pareto(list(rows.values()))] == [2, 4]  # it would have dominated on speed
+    assert report_of([bursty, slow], max_tpot_ms=5).best["m"].concurrency == 4  # no TPOT to hold to the bound
+    assert report_of([bursty], max_tpot_ms=5).best["m"] is None
+    md = report_of([bursty, steady]).markdown()
+    assert "| 0.00 (bursts) |" in md
+    assert "(bursts): the tokens of a request arrived in a few chunks" in md
+    assert "(bursts)" not in report_of([steady]).markdown()
 
 
 # --- break-even -------------------------------------------------------------------------------------------------
