@@ -305,8 +305,8 @@ def gateway_options(f: F) -> F:
         click.option(
             "--gateway-flavor",
             metavar="FLAVOR",
-            help="With --cloud: run it on a small server of its own of this flavor (marked, removed by `down`), so "
-            "no serving server carries it and a rollout can replace every one. Implies --gateway on.",
+            help="With --cloud: run it on a small server of its own of this flavor (marked as the deployment's, "
+            "removed by `down`), so the endpoint does not live on a serving server. Implies --gateway on.",
         ),
         click.option(
             "--gateway-port", type=click.IntRange(1, 65535), default=8080, show_default=True, help="Its port."
