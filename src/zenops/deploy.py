@@ -141,6 +141,20 @@ def gateway_server_flavor(
     return req.gateway_flavor or had
 
 
+def check_count(serving: list[str], req: CloudRequest) -> None:
+    """`up` adds servers, it never removes one: a --count below the servers the deployment has would leave the
+    others running, billed and outside its inventory. Refused before anything changes."""
+    if len(serving) <= req.count:
+        return
+    name = req.name or default_name(req.flavor)
+    raise UsageError(
+        f"deployment '{name}' has {len(serving)} servers ({', '.join(sorted(serving))}); --count {req.count} would "
+        "leave the others running outside it: zenops up adds servers, it does not remove them",
+        hint=f"re-run with --count {len(serving)}, or remove the deployment (zenops down --name {name}) and create "
+        f"it again with --count {req.count}",
+    )
+
+
 def _flavor_name(server: Any) -> str | None:
     flavor = getattr(server, "flavor", None)
     try:
@@ -251,6 +265,7 @@ def _preflight(
             hint=f"pick another --name, or remove it first: zenops down --name {name}",
         )
     in_cloud = next((_flavor_name(s) for s in owned.servers if _is_gateway(s)), None)
+    check_count([str(s.name) for s in owned.servers if not _is_gateway(s)], req)
     gateway_flavor = gateway_server_flavor(req, existing, in_cloud)
     gateway_spec = flavors.get(gateway_flavor) if gateway_flavor else None
     gateway_price = gateway_spec.price_per_hour if gateway_spec else None

@@ -74,6 +74,13 @@ def test_up_three_servers_then_down(zenops, admin):
     hosts = result(lines)["hosts"]
     assert sorted(h["host"] for h in hosts) == ["zenops-it3-1", "zenops-it3-2", "zenops-it3-3"]
     assert all(h["docker"][0].isdigit() for h in hosts)
+    # a smaller --count is refused before anything changes: up adds servers, it never leaves some outside
+    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--count", "2", "--name", "it3")
+    assert code == ExitCode.USAGE, err[-3000:]
+    assert "has 3 servers" in err
+    assert sorted(x for x in ours(admin, "it3") if x.startswith("server ")) == [
+        "server zenops-it3-1", "server zenops-it3-2", "server zenops-it3-3",
+    ]  # fmt: skip
     t0 = time.monotonic()
     code, lines, err = zenops("down", "--name", "it3", "--yes")
     down_s = time.monotonic() - t0

@@ -13,7 +13,14 @@ import pytest
 
 from zenops.cloud import ledger
 from zenops.cloud.preflight import Limits, shortfalls
-from zenops.deploy import CloudRequest, _flavor_name, gateway_server_flavor, inventory_path, serve_request_for
+from zenops.deploy import (
+    CloudRequest,
+    _flavor_name,
+    check_count,
+    gateway_server_flavor,
+    inventory_path,
+    serve_request_for,
+)
 from zenops.errors import ExitCode, UsageError
 from zenops.gateway import Gateway, backends_from_endpoints
 from zenops.serve import ServeRequest, request_from_dict, request_to_dict
@@ -206,3 +213,14 @@ def test_up_refuses_a_gateway_flavor_on_own_hosts(run, isolated_home, tmp_path):
     assert r.exit_code == ExitCode.USAGE, r.output
     assert "--gateway-flavor goes with --cloud" in r.output
     assert not (isolated_home / "state" / "zenops" / "runs").exists()
+
+
+def test_up_never_leaves_servers_outside_a_smaller_count():
+    req = CloudRequest(cloud="sandbox", flavor="gp.5.24.96", count=2, name="demo")
+    check_count([], req)
+    check_count(["zenops-demo-1", "zenops-demo-2"], req)  # adopted
+    with pytest.raises(UsageError) as e:
+        check_count(["zenops-demo-3", "zenops-demo-1", "zenops-demo-2"], req)
+    assert "has 3 servers (zenops-demo-1, zenops-demo-2, zenops-demo-3); --count 2" in e.value.message
+    assert "--count 3" in (e.value.hint or "")
+    assert "zenops down --name demo" in (e.value.hint or "")
