@@ -344,7 +344,8 @@ def docker(*args: str, check: bool = True) -> str:
 def load_secrets() -> dict:
     if SECRETS.exists():
         return json.loads(SECRETS.read_text())
-    data = {k: secrets.token_urlsafe(18) for k in ("db", "admin", "service", "tenant")}
+    # Hex: no leading "-" for a command line to take as an option, nothing to quote in a URL or an INI file.
+    data = {k: secrets.token_hex(18) for k in ("db", "admin", "service", "tenant")}
     SECRETS.write_text(json.dumps(data, indent=1))
     SECRETS.chmod(0o600)
     return data
@@ -722,8 +723,6 @@ def sync_keystone(sec: dict) -> None:
         [
             *km,
             "bootstrap",
-            "--bootstrap-password",
-            sec["admin"],
             "--bootstrap-admin-url",
             url,
             "--bootstrap-internal-url",
@@ -734,6 +733,9 @@ def sync_keystone(sec: dict) -> None:
             REGION,
         ],
         log="keystone-setup",
+        # From the environment, not argv: kept out of the process list and the setup log, and a password that starts
+        # with "-" is not taken for an option (it was: token_urlsafe can start with one).
+        env=service_env({"OS_BOOTSTRAP_PASSWORD": sec["admin"]}),
     )
 
 
@@ -809,9 +811,34 @@ def start_nova_daemons() -> None:
         say(f"started: {', '.join(started)}")
 
 
+def remove_orphan_servers() -> None:
+    """Before a compute service that is new to this database starts: remove server containers no database here owns.
+
+    They are left by a sandbox whose state is gone (a purged or deleted checkout, a CI clone, a machine that restarted
+    mid-run). nova-compute refuses to start beside them ("My hypervisor has existing instances, but I appear to be a
+    new service in this database"), and nothing could ever delete them through Nova.
+    """
+    known = mysql(
+        f"SELECT COUNT(*) FROM nova.services WHERE host='{HOST}' AND `binary`='nova-compute' AND deleted=0"
+    ).strip()
+    if known not in ("", "0"):
+        return
+    ids = docker("ps", "-aq", "--filter", f"label={LABEL}.instance", check=False).split()
+    if ids:
+        docker("rm", "-f", "-v", *ids, check=False)
+        nets = docker("network", "ls", "-q", "--filter", f"label={LABEL}.network", check=False).split()
+        if nets:
+            docker("network", "rm", *nets, check=False)
+        say(
+            f"removed {len(ids)} server container(s) and {len(nets)} Docker network(s) left by a sandbox whose "
+            "state is gone (this database does not know them)"
+        )
+
+
 def start_compute() -> None:
     if read_pid("nova-compute"):
         return
+    remove_orphan_servers()
     for daemon, queue in (("nova-conductor", "conductor"), ("nova-scheduler", "scheduler")):
         wait_for(
             f"{daemon} consuming its queue",
