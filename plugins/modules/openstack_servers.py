@@ -7,8 +7,10 @@ DOCUMENTATION = r"""
 module: openstack_servers
 short_description: Ensure the servers of a zenops deployment exist and are ACTIVE
 description:
-  - Servers are named C(<name_prefix>-1) .. C(<name_prefix>-<count>) and carry the given metadata (zenops's ownership
-    marks). Servers that already exist with the deployment's marks are adopted, never duplicated.
+  - Servers are named C(<name_prefix>-<index>) and carry the given metadata (zenops's ownership marks). Servers that
+    already exist with the deployment's marks are adopted whatever their index (the lowest first, at most I(count)),
+    never duplicated; new ones take the lowest free indexes (C(-1) .. C(-<count>) on a fresh deployment). A rollout's
+    surge on a one-server deployment leaves C(-2) alone, and a re-run keeps it rather than creating C(-1) again.
   - Waits for ACTIVE up to I(timeout) seconds; a slow BUILD is only a failure once the timeout is over.
   - A server that goes to ERROR is reported with its fault, deleted (waiting until it is gone) and created again, at
     most I(retries) times.
@@ -68,6 +70,7 @@ created:
   elements: str
 """
 
+import re  # noqa: E402
 import time  # noqa: E402
 
 from ansible_collections.zenops.inference.plugins.module_utils.zenops_openstack import (  # noqa: E402
@@ -81,6 +84,20 @@ def _fixed_ip(server):
             if a.get("OS-EXT-IPS:type", "fixed") == "fixed" and a.get("version", 4) == 4:
                 return a.get("addr")
     return None
+
+
+def wanted_names(prefix, count, existing_names):
+    """The servers to have: those of the deployment named C(<prefix>-<n>) (the lowest n first, at most count), then
+    new ones at the lowest free indexes. Others (the gateway's C(<prefix>-gw-1)) are not counted."""
+    pattern = re.compile(r"^{}-(\d+)$".format(re.escape(prefix)))
+    have = sorted(int(m.group(1)) for m in (pattern.match(n) for n in existing_names) if m)
+    keep = set(have[:count])
+    index = 1
+    while len(keep) < count:
+        if index not in have:
+            keep.add(index)
+        index += 1
+    return ["{}-{}".format(prefix, i) for i in sorted(keep)]
 
 
 class Attempts:
@@ -163,8 +180,9 @@ class OpenStackServersModule(ZenopsOpenStackModule):
         return ip.floating_ip_address, True
 
     def run(self):
-        names = self.resolve_inputs()
+        self.resolve_inputs()
         existing = self.mine()
+        names = wanted_names(self.params["name_prefix"], self.params["count"], existing)
         if self.ansible.check_mode:
             self.ansible.exit_json(**self.check_mode_result(names, existing))
             return
@@ -176,12 +194,11 @@ class OpenStackServersModule(ZenopsOpenStackModule):
         self.ansible.exit_json(changed=changed, created=log.created, servers=[r for r, _ in results])
 
     def resolve_inputs(self):
-        """Look up the flavor, image and network (each must exist); the names of the wanted servers."""
+        """Look up the flavor, image and network (each must exist)."""
         p = self.params
         self.flavor = self.call(self.conn.compute.find_flavor, p["flavor"], ignore_missing=False)
         self.image = self.call(self.conn.image.find_image, p["image"], ignore_missing=False)
         self.network = self.call(self.conn.network.find_network, p["network"], ignore_missing=False)
-        return [f"{p['name_prefix']}-{i}" for i in range(1, p["count"] + 1)]
 
     def check_mode_result(self, names, existing):
         missing = [n for n in names if n not in existing]

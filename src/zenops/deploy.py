@@ -431,6 +431,86 @@ def serve_request_for(req: ServeRequest, dep: ledger.Deployment) -> ServeRequest
     )
 
 
+# --- a rollout's surge: one server more, then one less -------------------------------------------------------------
+
+
+def deployment_of_inventory(config: Config, inventory: Path) -> ledger.Deployment | None:
+    """The cloud deployment whose serving inventory this is (None: own hosts, or not in this controller's ledger)."""
+    want = inventory.expanduser().resolve()
+    for dep in ledger.all_deployments(config.state_dir):
+        if dep.inventory and Path(dep.inventory).resolve() == want:
+            return dep
+    return None
+
+
+def surge_preflight(ctx: RunContext, dep: ledger.Deployment) -> None:
+    """Room for one more serving server of the deployment's flavor (a rollout's surge); raises QuotaExceededError
+    (or the cloud's error) before anything changes."""
+    from zenops.cloud import ops  # noqa: PLC0415
+
+    profile = ctx.config.cloud_profile(dep.cloud)
+    spec = catalog.flavors(ctx.config.flavors).get(dep.flavor)
+    conn = ops.connect(dep.cloud)
+    ops.preflight(
+        conn,
+        dep.cloud,
+        flavor=dep.flavor,
+        image=dep.image,
+        count=len(dep.servers) + 1,
+        network_mode=dep.network_mode,
+        network=profile.provider_network,
+        external_network=profile.external_network,
+        price_per_hour=spec.price_per_hour if spec else None,
+        adopted=len(dep.servers),
+        gateway_flavor=dep.gateway_flavor,
+        gateway_adopted=bool(dep.gateway_servers),
+    )
+
+
+def add_server(ctx: RunContext, dep: ledger.Deployment) -> tuple[str, ledger.Deployment]:
+    """One serving server more for the deployment (what `up --count N+1` does: provisioned, Docker ready, in its
+    inventory and ledger, its expiry and switch as the others'); returns its name and the deployment as it is now."""
+    before = {str(s["name"]) for s in dep.servers}
+    req = CloudRequest(
+        cloud=dep.cloud,
+        flavor=dep.flavor,
+        count=len(dep.servers) + 1,
+        name=dep.name,
+        image=dep.image,
+        campaign=dep.campaign,
+        network_mode=dep.network_mode,
+        gateway_flavor=dep.gateway_flavor,
+    )
+    _result, now = up_cloud(ctx, req)
+    new = sorted({str(s["name"]) for s in now.servers} - before)
+    if len(new) != 1:
+        raise ZenopsError(
+            f"deployment '{dep.name}' was to get one server more, it has {len(now.servers)}: "
+            + ", ".join(str(s["name"]) for s in now.servers),
+            hint=f"see `zenops status --cloud {dep.cloud}`",
+        )
+    return new[0], now
+
+
+def retire_server(ctx: RunContext, dep: ledger.Deployment, name: str) -> ledger.Deployment:
+    """Delete one serving server of the deployment (and its floating IP), and drop it from the ledger and the
+    inventory: the end of a surge (the old server) or its revert (the new one). Gone already: only the records."""
+    from zenops.cloud import ops  # noqa: PLC0415
+
+    conn = ops.connect(dep.cloud)
+    owned = ops.list_owned(conn, dep.cloud, deployment=dep.name)
+    servers = [s for s in owned.servers if str(s.name) == name]
+    ports = {p.id for s in servers for p in conn.network.ports(device_id=s.id)}
+    gone = ops.Owned(servers=servers, floating_ips=[ip for ip in owned.floating_ips if ip.port_id in ports])
+    ops.teardown(conn, dep.cloud, gone, progress=ctx.note)
+    dep.servers = [s for s in dep.servers if str(s["name"]) != name]
+    dep.count = len(dep.servers)
+    dep.inventory = str(_write_inventory(ctx.config.state_dir, dep, ctx.config.cloud_profile(dep.cloud).image_user))
+    dep.updated_at = ledger.now()
+    ledger.save(ctx.config.state_dir, dep)
+    return dep
+
+
 # --- down, leaks, status -----------------------------------------------------------------------------------------
 
 

@@ -301,3 +301,24 @@ def test_floating_ips_are_made_tagged_and_attached_or_kept(monkeypatch):
     out, _ = run_module(monkeypatch, cloud, floating_network="public", tags=["zenops"])
     assert (out.result["changed"], out.result["created"]) == (False, [])
     assert cloud.calls == ["get s1 ACTIVE", "get zenops-demo-2#1 ACTIVE"]
+
+
+def test_servers_are_adopted_whatever_their_index_and_new_ones_take_the_lowest_free(monkeypatch):
+    # after a rollout's surge a one-server deployment has -2 only: a re-run keeps it, it does not make -1 again
+    cloud = FakeCloud(existing=[existing("zenops-demo-2", "s2"), existing("zenops-demo-gw-1", "g1")])
+    out, _ = run_module(monkeypatch, cloud, count=1)
+    assert (out.failed, out.result["changed"], out.result["created"]) == (False, False, [])
+    assert [s["name"] for s in out.result["servers"]] == ["zenops-demo-2"]
+    # one more: the lowest free index
+    out, _ = run_module(monkeypatch, cloud, count=2)
+    assert out.result["created"] == ["zenops-demo-1"]
+    assert [s["name"] for s in out.result["servers"]] == ["zenops-demo-1", "zenops-demo-2"]
+
+
+def test_wanted_names_keep_the_lowest_indexes_and_fill_the_gaps(monkeypatch):
+    module = load_module(monkeypatch, FakeCloud(), Clock())
+    names = ["p-3", "p-7", "p-gw-1", "p-x", "q-1"]
+    assert module.wanted_names("p", 1, names) == ["p-3"]
+    assert module.wanted_names("p", 2, names) == ["p-3", "p-7"]
+    assert module.wanted_names("p", 4, names) == ["p-1", "p-2", "p-3", "p-7"]
+    assert module.wanted_names("p", 3, []) == ["p-1", "p-2", "p-3"]

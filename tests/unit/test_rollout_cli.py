@@ -214,7 +214,7 @@ def test_a_one_host_deployment_cannot_roll_without_downtime(run, fleet):
     fleet.serve(["h1"])  # a gateway in front of its one instance
     r = rollout(run, fleet, "--max-num-seqs", "8", "--dry-run")
     assert r.exit_code == ExitCode.USAGE, r.output
-    assert "every instance" in flat(r.output)
+    assert "its only instance would be drained" in flat(r.output)
     r = rollout(run, fleet, "--max-num-seqs", "8", "--dry-run", "--allow-downtime", "--json")
     assert r.exit_code == 0, r.output
     assert result_of(r.output)["batches"] == [["h1"]]

@@ -114,7 +114,19 @@ class Rollout:
     # --- planning (nothing changes) ---------------------------------------------------------------------------
 
     def _gateway(self) -> gw_lib.Gateway | None:
-        return gw_lib.Gateway.from_dict(self.record.gateway) if self.record.gateway else None
+        """The gateway as the serving record keeps it, with the address of a surge's new server (the record is
+        written at the end)."""
+        state = getattr(self, "state", None)
+        data = (state.gateway if state else None) or self.record.gateway
+        if not data:
+            return None
+        gw = gw_lib.Gateway.from_dict(data)
+        extra = {
+            str(b.surge["new"]): str(b.surge["new_address"])
+            for b in (state.batches if state else [])
+            if b.surge and b.surge.get("new") and b.surge.get("new_address")
+        }
+        return dataclasses.replace(gw, addresses={**gw.addresses, **extra}) if extra else gw
 
     def prepare(self) -> RolloutState:
         """The state to run: the one in progress (same target: resumed), or a new one, checked and planned before
@@ -166,6 +178,9 @@ class Rollout:
                 hint=f"add it with `zenops up -i {self.inventory} --model ... --gateway on` (same options as before), "
                 "or pass --allow-downtime",
             )
+        surge = None
+        if not self.req.allow_downtime and len(hosts) == len(self.record.plans) == 1:
+            surge = self._surge_plan(hosts[0])
         instances = {h: len(self.record.plans[h].get("instances") or []) for h in hosts}
         batches = make_batches(
             hosts,
@@ -173,13 +188,8 @@ class Rollout:
             canary=min(self.req.canary, max(len(hosts) - 1, 0)) if len(hosts) > 1 else self.req.canary,
             instances=instances,
             max_unavailable=self.req.max_unavailable,
-            allow_downtime=self.req.allow_downtime or len(hosts) < len(self.record.plans),
+            allow_downtime=self.req.allow_downtime or surge is not None or len(hosts) < len(self.record.plans),
         )
-        if not self.req.allow_downtime and len(hosts) == len(self.record.plans) == 1:
-            raise UsageError(
-                "a one-host deployment cannot roll without downtime: its only instance would be drained",
-                hint="add a host to the inventory first (then `zenops up`), or pass --allow-downtime",
-            )
         rid = _rollout_id()
         return RolloutState(
             id=rid,
@@ -188,10 +198,56 @@ class Rollout:
             from_request=old,
             to_request=new,
             from_record=self.record.to_dict(),
-            batches=[BatchState(hosts=b) for b in batches],
+            batches=[BatchState(hosts=b, surge=dict(surge) if surge else None) for b in batches],
             changes=changes,
             run_dir=str((self.req.runs_dir / rid).resolve()),
         )
+
+    def _surge_plan(self, host: str) -> dict[str, Any]:
+        """A one-host deployment rolls by surging: a new server serves the new release, passes the gates, joins the
+        gateway, then the old one is drained and deleted. Only a cloud deployment (`zenops up --cloud`) whose gateway
+        has a server of its own (it outlives the old server) can; with room for one more server (checked here, before
+        anything changes). Otherwise refused, naming the way out."""
+        from zenops import deploy  # noqa: PLC0415
+        from zenops.cloud.errors import QuotaExceededError  # noqa: PLC0415
+
+        dep = deploy.deployment_of_inventory(self.ctx.config, self.inventory)
+        if dep is None:
+            raise UsageError(
+                "a one-host deployment cannot roll without downtime: its only instance would be drained",
+                hint="add a host to the inventory first (then `zenops up`), or pass --allow-downtime (a cloud "
+                "deployment with its gateway on a server of its own rolls by surging: a new server, then the old "
+                "one goes)",
+            )
+        if not dep.gateway_servers:
+            raise UsageError(
+                f"deployment '{dep.name}' has one server and its gateway on it: a rollout surges (a new server, then "
+                "the old one goes), and the endpoint must outlive the old server",
+                hint=f"give the gateway a server of its own: zenops up --cloud {dep.cloud} --name {dep.name} --flavor "
+                f"{dep.flavor} --model ... --gateway-flavor SMALL_FLAVOR (same options as before); or pass "
+                "--allow-downtime (the only server is replaced in place: clients are refused meanwhile)",
+            )
+        try:
+            deploy.surge_preflight(self.ctx, dep)
+        except QuotaExceededError as e:
+            raise QuotaExceededError(
+                f"no room for the surge's new server: {e.message}",
+                hint="free resources (zenops status) or raise the project's quota, or pass --allow-downtime (the "
+                "only server is replaced in place: clients are refused meanwhile)",
+            ) from e
+        price = dep.price_per_hour
+        self.ctx.note(
+            f"one server: the rollout surges: a new {dep.flavor} server serves the new release, and {host} is "
+            "deleted once it passed the gates" + (f" (${price}/h more meanwhile)" if price is not None else "")
+        )
+        return {"old": host, "new": None, "new_address": None, "old_retired": False}
+
+    def _set_gateway(self, data: dict[str, Any]) -> None:
+        """The gateway as applied now: in memory (the serving record written at the end) and in the state, so that
+        a re-run or `--abort` after an interruption knows what HAProxy balances."""
+        self.record = dataclasses.replace(self.record, gateway=data)
+        self.state.gateway = data
+        self._save()
 
     def _changes_dict(self) -> dict[str, Any]:
         """The changes as the serving record keeps them: paths absolute (a model directory too), as `up` records."""
@@ -390,6 +446,9 @@ class Rollout:
     # --- a batch ----------------------------------------------------------------------------------------------
 
     def _batch(self, i: int, batch: BatchState) -> None:
+        if batch.surge:
+            self._surge_batch(i, batch)
+            return
         n = len(self.state.batches)
         what = "canary batch" if i == 0 and self.req.canary and n > 1 else f"batch {i + 1}/{n}"
         self._note(f"{what}: {', '.join(batch.hosts)}")
@@ -411,28 +470,7 @@ class Rollout:
         if self.req.perf_gate:
             batch.status = "gating"
             self._save()
-            verdicts = self._perf_gate(i, batch)
-            batch.verdicts = [v.to_dict() for v in verdicts]
-            self._save()
-            for v in verdicts:
-                self._note(f"performance gate {v.line()}")
-            self.ledger.event(self.state.id, "gate", batch=i + 1, hosts=batch.hosts, verdicts=batch.verdicts)
-            failed = [v for v in verdicts if v.outcome == "fail"]
-            if failed:
-                host = failed[0].server.rsplit("-", 1)[0]
-                self._gate_failed(i, batch, "performance", host, "; ".join(v.line() for v in failed))
-            unsure = [v for v in verdicts if v.outcome == "inconclusive"]
-            if unsure:
-                self._ready(new_names)
-                self.state.status = "paused"
-                self.state.message = "; ".join(v.line() for v in unsure)
-                self._save()
-                self.ledger.event(self.state.id, "paused", batch=i + 1, reason=self.state.message)
-                raise RolloutPausedError(
-                    f"the performance gate cannot tell on {', '.join(v.server for v in unsure)}: " + self.state.message,
-                    hint="the batch serves the new release; re-run the same `zenops rollout` to measure again and "
-                    "go on (a quieter machine, or more --gate-prompts), or raise --max-spread",
-                )
+            self._gate_verdicts(i, batch, self._perf_gate(i, batch), ready_on_pause=new_names)
         self._ready(new_names)
         batch.status = "done"
         batch.finished_at = now()
@@ -440,6 +478,170 @@ class Rollout:
         self._save()
         self.ledger.event(self.state.id, "batch done", batch=i + 1, hosts=batch.hosts, wall_s=batch.wall_s)
         self._note(f"{what} done in {batch.wall_s:.0f}s: {', '.join(batch.hosts)} serve the new release")
+
+    # --- a surge (one-server cloud deployment) -----------------------------------------------------------------
+
+    def _cloud_deployment(self) -> Any:
+        from zenops import deploy  # noqa: PLC0415
+
+        dep = deploy.deployment_of_inventory(self.ctx.config, self.inventory)
+        if dep is None:
+            raise ZenopsError(
+                f"the cloud deployment of {self.inventory} is no longer in this controller's ledger: the surge "
+                "cannot go on",
+                hint="`zenops status` lists the deployments; `zenops rollout --abort` sends the fleet back",
+            )
+        return dep
+
+    def _surge_batch(self, i: int, batch: BatchState) -> None:
+        """New server (up --count N+1) -> the new release on it -> health gate -> performance gate (new against the
+        old server's baseline, the old one measured at the same time as the control) -> into the gateway -> the old
+        one drained and deleted. Each step is recorded: a re-run goes on from the first one not done."""
+        from zenops import deploy  # noqa: PLC0415
+
+        surge = batch.surge or {}
+        old = str(surge["old"])
+        t0 = time.monotonic()
+        batch.started_at = batch.started_at or now()
+        self._note(f"surge: a new server for the new release, then {old} goes")
+        dep = self._cloud_deployment()
+        if not surge.get("new"):
+            batch.status = "surging"
+            self._save()
+            new, dep = deploy.add_server(self.ctx.quiet(), dep)
+            surge["new"] = new
+            surge["new_address"] = next(
+                (s.get("fixed_ip") or s.get("address") for s in dep.servers if s["name"] == new), None
+            )
+            self._save()
+            self.ledger.event(self.state.id, "surge server", batch=i + 1, server=new)
+            self._note(f"new server {new} is up ({time.monotonic() - t0:.0f}s)")
+        new = str(surge["new"])
+        if not surge.get("old_retired"):
+            batch.status = "replacing"
+            self._save()
+            try:
+                served = self._serve(self.state.to_request, [new], min_healthy=self.req.min_healthy)
+            except RunFailedError as e:
+                self._gate_failed(i, batch, "health", new, e.message)
+            self._keep_served(served)
+            if self.req.perf_gate:
+                batch.status = "gating"
+                self._save()
+                self._gate_verdicts(i, batch, self._surge_gate(i, old, new), ready_on_pause=[])
+            batch.status = "switching"
+            self._save()
+            gw = self._gateway_with(new)
+            self._ready(gw.names_on([new]) if gw else [])  # in rotation once its health checks pass
+            self._drain(gw.names_on([old]) if gw else [])
+            deploy.retire_server(self.ctx.quiet(), dep, old)
+            surge["old_retired"] = True
+            self.state.retired = sorted(set(self.state.retired) | {old})
+            self.state.drained = [d for d in self.state.drained if not d.startswith(f"{old}-")]
+            self._save()
+            self.ledger.event(self.state.id, "surge retired", batch=i + 1, server=old)
+            self._note(f"{old} drained and deleted")
+        self._gateway_with(None)  # the gateway balances what is left: the new server's
+        batch.status = "done"
+        batch.finished_at = now()
+        batch.wall_s = round(time.monotonic() - t0, 1)
+        self._save()
+        self.ledger.event(self.state.id, "batch done", batch=i + 1, hosts=[new], wall_s=batch.wall_s)
+        self._note(f"surge done in {batch.wall_s:.0f}s: {new} serves the new release in place of {old}")
+
+    def _gateway_with(self, new: str | None) -> gw_lib.Gateway | None:
+        """The gateway balancing every server of the rollout's view (the served ones, minus the retired ones), the
+        new server's address known; applied when its backends change."""
+        gw = self._gateway()
+        if gw is None:
+            return None
+        backends = gw_lib.backends_from_endpoints(self._endpoints_now(), gw.addresses)
+        if {b.name for b in backends} != {b.name for b in gw.backends}:
+            gw = gw_lib.update(self.ctx.quiet(), self.inventory, gw, backends)
+            self._set_gateway(gw.to_dict())
+            self._note(f"the gateway now balances {', '.join(b.name for b in backends)}")
+        return gw
+
+    def _surge_gate(self, i: int, old: str, new: str) -> list[Verdict]:
+        """The new server against the old one's baseline; the old one, measured at the same time, is the control
+        (their instances paired in port order)."""
+        now_samples = self._bench([new, old], f"gate-batch{i + 1}")
+        base = {s: [Sample(**x) for x in v] for s, v in self.state.baseline.items()}
+        olds = sorted((s for s in base if s.startswith(f"{old}-")), key=_port_key)
+        news = sorted((s for s in now_samples if s.startswith(f"{new}-")), key=_port_key)
+        verdicts = []
+        for k, server in enumerate(news):
+            if not olds:
+                self.ctx.warn(f"{server}: no baseline of {old}: the performance gate only checks it answered")
+                continue
+            ref = olds[min(k, len(olds) - 1)]
+            verdicts.append(
+                verdict(
+                    server,
+                    base[ref],
+                    now_samples[server],
+                    self.req.limits,
+                    fleet_spread=self.state.baseline_spread or 0.0,
+                    control_baseline=base[ref],
+                    control_now=now_samples.get(ref),
+                )
+            )
+        return verdicts
+
+    def _revert_surge(self, b: BatchState) -> None:
+        """The old server serves on (it was never drained before the new one passed, or is put back); the new one is
+        taken out of the gateway and deleted. Refused once the old one is deleted: the surge is done then."""
+        from zenops import deploy  # noqa: PLC0415
+
+        surge = b.surge or {}
+        old = str(surge["old"])
+        if surge.get("old_retired"):
+            raise UsageError(
+                f"the surge replaced {old} already (it is deleted): there is no previous server to go back to",
+                hint="roll the previous release out with `zenops rollout` (it surges again)",
+            )
+        dep = self._cloud_deployment()
+        extra = sorted(str(s["name"]) for s in dep.servers if s["name"] != old)
+        new = surge.get("new")
+        if new and new not in extra:
+            extra.append(str(new))
+        self._note(f"reverting the surge: {old} serves on; {', '.join(extra) or 'no new server'} goes")
+        gw = self._gateway()
+        drained_old = set(gw.names_on([old])) & set(self.state.drained) if gw else set()
+        if drained_old:
+            self._ready(sorted(drained_old))
+        for name in extra:
+            self.state.served.pop(name, None)
+        self._gateway_with(None)
+        for name in extra:
+            dep = deploy.retire_server(self.ctx.quiet(), dep, name)
+        b.status = "reverted"
+        self._save()
+
+    def _gate_verdicts(self, i: int, batch: BatchState, verdicts: list[Verdict], *, ready_on_pause: list[str]) -> None:
+        """Record and say the performance gate's verdicts; a failure reverts (raises), an inconclusive one pauses
+        the rollout (raises) with ``ready_on_pause`` back in rotation."""
+        batch.verdicts = [v.to_dict() for v in verdicts]
+        self._save()
+        for v in verdicts:
+            self._note(f"performance gate {v.line()}")
+        self.ledger.event(self.state.id, "gate", batch=i + 1, hosts=batch.hosts, verdicts=batch.verdicts)
+        failed = [v for v in verdicts if v.outcome == "fail"]
+        if failed:
+            host = failed[0].server.rsplit("-", 1)[0]
+            self._gate_failed(i, batch, "performance", host, "; ".join(v.line() for v in failed))
+        unsure = [v for v in verdicts if v.outcome == "inconclusive"]
+        if unsure:
+            self._ready(ready_on_pause)
+            self.state.status = "paused"
+            self.state.message = "; ".join(v.line() for v in unsure)
+            self._save()
+            self.ledger.event(self.state.id, "paused", batch=i + 1, reason=self.state.message)
+            raise RolloutPausedError(
+                f"the performance gate cannot tell on {', '.join(v.server for v in unsure)}: " + self.state.message,
+                hint="the batch serves the new release; re-run the same `zenops rollout` to measure again and "
+                "go on (a quieter machine, or more --gate-prompts), or raise --max-spread",
+            )
 
     def _keep_served(self, served: Any) -> None:
         for host, plan in served.plans.items():
@@ -454,6 +656,8 @@ class Rollout:
         out = {h: list(v) for h, v in self.record.endpoints.items()}
         for host, s in self.state.served.items():
             out[host] = list(s["endpoints"])
+        for host in self.state.retired:
+            out.pop(host, None)
         return out
 
     def _update_gateway_backends(self, hosts: list[str]) -> list[str]:
@@ -465,7 +669,7 @@ class Rollout:
         backends = gw_lib.backends_from_endpoints(self._endpoints_now(), gw.addresses)
         if {b.name for b in backends} != {b.name for b in gw.backends}:
             made = gw_lib.update(self.ctx.quiet(), self.inventory, gw, backends)
-            self.record = dataclasses.replace(self.record, gateway=made.to_dict())
+            self._set_gateway(made.to_dict())
             self._note(f"the gateway now balances {', '.join(b.name for b in backends)}")
         return [b.name for b in backends if b.host in set(hosts)]
 
@@ -478,6 +682,9 @@ class Rollout:
         images = dict(rec.images)
         for host, s in self.state.served.items():
             plans[host], endpoints[host], images[host] = s["plan"], s["endpoints"], s["image"]
+        for host in self.state.retired:  # a surge's old server: deleted
+            for d in (plans, endpoints, images):
+                d.pop(host, None)
         target = str(self.state.to_request["model"])
         model = self.state.to_request.get("served_model_name") or (
             Path(target).name if Path(target).is_dir() else target
@@ -492,6 +699,7 @@ class Rollout:
                 endpoints=endpoints,
                 images=images,
                 model=model,
+                gateway=self.state.gateway or rec.gateway,  # as the rollout applied it (a re-run read the record)
                 updated_at=now(),
             ),
         )
@@ -532,6 +740,10 @@ class Rollout:
     def _revert(self, batches: list[BatchState]) -> list[str]:
         hosts: list[str] = []
         for b in reversed(batches):
+            if b.surge:
+                self._revert_surge(b)
+                hosts.extend(b.hosts)
+                continue
             gw = self._gateway()
             names = gw.names_on(b.hosts) if gw else []
             self._note(f"reverting {', '.join(b.hosts)} to the previous release")
@@ -541,7 +753,7 @@ class Rollout:
             self._serve(self.state.from_request, b.hosts, min_healthy=0)
             for host in b.hosts:
                 self.state.served.pop(host, None)
-            self.record = dataclasses.replace(self.record, gateway=self.state.from_record.get("gateway") or {})
+            self._set_gateway(self.state.from_record.get("gateway") or {})
             gw_old = self._gateway()
             if (
                 gw_old is not None
@@ -579,6 +791,12 @@ def _port_of(state: RolloutState, host: str, instance: int | None) -> int:
         if instance is None or inst.get("index") == instance:
             return int(inst["port"])
     return 0
+
+
+def _port_key(server: str) -> int:
+    """A gateway server name's port (``<host>-<port>``), for ordering."""
+    tail = server.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
 
 
 def describe_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:

@@ -31,11 +31,14 @@ def ledger_dir(config: Config, key: str) -> Path:
 @dataclass
 class BatchState:
     hosts: list[str]
-    status: str = "pending"  # pending | draining | replacing | gating | done | reverted
+    status: str = "pending"  # pending | surging | draining | replacing | gating | switching | done | reverted
     started_at: str | None = None
     finished_at: str | None = None
     wall_s: float | None = None
     verdicts: list[dict[str, Any]] = field(default_factory=list)
+    # a surge (a one-server cloud deployment): {"old": host, "new": the new server's name once made (None before),
+    # "new_address": its fixed address, "old_retired": the old server deleted}
+    surge: dict[str, Any] | None = None
 
 
 @dataclass
@@ -55,6 +58,8 @@ class RolloutState:
     baseline_spread: float | None = None
     drained: list[str] = field(default_factory=list)  # gateway servers zenops drained and has not put back
     served: dict[str, Any] = field(default_factory=dict)  # host -> {plan, endpoints, image} after its batch
+    retired: list[str] = field(default_factory=list)  # hosts a surge replaced (their servers are deleted)
+    gateway: dict[str, Any] = field(default_factory=dict)  # the gateway as the rollout applied it ({}: as recorded)
     run_dir: str = ""
     message: str = ""
 

@@ -1,0 +1,261 @@
+"""`zenops rollout` on a one-server cloud deployment: the surge (a new server first, the old one deleted once the new
+one passed the gates). Through the CLI, with a TEST DOUBLE (`Surge` below) for what needs a cloud, Ansible and
+HAProxy: zenops.deploy.add_server / retire_server / surge_preflight, the rollout's serve and bench steps and the
+gateway's update, ready and drain. It records the calls in order and keeps the ledger as the real ones do. The real
+path runs in tests/e2e/test_gateway_server_sandbox.py (sandbox cloud, real vLLM and HAProxy)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from tests.unit.test_rollout_cli import Fleet, flat, models, result_of, rollout  # noqa: F401  (models: a fixture)
+from zenops import deploy
+from zenops import gateway as gw_lib
+from zenops.cloud import ledger
+from zenops.cloud.errors import QuotaExceededError
+from zenops.config import load
+from zenops.errors import ExitCode, RunFailedError
+from zenops.rollout import run as rollout_run
+from zenops.rollout.plan import Sample
+from zenops.rollout.state import Ledger
+from zenops.serving_record import deployment_key, load_serving_record
+
+OLD, NEW = "fle-1", "fle-2"
+
+
+class Surge:
+    """TEST DOUBLE of the cloud, the Ansible runs and HAProxy for a surge. ``calls``: what happened, in order;
+    ``tok_s``: output tok/s each host's servers measure; ``fail``: a step name -> the exception it raises once."""
+
+    def __init__(self, fleet: Fleet, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.fleet = fleet
+        self.calls: list[str] = []
+        self.tok_s = {OLD: 100.0, NEW: 100.0}
+        self.fail: dict[str, BaseException] = {}
+        self.quota_ok = True
+        m = monkeypatch
+        m.setattr(deploy, "surge_preflight", self.surge_preflight)
+        m.setattr(deploy, "add_server", self.add_server)
+        m.setattr(deploy, "retire_server", self.retire_server)
+        m.setattr(rollout_run.Rollout, "_serve", lambda r, request, hosts, *, min_healthy: self.serve(request, hosts))
+        m.setattr(rollout_run.Rollout, "_bench", lambda r, hosts, label: self.bench(hosts, label))
+        m.setattr(gw_lib, "update", self.update)
+        m.setattr(gw_lib, "ready", lambda ctx, inv, gw, names, timeout=60: self.step("ready", names))
+        m.setattr(gw_lib, "drain", lambda ctx, inv, gw, names, timeout: self.step("drain", names))
+
+    def step(self, name: str, names: list[str]) -> list[Any]:
+        self.calls.append(f"{name} {','.join(names)}")
+        if name in self.fail:
+            raise self.fail.pop(name)
+        return []
+
+    def surge_preflight(self, ctx: Any, dep: ledger.Deployment) -> None:
+        self.calls.append(f"preflight {len(dep.servers) + 1}")
+        if not self.quota_ok:
+            raise QuotaExceededError("cloud 'c': 1 more server(s) of gp.5.2.8 do not fit: instances 1 > 0 left")
+
+    def add_server(self, ctx: Any, dep: ledger.Deployment) -> tuple[str, ledger.Deployment]:
+        self.step("add", [NEW])
+        dep.servers = [*dep.servers, {"name": NEW, "id": "id2", "fixed_ip": "10.0.0.2", "address": "10.0.0.2"}]
+        dep.count = len(dep.servers)
+        ledger.save(self.fleet.config.state_dir, dep)
+        return NEW, dep
+
+    def retire_server(self, ctx: Any, dep: ledger.Deployment, name: str) -> ledger.Deployment:
+        self.step("retire", [name])
+        dep.servers = [s for s in dep.servers if s["name"] != name]
+        dep.count = len(dep.servers)
+        ledger.save(self.fleet.config.state_dir, dep)
+        return dep
+
+    def serve(self, request: dict[str, Any], hosts: list[str]) -> Any:
+        self.step("serve", [*hosts, Path(str(request["model"])).name])
+        record = load_serving_record(self.fleet.config, self.fleet.inventory)
+        assert record is not None
+        plan = dict(record.plans[OLD], model=str(request["model"]))
+        return SimpleNamespace(
+            plans={h: SimpleNamespace(to_dict=lambda plan=plan: plan) for h in hosts},
+            endpoints={h: [{"instance": 0, "port": 8000, "url": f"http://{h}.example:8000/v1"}] for h in hosts},
+            images={h: {"ref": "zenops/vllm:new"} for h in hosts},
+        )
+
+    def bench(self, hosts: list[str], label: str) -> dict[str, Sample]:
+        self.step("bench", sorted(hosts))
+        return {f"{h}-8000": Sample(self.tok_s[h], 50.0) for h in hosts}
+
+    def update(self, ctx: Any, inventory: Path, gw: gw_lib.Gateway, backends: Any) -> gw_lib.Gateway:
+        backends = tuple(backends)
+        self.calls.append("gateway " + ",".join(f"{b.name}@{b.address}" for b in backends))
+        return dataclasses.replace(gw, backends=backends)
+
+
+@pytest.fixture
+def cloud_fleet(isolated_home, tmp_path, monkeypatch, models) -> Fleet:  # noqa: F811
+    """A one-server deployment as `zenops up --cloud c --name fle --gateway-flavor ...` leaves it: its serving
+    record (gateway on fle-gw-1) and its ledger entry naming the same inventory."""
+    monkeypatch.chdir(tmp_path)
+    config = load()
+    fleet = Fleet(config, tmp_path / "fle.inventory.yml", models)
+    record = fleet.serve([OLD])
+    gw = gw_lib.Gateway.from_dict(record.gateway)
+    gw = dataclasses.replace(gw, host="fle-gw-1", inventory=str(tmp_path / "fle.gateway.inventory.yml"),
+                             addresses={OLD: "10.0.0.1"})  # fmt: skip
+    from zenops.serving_record import save_serving_record  # noqa: PLC0415
+
+    save_serving_record(config, fleet.inventory, dataclasses.replace(record, gateway=gw.to_dict()))
+    dep = ledger.Deployment(
+        name="fle", cloud="c", flavor="gp.5.2.8", image="debian-12", count=1, network_mode="provider",
+        price_per_hour=0.1, status="ready", inventory=str(fleet.inventory),
+        servers=[{"name": OLD, "id": "id1", "fixed_ip": "10.0.0.1", "address": "10.0.0.1"}],
+        gateway_flavor="gp.5.2.8", gateway_servers=[{"name": "fle-gw-1", "id": "g1", "fixed_ip": "10.0.0.9"}],
+    )  # fmt: skip
+    ledger.save(config.state_dir, dep)
+    return fleet
+
+
+def new_model(fleet: Fleet) -> str:
+    return str(fleet.models / "tiny-b")
+
+
+ROLL = ("--min-healthy", "0", "--json")
+
+
+def test_one_own_host_is_refused_naming_allow_downtime_and_the_surge(run, cloud_fleet):
+    ledger.remove(cloud_fleet.config.state_dir, "c", "fle")  # not a cloud deployment of this controller: own hosts
+    r = rollout(run, cloud_fleet, "--max-num-seqs", "8", "--dry-run")
+    assert r.exit_code == ExitCode.USAGE, r.output
+    text = flat(r.output)
+    assert "a one-host deployment cannot roll without downtime" in text
+    assert "--allow-downtime" in text
+    assert "surging" in text
+
+
+def test_one_cloud_server_with_its_gateway_on_it_is_refused_naming_gateway_flavor(run, cloud_fleet):
+    dep = ledger.load(cloud_fleet.config.state_dir, "c", "fle")
+    assert dep is not None
+    dep.gateway_servers, dep.gateway_flavor = [], None
+    ledger.save(cloud_fleet.config.state_dir, dep)
+    r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), "--dry-run")
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert "--gateway-flavor" in flat(r.output)
+
+
+def test_no_room_for_the_surge_server_is_refused_before_anything(run, cloud_fleet, monkeypatch):
+    double = Surge(cloud_fleet, monkeypatch)
+    double.quota_ok = False
+    r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), *ROLL)
+    assert r.exit_code == ExitCode.QUOTA, r.output
+    assert "no room for the surge's new server" in flat(r.output)
+    assert double.calls == ["preflight 2"]
+    assert Ledger(cloud_fleet.config, deployment_key(cloud_fleet.inventory)).load() is None  # no rollout begun
+
+
+def test_dry_run_plans_a_surge(run, cloud_fleet, monkeypatch):
+    double = Surge(cloud_fleet, monkeypatch)
+    r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), "--dry-run", "--json")
+    assert r.exit_code == 0, r.output
+    res = result_of(r.output)
+    assert res["batches"] == [[OLD]]
+    assert res["batch_states"][0]["surge"] == {"old": OLD, "new": None, "new_address": None, "old_retired": False}
+    assert double.calls == ["preflight 2"]
+
+
+def test_surge_new_server_gated_then_in_rotation_then_the_old_one_drained_and_deleted(run, cloud_fleet, monkeypatch):
+    double = Surge(cloud_fleet, monkeypatch)
+    r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), *ROLL)
+    assert r.exit_code == 0, r.output
+    assert double.calls == [
+        "preflight 2",
+        f"bench {OLD}", f"bench {OLD}",  # the baseline
+        f"add {NEW}",
+        f"serve {NEW},tiny-b",
+        f"bench {OLD},{NEW}",  # the gate: the old server is the control, measured at the same time
+        f"gateway {OLD}-8000@10.0.0.1,{NEW}-8000@10.0.0.2",
+        f"ready {NEW}-8000",
+        f"drain {OLD}-8000",  # only once the new one serves
+        f"retire {OLD}",
+        f"gateway {NEW}-8000@10.0.0.2",
+    ]  # fmt: skip
+    record = load_serving_record(cloud_fleet.config, cloud_fleet.inventory)
+    assert record is not None
+    assert sorted(record.plans) == sorted(record.endpoints) == [NEW]
+    assert Path(record.request["model"]).name == "tiny-b"
+    assert [b["name"] for b in record.gateway["backends"]] == [f"{NEW}-8000"]
+    assert record.gateway["addresses"][NEW] == "10.0.0.2"
+    dep = ledger.load(cloud_fleet.config.state_dir, "c", "fle")
+    assert dep is not None
+    assert [s["name"] for s in dep.servers] == [NEW]
+    state = result_of(r.output)
+    assert state["status"] == "done"
+    assert state["retired"] == [OLD]
+    assert state["batch_states"][0]["verdicts"][0]["outcome"] == "pass"
+
+
+def test_a_slower_new_server_fails_the_gate_and_is_deleted_the_old_one_never_drained(run, cloud_fleet, monkeypatch):
+    double = Surge(cloud_fleet, monkeypatch)
+    double.tok_s[NEW] = 40.0
+    r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), *ROLL)
+    assert r.exit_code == ExitCode.ROLLOUT_GATE, r.output
+    assert "performance gate failed on fle-2" in flat(r.output)
+    assert "40.0 tok/s vs baseline 100.0" in flat(r.output)
+    assert double.calls[-2:] == [f"bench {OLD},{NEW}", f"retire {NEW}"]  # it never joined the gateway
+    assert not any(c.startswith("drain") for c in double.calls)
+    record = load_serving_record(cloud_fleet.config, cloud_fleet.inventory)
+    assert record is not None
+    assert sorted(record.plans) == [OLD]
+    assert Path(record.request["model"]).name == "tiny-a"
+    dep = ledger.load(cloud_fleet.config.state_dir, "c", "fle")
+    assert dep is not None
+    assert [s["name"] for s in dep.servers] == [OLD]
+
+
+def test_a_new_server_that_cannot_start_fails_the_health_gate_and_is_deleted(run, cloud_fleet, monkeypatch):
+    double = Surge(cloud_fleet, monkeypatch)
+    double.fail["serve"] = RunFailedError("serve.yml failed (rc=2)", failures=[])
+    r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), *ROLL)
+    assert r.exit_code == ExitCode.ROLLOUT_GATE, r.output
+    assert "health gate failed on fle-2" in flat(r.output)
+    assert f"retire {NEW}" in double.calls
+    assert not any(c.startswith(("drain", "gateway")) for c in double.calls)
+    dep = ledger.load(cloud_fleet.config.state_dir, "c", "fle")
+    assert dep is not None
+    assert [s["name"] for s in dep.servers] == [OLD]
+
+
+def test_interrupted_while_switching_then_resumed_makes_no_second_server(run, cloud_fleet, monkeypatch):
+    double = Surge(cloud_fleet, monkeypatch)
+    double.fail["drain"] = KeyboardInterrupt()
+    r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), *ROLL)
+    assert r.exit_code == ExitCode.CANCELED, r.output
+    assert double.calls[-2:] == [f"drain {OLD}-8000", f"ready {OLD}-8000"]  # put back on the way out
+    state = Ledger(cloud_fleet.config, deployment_key(cloud_fleet.inventory)).load()
+    assert state is not None
+    assert state.batches[0].status == "switching"
+    assert state.batches[0].surge == {"old": OLD, "new": NEW, "new_address": "10.0.0.2", "old_retired": False}
+    assert state.drained == []
+    double.calls.clear()
+    r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), *ROLL)
+    assert r.exit_code == 0, r.output
+    assert f"add {NEW}" not in double.calls
+    assert double.calls[-3:] == [f"drain {OLD}-8000", f"retire {OLD}", f"gateway {NEW}-8000@10.0.0.2"]
+    dep = ledger.load(cloud_fleet.config.state_dir, "c", "fle")
+    assert dep is not None
+    assert [s["name"] for s in dep.servers] == [NEW]
+
+
+def test_abort_after_the_new_server_joined_puts_the_old_one_back_and_deletes_the_new(run, cloud_fleet, monkeypatch):
+    double = Surge(cloud_fleet, monkeypatch)
+    double.fail["drain"] = KeyboardInterrupt()
+    rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), *ROLL)
+    double.calls.clear()
+    r = run(["rollout", "-i", str(cloud_fleet.inventory), "--abort", "--json"])
+    assert r.exit_code == 0, r.output
+    assert double.calls == [f"gateway {OLD}-8000@10.0.0.1", f"retire {NEW}"]
+    record = load_serving_record(cloud_fleet.config, cloud_fleet.inventory)
+    assert record is not None
+    assert sorted(record.plans) == [OLD]
