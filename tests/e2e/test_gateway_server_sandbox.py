@@ -3,8 +3,11 @@ vLLM (a tiny model, the engine image from the machine's image cache), and the ga
 packages) runs on a small server of its own, marked as the deployment's (``zenops:role=gateway``) and reached by the
 operator on the gateway's port, while it reaches the serving server at its fixed address on the API ports, which the
 security group opens between the deployment's servers. A completion goes through the gateway; `status` shows the
-backend UP; a re-run without --gateway-flavor keeps the gateway's server; `down` removes it with the rest and
-nothing of the deployment is left in the cloud (asked of the SDK, not of zenops).
+backend UP. Then `zenops rollout` to another model under a load through the gateway: one serving server, so it
+surges (a new server serves the new model, passes the gates with the old one as the control, joins the gateway, and
+the old one is drained and deleted) with no failed request. A re-run of `up` without --gateway-flavor keeps both
+servers (the serving one is now `-2`: adopted, no `-1` made again); `down` removes everything, and nothing of the
+deployment is left in the cloud (asked of the SDK, not of zenops).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -21,6 +25,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
+from tests.e2e.test_rollout_fleet import SERVED, Load
 from zenops.errors import ExitCode
 from zenops.tinymodel import generate
 
@@ -33,6 +38,7 @@ DEP = "e2egw"
 FLAVOR = "gp.5.2.8"
 GATEWAY_FLAVOR = "gp.5.2.8"  # the sandbox's smallest
 PORT = 8080
+REPORT = REPO / ".cache" / "e2e" / "gateway-server.json"  # the surge's figures, for the notes
 
 
 @pytest.fixture(scope="module")
@@ -119,14 +125,73 @@ def check_cloud_side(env: dict[str, str], tenant: Any, serving: dict[str, Any], 
     assert groups["zenops_gateway"]["hosts"] == [gw_server["name"]]
 
 
+def surge(
+    env: dict[str, str],
+    tenant: Any,
+    tmp_path: Path,
+    dep: dict[str, Any],
+    gw: dict[str, Any],
+    key: str,
+    serving: dict[str, Any],
+    gw_server: dict[str, Any],
+    model_b: Path,
+) -> dict[str, Any]:
+    """`zenops rollout --model B` on the one-server deployment while a load runs through the gateway: a new server,
+    gated (the performance gate runs for real, its limits wide open: two servers measured at once on this machine's
+    cores are too noisy for a verdict), in rotation, the old one drained and deleted; no failed request. Returns the
+    new server as the cloud has it ({name, id})."""
+    t0 = time.monotonic()
+    with Load(gw["url"], key) as load:
+        time.sleep(3)
+        lines = zenops(
+            env, "rollout", "-i", dep["inventory"], "--model", str(model_b), "--min-healthy", "5",
+            "--gate-concurrency", "2", "--gate-prompts", "6", "--gate-output-len", "16",
+            "--max-tps-drop", "1", "--max-ttft-rise", "100", "--max-spread", "100", cwd=tmp_path, timeout=2400,
+        )  # fmt: skip
+        time.sleep(2)
+    roll = lines[-1]
+    notes = [str(x.get("message")) for x in lines if x.get("type") == "note"]
+    (batch,) = roll["batch_states"]
+    figures = {
+        "load": load.summary(),
+        "wall_s": round(time.monotonic() - t0, 1),
+        "surge_s": batch["wall_s"],
+        "verdicts": [v["figures"] for v in batch["verdicts"]],
+        "notes": notes[-12:],
+    }
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text(json.dumps(figures, indent=2))
+    assert load.failed == 0, figures
+    assert load.ok > 5, figures
+    assert roll["status"] == "done", roll
+    assert roll["retired"] == [serving["name"]], roll
+    new_name = batch["surge"]["new"]
+    assert new_name == f"zenops-{DEP}-2", batch
+    (verdict,) = batch["verdicts"]
+    assert verdict["outcome"] == "pass", verdict
+    assert verdict["figures"]["new_tok_s"] > 0, verdict
+    assert verdict["figures"]["control_tok_s"] > 0, verdict  # the old server, measured at the same time
+    # the cloud: the new server and the gateway's, the old one gone
+    servers = {s.name: s for s in mine(tenant)}
+    assert set(servers) == {new_name, gw_server["name"]}, sorted(servers)
+    assert list(yaml.safe_load(Path(dep["inventory"]).read_text())["all"]["hosts"]) == [new_name]
+    # the gateway balances the new server only, reached at its fixed address, UP; a completion goes through
+    state = zenops(env, "status", "-i", dep["inventory"], cwd=tmp_path)[-1]
+    assert [(b["name"], b["status"][:2]) for b in state["backends"]] == [(f"{new_name}-8000", "UP")], state
+    answer = complete(gw["url"], key, SERVED)
+    assert answer["choices"][0]["text"] is not None, answer
+    return {"name": new_name, "id": servers[new_name].id}
+
+
 def test_gateway_on_a_server_of_its_own_serves_then_goes_with_down(env, tenant, tmp_path):
     model = generate(tmp_path / "tiny-gw", seed=5).path
+    model_b = generate(tmp_path / "tiny-gw-b", seed=6).path
     up = (
-        "up", "--cloud", "sandbox", "--flavor", FLAVOR, "--name", DEP, "--model", str(model),
+        "up", "--cloud", "sandbox", "--flavor", FLAVOR, "--name", DEP, "--served-model-name", SERVED,
         "--image-source", "pip", "--base-image", "zenops/bookworm-slim:latest", "--base-image-archive",
         str(BASE_ARCHIVE), "--engine-arg=--enforce-eager", "--health-timeout", "600",
     )  # fmt: skip
-    result = zenops(env, *up, "--gateway-flavor", GATEWAY_FLAVOR, cwd=tmp_path)[-1]
+    result = zenops(env, *up, "--model", str(model), "--gateway-flavor", GATEWAY_FLAVOR, cwd=tmp_path)[-1]
     dep, gw = result["deployment"], result["gateway"]
 
     # the gateway's own server: marked as the deployment's, with its role; not a serving host
@@ -159,14 +224,18 @@ def test_gateway_on_a_server_of_its_own_serves_then_goes_with_down(env, tenant, 
     assert res["completed"] == 4, res
     assert not res.get("failed"), res
 
-    # a re-run without --gateway-flavor keeps the gateway's server (the ledger's), nothing new is created
-    again = zenops(env, *up, cwd=tmp_path)[-1]
+    # a rollout to model B under load through the gateway: one serving server, so it surges
+    new = surge(env, tenant, tmp_path, dep, gw, key, serving, gw_server, model_b)
+
+    # a re-run without --gateway-flavor keeps the gateway's server (the ledger's) and the surge's server (`-2`: no
+    # `-1` made again), nothing new is created, nothing restarts
+    again = zenops(env, *up, "--model", str(model_b), cwd=tmp_path)[-1]
     assert again["gateway"]["host"] == gw_server["name"]
     assert again["deployment"]["gateway_servers"][0]["id"] == gw_server["id"]
-    assert {s.id for s in mine(tenant)} == {serving["id"], gw_server["id"]}
+    assert {s.id for s in mine(tenant)} == {new["id"], gw_server["id"]}
     listed = zenops(env, "status", cwd=tmp_path)[-1]
     row = next(d for d in listed["deployments"] if d["name"] == DEP)
-    assert {s["name"]: s["role"] for s in row["servers"]} == {serving["name"]: "serving", gw_server["name"]: "gateway"}
+    assert {s["name"]: s["role"] for s in row["servers"]} == {new["name"]: "serving", gw_server["name"]: "gateway"}
 
     # down: the gateway's server goes with the rest; nothing of the deployment is left
     down = zenops(env, "down", "--name", DEP, "--cloud", "sandbox", "--yes", cwd=tmp_path)[-1]

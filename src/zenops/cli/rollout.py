@@ -77,7 +77,11 @@ _ENGINE = {
     metavar="N",
     help="Instances out of rotation at once, at most (cuts batches). The last serving instance is never drained.",
 )
-@click.option("--allow-downtime", is_flag=True, help="Allow a batch that takes every instance out (one-host fleets).")
+@click.option(
+    "--allow-downtime",
+    is_flag=True,
+    help="Allow a batch that takes every instance out (a one-host fleet that cannot surge: replaced in place).",
+)
 @click.option(
     "--revert/--no-revert", default=True, show_default=True, help="Send changed hosts back when a gate fails."
 )
@@ -199,6 +203,12 @@ def rollout(
     the spread (the control's drift is taken out); too noisy: pause -> back in rotation.
 
     \b
+    One host: a cloud deployment (`zenops up --cloud`) whose gateway has a server of its own (--gateway-flavor)
+    surges: a new server serves the new release and passes the gates (the old one, measured at the same time, is
+    the control), joins the gateway, then the old one is drained and deleted; no room for it in the quota: refused
+    before anything changes. Elsewhere one host needs --allow-downtime (replaced in place, clients refused).
+
+    \b
     A failed gate sends the failed batch and every batch before it back to the previous release through the
     same drain and stops (exit 15, naming the gate, host and figures; --no-revert leaves them). Ctrl-C or a lost
     controller: re-run the same command, it resumes; no server stays drained. One mutating command per
@@ -281,6 +291,11 @@ def _print_plan(app: App, state: RolloutState) -> None:
         )
         app.err.print(f"  batch {i + 1}{' (canary)' if i == 0 and len(state.batches) > 1 else ''}: {escape(hosts)}"
                       + (f" [{marks}]" if marks else ""))  # fmt: skip
+        if b.surge:
+            app.err.print(
+                f"    surge: a new server serves the new release and passes the gates, then {escape(b.hosts[0])} is "
+                "drained and deleted"
+            )
 
 
 def _report(app: App, result: RolloutResult, abort: bool, tuned: TunedOptions | None = None) -> None:

@@ -292,17 +292,33 @@ class Rollout:
             )  # fmt: skip
         state.status = "running"
         try:
-            self._undrain_leftovers()
-            if self.req.perf_gate and not state.baseline:
-                self._baseline()
-            for i, batch in enumerate(state.batches):
-                if batch.status == "done":
-                    continue
-                self._batch(i, batch)
-            self._finish()
+            with self._cloud_lock():
+                self._run_batches(state)
         finally:
             self._reconcile_drained()
         return state
+
+    def _cloud_lock(self) -> Any:
+        """A surge changes the cloud deployment's servers: it also holds that deployment's lock, the one `zenops up
+        --cloud` and `down` take, so neither runs meanwhile."""
+        from contextlib import nullcontext  # noqa: PLC0415
+
+        from zenops.lock import deployment_lock  # noqa: PLC0415
+
+        if not any(b.surge for b in self.state.batches):
+            return nullcontext()
+        dep = self._cloud_deployment()
+        return deployment_lock(self.ctx.config, f"cloud-{dep.cloud}-{dep.name}", note=self.ctx.note)
+
+    def _run_batches(self, state: RolloutState) -> None:
+        self._undrain_leftovers()
+        if self.req.perf_gate and not state.baseline:
+            self._baseline()
+        for i, batch in enumerate(state.batches):
+            if batch.status == "done":
+                continue
+            self._batch(i, batch)
+        self._finish()
 
     def _note(self, text: str) -> None:
         self.ctx.note(f"rollout: {text}")
@@ -773,7 +789,8 @@ class Rollout:
         try:
             self._undrain_leftovers()
             changed = [b for b in state.batches if b.status not in ("pending", "reverted")]
-            hosts = self._revert(changed)
+            with self._cloud_lock():
+                hosts = self._revert(changed)
             state.status = "reverted"
             state.finished_at = now()
             state.message = "aborted by the operator"
