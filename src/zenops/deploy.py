@@ -492,6 +492,15 @@ def add_server(ctx: RunContext, dep: ledger.Deployment) -> tuple[str, ledger.Dep
     return new[0], now
 
 
+def serving_server_names(dep: ledger.Deployment) -> list[str]:
+    """The deployment's serving servers as the cloud has them (a server `up` made but did not record, after a failed
+    run, too); the gateway's own server is not one."""
+    from zenops.cloud import ops  # noqa: PLC0415
+
+    conn = ops.connect(dep.cloud)
+    return sorted(str(s.name) for s in ops.owned_servers(conn, dep.cloud, deployment=dep.name) if not _is_gateway(s))
+
+
 def retire_server(ctx: RunContext, dep: ledger.Deployment, name: str) -> ledger.Deployment:
     """Delete one serving server of the deployment (and its floating IP), and drop it from the ledger and the
     inventory: the end of a surge (the old server) or its revert (the new one). Gone already: only the records."""

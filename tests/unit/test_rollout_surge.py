@@ -38,10 +38,12 @@ class Surge:
         self.tok_s = {OLD: 100.0, NEW: 100.0}
         self.fail: dict[str, BaseException] = {}
         self.quota_ok = True
+        self.in_cloud = {OLD}  # the deployment's serving servers as the cloud has them
         m = monkeypatch
         m.setattr(deploy, "surge_preflight", self.surge_preflight)
         m.setattr(deploy, "add_server", self.add_server)
         m.setattr(deploy, "retire_server", self.retire_server)
+        m.setattr(deploy, "serving_server_names", lambda dep: sorted(self.in_cloud))
         m.setattr(rollout_run.Rollout, "_serve", lambda r, request, hosts, *, min_healthy: self.serve(request, hosts))
         m.setattr(rollout_run.Rollout, "_bench", lambda r, hosts, label: self.bench(hosts, label))
         m.setattr(gw_lib, "update", self.update)
@@ -60,6 +62,7 @@ class Surge:
             raise QuotaExceededError("cloud 'c': 1 more server(s) of gp.5.2.8 do not fit: instances 1 > 0 left")
 
     def add_server(self, ctx: Any, dep: ledger.Deployment) -> tuple[str, ledger.Deployment]:
+        self.in_cloud.add(NEW)
         self.step("add", [NEW])
         dep.servers = [*dep.servers, {"name": NEW, "id": "id2", "fixed_ip": "10.0.0.2", "address": "10.0.0.2"}]
         dep.count = len(dep.servers)
@@ -68,6 +71,7 @@ class Surge:
 
     def retire_server(self, ctx: Any, dep: ledger.Deployment, name: str) -> ledger.Deployment:
         self.step("retire", [name])
+        self.in_cloud.discard(name)
         dep.servers = [s for s in dep.servers if s["name"] != name]
         dep.count = len(dep.servers)
         ledger.save(self.fleet.config.state_dir, dep)
@@ -259,3 +263,20 @@ def test_abort_after_the_new_server_joined_puts_the_old_one_back_and_deletes_the
     record = load_serving_record(cloud_fleet.config, cloud_fleet.inventory)
     assert record is not None
     assert sorted(record.plans) == [OLD]
+
+
+def test_abort_after_a_failed_creation_deletes_the_server_the_ledger_does_not_know(run, cloud_fleet, monkeypatch):
+    double = Surge(cloud_fleet, monkeypatch)
+
+    def add_fails(ctx: Any, dep: ledger.Deployment) -> Any:  # up made the server, then failed before recording it
+        double.in_cloud.add(NEW)
+        raise RunFailedError("up.yml failed (rc=2)", failures=[])
+
+    monkeypatch.setattr(deploy, "add_server", add_fails)
+    r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), *ROLL)
+    assert r.exit_code == ExitCode.RUN_FAILED, r.output
+    double.calls.clear()
+    r = run(["rollout", "-i", str(cloud_fleet.inventory), "--abort", "--json"])
+    assert r.exit_code == 0, r.output
+    assert double.calls == [f"retire {NEW}"]
+    assert double.in_cloud == {OLD}

@@ -617,10 +617,8 @@ class Rollout:
                 hint="roll the previous release out with `zenops rollout` (it surges again)",
             )
         dep = self._cloud_deployment()
-        extra = sorted(str(s["name"]) for s in dep.servers if s["name"] != old)
-        new = surge.get("new")
-        if new and new not in extra:
-            extra.append(str(new))
+        # the cloud's view: a server `up` made before it failed is in no ledger yet
+        extra = [n for n in deploy.serving_server_names(dep) if n != old]
         self._note(f"reverting the surge: {old} serves on; {', '.join(extra) or 'no new server'} goes")
         gw = self._gateway()
         drained_old = set(gw.names_on([old])) & set(self.state.drained) if gw else set()
