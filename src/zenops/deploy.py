@@ -467,25 +467,28 @@ def surge_preflight(ctx: RunContext, dep: ledger.Deployment) -> None:
     )
 
 
-def add_server(ctx: RunContext, dep: ledger.Deployment) -> tuple[str, ledger.Deployment]:
-    """One serving server more for the deployment (what `up --count N+1` does: provisioned, Docker ready, in its
-    inventory and ledger, its expiry and switch as the others'); returns its name and the deployment as it is now."""
-    before = {str(s["name"]) for s in dep.servers}
+def add_server(
+    ctx: RunContext, dep: ledger.Deployment, *, keep: str, gateway_port: int = 8080
+) -> tuple[str, ledger.Deployment]:
+    """A second serving server beside ``keep`` (what `up --count 2` does: provisioned, Docker ready, in the
+    deployment's inventory and ledger, its expiry and switch as the other's); returns its name and the deployment as
+    it is now. Idempotent: a server an interrupted call made is adopted and finished, never a third one made."""
     req = CloudRequest(
         cloud=dep.cloud,
         flavor=dep.flavor,
-        count=len(dep.servers) + 1,
+        count=2,
         name=dep.name,
         image=dep.image,
         campaign=dep.campaign,
         network_mode=dep.network_mode,
         gateway_flavor=dep.gateway_flavor,
+        gateway_port=gateway_port,
     )
     _result, now = up_cloud(ctx, req)
-    new = sorted({str(s["name"]) for s in now.servers} - before)
-    if len(new) != 1:
+    new = sorted(str(s["name"]) for s in now.servers if s["name"] != keep)
+    if len(new) != 1 or keep not in {s["name"] for s in now.servers}:
         raise ZenopsError(
-            f"deployment '{dep.name}' was to get one server more, it has {len(now.servers)}: "
+            f"deployment '{dep.name}' was to have {keep} and one server more, it has "
             + ", ".join(str(s["name"]) for s in now.servers),
             hint=f"see `zenops status --cloud {dep.cloud}`",
         )
@@ -505,12 +508,19 @@ def retire_server(ctx: RunContext, dep: ledger.Deployment, name: str) -> ledger.
     """Delete one serving server of the deployment (and its floating IP), and drop it from the ledger and the
     inventory: the end of a surge (the old server) or its revert (the new one). Gone already: only the records."""
     from zenops.cloud import ops  # noqa: PLC0415
+    from zenops.cloud.errors import classify  # noqa: PLC0415
 
     conn = ops.connect(dep.cloud)
     owned = ops.list_owned(conn, dep.cloud, deployment=dep.name)
     servers = [s for s in owned.servers if str(s.name) == name]
-    ports = {p.id for s in servers for p in conn.network.ports(device_id=s.id)}
-    gone = ops.Owned(servers=servers, floating_ips=[ip for ip in owned.floating_ips if ip.port_id in ports])
+    try:
+        ports = {p.id for s in servers for p in conn.network.ports(device_id=s.id)}
+    except Exception as e:
+        raise classify(e, dep.cloud) from e
+    # its floating IP by port, or (the server gone already: an interrupted call) by the address the ledger kept
+    recorded = {s.get("floating_ip") for s in dep.servers if s["name"] == name} - {None}
+    fips = [ip for ip in owned.floating_ips if ip.port_id in ports or ip.floating_ip_address in recorded]
+    gone = ops.Owned(servers=servers, floating_ips=fips)
     ops.teardown(conn, dep.cloud, gone, progress=ctx.note)
     dep.servers = [s for s in dep.servers if str(s["name"]) != name]
     dep.count = len(dep.servers)

@@ -61,10 +61,14 @@ class Surge:
         if not self.quota_ok:
             raise QuotaExceededError("cloud 'c': 1 more server(s) of gp.5.2.8 do not fit: instances 1 > 0 left")
 
-    def add_server(self, ctx: Any, dep: ledger.Deployment) -> tuple[str, ledger.Deployment]:
+    def add_server(
+        self, ctx: Any, dep: ledger.Deployment, *, keep: str, gateway_port: int
+    ) -> tuple[str, ledger.Deployment]:
+        assert (keep, gateway_port) == (OLD, 8080)
         self.in_cloud.add(NEW)
         self.step("add", [NEW])
-        dep.servers = [*dep.servers, {"name": NEW, "id": "id2", "fixed_ip": "10.0.0.2", "address": "10.0.0.2"}]
+        dep.servers = [s for s in dep.servers if s["name"] != NEW]  # adopted when there
+        dep.servers.append({"name": NEW, "id": "id2", "fixed_ip": "10.0.0.2", "address": "10.0.0.2"})
         dep.count = len(dep.servers)
         ledger.save(self.fleet.config.state_dir, dep)
         return NEW, dep
@@ -241,6 +245,7 @@ def test_interrupted_while_switching_then_resumed_makes_no_second_server(run, cl
     assert state is not None
     assert state.batches[0].status == "switching"
     assert state.batches[0].surge == {"old": OLD, "new": NEW, "new_address": "10.0.0.2", "old_retired": False}
+    assert "retiring" not in state.batches[0].surge  # the old server was not being deleted yet
     assert state.drained == []
     double.calls.clear()
     r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), *ROLL)
@@ -259,7 +264,8 @@ def test_abort_after_the_new_server_joined_puts_the_old_one_back_and_deletes_the
     double.calls.clear()
     r = run(["rollout", "-i", str(cloud_fleet.inventory), "--abort", "--json"])
     assert r.exit_code == 0, r.output
-    assert double.calls == [f"gateway {OLD}-8000@10.0.0.1", f"retire {NEW}"]
+    # the new server was in rotation: drained first (its in-flight requests finish), then out of the gateway
+    assert double.calls == [f"drain {NEW}-8000", f"gateway {OLD}-8000@10.0.0.1", f"retire {NEW}"]
     record = load_serving_record(cloud_fleet.config, cloud_fleet.inventory)
     assert record is not None
     assert sorted(record.plans) == [OLD]
@@ -268,7 +274,7 @@ def test_abort_after_the_new_server_joined_puts_the_old_one_back_and_deletes_the
 def test_abort_after_a_failed_creation_deletes_the_server_the_ledger_does_not_know(run, cloud_fleet, monkeypatch):
     double = Surge(cloud_fleet, monkeypatch)
 
-    def add_fails(ctx: Any, dep: ledger.Deployment) -> Any:  # up made the server, then failed before recording it
+    def add_fails(ctx: Any, dep: ledger.Deployment, **_kw: Any) -> Any:  # up made it, then failed before recording it
         double.in_cloud.add(NEW)
         raise RunFailedError("up.yml failed (rc=2)", failures=[])
 
@@ -280,3 +286,37 @@ def test_abort_after_a_failed_creation_deletes_the_server_the_ledger_does_not_kn
     assert r.exit_code == 0, r.output
     assert double.calls == [f"retire {NEW}"]
     assert double.in_cloud == {OLD}
+
+
+def test_interrupted_while_the_old_server_is_deleted_only_finishes_and_cannot_be_aborted(run, cloud_fleet, monkeypatch):
+    double = Surge(cloud_fleet, monkeypatch)
+    double.fail["retire"] = KeyboardInterrupt()
+    r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), *ROLL)
+    assert r.exit_code == ExitCode.CANCELED, r.output
+    assert double.calls[-1] == f"retire {OLD}"  # not put back in rotation on the way out: it is being deleted
+    state = Ledger(cloud_fleet.config, deployment_key(cloud_fleet.inventory)).load()
+    assert state is not None
+    assert state.batches[0].surge is not None
+    assert (state.batches[0].surge["retiring"], state.batches[0].surge["old_retired"]) == (True, False)
+    # --abort cannot go back: the old server may be gone; it names the way on
+    r = run(["rollout", "-i", str(cloud_fleet.inventory), "--abort"])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert "re-run the same `zenops rollout` to finish it" in flat(r.output)
+    double.calls.clear()
+    r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), *ROLL)
+    assert r.exit_code == 0, r.output
+    assert double.calls == [f"retire {OLD}", f"gateway {NEW}-8000@10.0.0.2"]  # no serve, no gate, no new server
+    record = load_serving_record(cloud_fleet.config, cloud_fleet.inventory)
+    assert record is not None
+    assert sorted(record.plans) == [NEW]
+
+
+def test_a_deployment_with_a_server_beside_the_serving_one_is_refused(run, cloud_fleet, monkeypatch):
+    Surge(cloud_fleet, monkeypatch)
+    dep = ledger.load(cloud_fleet.config.state_dir, "c", "fle")
+    assert dep is not None
+    dep.servers.append({"name": NEW, "id": "id2", "fixed_ip": "10.0.0.2", "address": "10.0.0.2"})
+    ledger.save(cloud_fleet.config.state_dir, dep)
+    r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), "--dry-run")
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert "--abort" in flat(r.output)

@@ -227,6 +227,14 @@ class Rollout:
                 f"{dep.flavor} --model ... --gateway-flavor SMALL_FLAVOR (same options as before); or pass "
                 "--allow-downtime (the only server is replaced in place: clients are refused meanwhile)",
             )
+        serving = sorted(str(s["name"]) for s in dep.servers)
+        if serving != [host]:
+            raise UsageError(
+                f"deployment '{dep.name}' has the servers {', '.join(serving) or 'none'} and serves on {host}: "
+                "a surge starts from one server that serves",
+                hint="a rollout left a surge's server (`zenops rollout --abort` deletes it), or `zenops up` did "
+                "not finish (re-run it)",
+            )
         try:
             deploy.surge_preflight(self.ctx, dep)
         except QuotaExceededError as e:
@@ -510,9 +518,10 @@ class Rollout:
         return dep
 
     def _surge_batch(self, i: int, batch: BatchState) -> None:
-        """New server (up --count N+1) -> the new release on it -> health gate -> performance gate (new against the
+        """New server (up --count 2) -> the new release on it -> health gate -> performance gate (new against the
         old server's baseline, the old one measured at the same time as the control) -> into the gateway -> the old
-        one drained and deleted. Each step is recorded: a re-run goes on from the first one not done."""
+        one drained and deleted. Each step is recorded before it starts: a re-run goes on from the first one not
+        done, and once the old server's deletion began it only finishes it."""
         from zenops import deploy  # noqa: PLC0415
 
         surge = batch.surge or {}
@@ -524,7 +533,8 @@ class Rollout:
         if not surge.get("new"):
             batch.status = "surging"
             self._save()
-            new, dep = deploy.add_server(self.ctx.quiet(), dep)
+            port = int((self.record.gateway or {}).get("port") or 8080)
+            new, dep = deploy.add_server(self.ctx.quiet(), dep, keep=old, gateway_port=port)
             surge["new"] = new
             surge["new_address"] = next(
                 (s.get("fixed_ip") or s.get("address") for s in dep.servers if s["name"] == new), None
@@ -533,24 +543,10 @@ class Rollout:
             self.ledger.event(self.state.id, "surge server", batch=i + 1, server=new)
             self._note(f"new server {new} is up ({time.monotonic() - t0:.0f}s)")
         new = str(surge["new"])
+        if not surge.get("retiring"):
+            self._surge_gates_and_switch(i, batch, old, new)
         if not surge.get("old_retired"):
-            batch.status = "replacing"
-            self._save()
-            try:
-                served = self._serve(self.state.to_request, [new], min_healthy=self.req.min_healthy)
-            except RunFailedError as e:
-                self._gate_failed(i, batch, "health", new, e.message)
-            self._keep_served(served)
-            if self.req.perf_gate:
-                batch.status = "gating"
-                self._save()
-                self._gate_verdicts(i, batch, self._surge_gate(i, old, new), ready_on_pause=[])
-            batch.status = "switching"
-            self._save()
-            gw = self._gateway_with(new)
-            self._ready(gw.names_on([new]) if gw else [])  # in rotation once its health checks pass
-            self._drain(gw.names_on([old]) if gw else [])
-            deploy.retire_server(self.ctx.quiet(), dep, old)
+            deploy.retire_server(self.ctx.quiet(), self._cloud_deployment(), old)
             surge["old_retired"] = True
             self.state.retired = sorted(set(self.state.retired) | {old})
             self.state.drained = [d for d in self.state.drained if not d.startswith(f"{old}-")]
@@ -564,6 +560,30 @@ class Rollout:
         self._save()
         self.ledger.event(self.state.id, "batch done", batch=i + 1, hosts=[new], wall_s=batch.wall_s)
         self._note(f"surge done in {batch.wall_s:.0f}s: {new} serves the new release in place of {old}")
+
+    def _surge_gates_and_switch(self, i: int, batch: BatchState, old: str, new: str) -> None:
+        """The new release on the new server, its gates, then the new server in rotation and the old one drained."""
+        surge = batch.surge or {}
+        batch.status = "replacing"
+        self._save()
+        try:
+            served = self._serve(self.state.to_request, [new], min_healthy=self.req.min_healthy)
+        except RunFailedError as e:
+            self._gate_failed(i, batch, "health", new, e.message)
+        self._keep_served(served)
+        if self.req.perf_gate:
+            batch.status = "gating"
+            self._save()
+            self._gate_verdicts(i, batch, self._surge_gate(i, old, new), ready_on_pause=[])
+        batch.status = "switching"
+        self._save()
+        gw = self._gateway_with(new)
+        self._ready(gw.names_on([new]) if gw else [])  # in rotation once its health checks pass
+        self._drain(gw.names_on([old]) if gw else [])
+        surge["retiring"] = True  # from here on the old server goes, whatever happens: no way back to it
+        # ... and it stays drained: an interrupted run must not put a server that is being deleted back in rotation
+        self.state.drained = [d for d in self.state.drained if not d.startswith(f"{old}-")]
+        self._save()
 
     def _gateway_with(self, new: str | None) -> gw_lib.Gateway | None:
         """The gateway balancing every server of the rollout's view (the served ones, minus the retired ones), the
@@ -605,29 +625,40 @@ class Rollout:
         return verdicts
 
     def _revert_surge(self, b: BatchState) -> None:
-        """The old server serves on (it was never drained before the new one passed, or is put back); the new one is
-        taken out of the gateway and deleted. Refused once the old one is deleted: the surge is done then."""
+        """The old server serves on (it was never drained before the new one passed, or is put back first); the new
+        one is drained if it was in rotation, taken out of the gateway and deleted: every serving server of the
+        deployment but the old one, as the cloud, the ledger and the state know them. Refused once the old server's
+        deletion began: the surge can only finish then."""
         from zenops import deploy  # noqa: PLC0415
 
         surge = b.surge or {}
         old = str(surge["old"])
-        if surge.get("old_retired"):
+        if surge.get("retiring") or surge.get("old_retired"):
             raise UsageError(
-                f"the surge replaced {old} already (it is deleted): there is no previous server to go back to",
-                hint="roll the previous release out with `zenops rollout` (it surges again)",
+                f"the surge is deleting or has deleted {old}: there is no previous server to go back to",
+                hint="re-run the same `zenops rollout` to finish it; then roll the previous release out with "
+                "`zenops rollout` (it surges again)",
             )
         dep = self._cloud_deployment()
-        # the cloud's view: a server `up` made before it failed is in no ledger yet
-        extra = [n for n in deploy.serving_server_names(dep) if n != old]
-        self._note(f"reverting the surge: {old} serves on; {', '.join(extra) or 'no new server'} goes")
+        extra = set(deploy.serving_server_names(dep)) | {str(s["name"]) for s in dep.servers}
+        if surge.get("new"):
+            extra.add(str(surge["new"]))
+        extra.discard(old)
+        gone = sorted(extra)
+        self._note(f"reverting the surge: {old} serves on; {', '.join(gone) or 'no new server'} goes")
         gw = self._gateway()
         drained_old = set(gw.names_on([old])) & set(self.state.drained) if gw else set()
         if drained_old:
             self._ready(sorted(drained_old))
-        for name in extra:
+        in_rotation = [n for n in (gw.names_on(gone) if gw else []) if n not in self.state.drained]
+        if in_rotation:
+            self._drain(in_rotation)  # its in-flight requests finish first
+        for name in gone:
             self.state.served.pop(name, None)
         self._gateway_with(None)
-        for name in extra:
+        self.state.drained = [d for d in self.state.drained if not any(d.startswith(f"{n}-") for n in gone)]
+        self._save()
+        for name in gone:
             dep = deploy.retire_server(self.ctx.quiet(), dep, name)
         b.status = "reverted"
         self._save()
@@ -767,14 +798,15 @@ class Rollout:
             self._serve(self.state.from_request, b.hosts, min_healthy=0)
             for host in b.hosts:
                 self.state.served.pop(host, None)
-            self._set_gateway(self.state.from_record.get("gateway") or {})
-            gw_old = self._gateway()
+            old_data = self.state.from_record.get("gateway") or {}
+            gw_old = gw_lib.Gateway.from_dict(old_data) if old_data else None
             if (
                 gw_old is not None
                 and gw is not None
                 and {x.name for x in gw.backends} != {x.name for x in gw_old.backends}
             ):
                 gw_lib.update(self.ctx.quiet(), self.inventory, gw_old, gw_old.backends)
+            self._set_gateway(old_data)  # once HAProxy has it
             self._ready(gw_old.names_on(b.hosts) if gw_old else [])
             b.status = "reverted"
             self._save()
