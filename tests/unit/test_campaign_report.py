@@ -312,6 +312,15 @@ def test_a_bursty_stream_gives_no_per_user_speed():
     assert "(bursts)" not in report_of([steady]).markdown()
 
 
+def test_a_stream_whose_tokens_all_came_together_gives_no_per_user_speed():
+    # measured in CI12's campaign (tiny model, gp.5.2.8): median 0.003 ms and mean 0.0031 ms: no spread to see
+    together = res(397, 0.003, conc=1, mean_tpot_ms=0.0031)
+    rows = rows_of([together, res(300, 0.1, conc=2, mean_tpot_ms=0.1)])
+    assert rows[0].bursty
+    assert (rows[0].tpot_ms, rows[0].user_tok_s) == (None, None)  # not 333,333 tok/s per user
+    assert not rows[1].bursty  # 0.1 ms (10,000 tok/s per user) is the floor, not below it
+
+
 # --- break-even -------------------------------------------------------------------------------------------------
 
 
