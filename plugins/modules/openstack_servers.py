@@ -89,7 +89,7 @@ def _fixed_ip(server):
 def wanted_names(prefix, count, existing_names):
     """The servers to have: those of the deployment named C(<prefix>-<n>) (the lowest n first, at most count), then
     new ones at the lowest free indexes. Others (the gateway's C(<prefix>-gw-1)) are not counted."""
-    pattern = re.compile(r"^{}-(\d+)$".format(re.escape(prefix)))
+    pattern = re.compile(rf"^{re.escape(prefix)}-(\d+)$")
     have = sorted(int(m.group(1)) for m in (pattern.match(n) for n in existing_names) if m)
     keep = set(have[:count])
     index = 1
@@ -97,7 +97,7 @@ def wanted_names(prefix, count, existing_names):
         if index not in have:
             keep.add(index)
         index += 1
-    return ["{}-{}".format(prefix, i) for i in sorted(keep)]
+    return [f"{prefix}-{i}" for i in sorted(keep)]
 
 
 class Attempts:
