@@ -553,7 +553,7 @@ class Rollout:
             self._save()
             self.ledger.event(self.state.id, "surge retired", batch=i + 1, server=old)
             self._note(f"{old} drained and deleted")
-        self._gateway_with(None)  # the gateway balances what is left: the new server's
+        self._update_gateway_backends([])  # the gateway balances what is left: the new server's
         batch.status = "done"
         batch.finished_at = now()
         batch.wall_s = round(time.monotonic() - t0, 1)
@@ -577,26 +577,13 @@ class Rollout:
             self._gate_verdicts(i, batch, self._surge_gate(i, old, new), ready_on_pause=[])
         batch.status = "switching"
         self._save()
-        gw = self._gateway_with(new)
-        self._ready(gw.names_on([new]) if gw else [])  # in rotation once its health checks pass
+        self._ready(self._update_gateway_backends([new]))  # in rotation once its health checks pass
+        gw = self._gateway()
         self._drain(gw.names_on([old]) if gw else [])
         surge["retiring"] = True  # from here on the old server goes, whatever happens: no way back to it
         # ... and it stays drained: an interrupted run must not put a server that is being deleted back in rotation
         self.state.drained = [d for d in self.state.drained if not d.startswith(f"{old}-")]
         self._save()
-
-    def _gateway_with(self, new: str | None) -> gw_lib.Gateway | None:
-        """The gateway balancing every server of the rollout's view (the served ones, minus the retired ones), the
-        new server's address known; applied when its backends change."""
-        gw = self._gateway()
-        if gw is None:
-            return None
-        backends = gw_lib.backends_from_endpoints(self._endpoints_now(), gw.addresses)
-        if {b.name for b in backends} != {b.name for b in gw.backends}:
-            gw = gw_lib.update(self.ctx.quiet(), self.inventory, gw, backends)
-            self._set_gateway(gw.to_dict())
-            self._note(f"the gateway now balances {', '.join(b.name for b in backends)}")
-        return gw
 
     def _surge_gate(self, i: int, old: str, new: str) -> list[Verdict]:
         """The new server against the old one's baseline; the old one, measured at the same time, is the control
@@ -655,7 +642,7 @@ class Rollout:
             self._drain(in_rotation)  # its in-flight requests finish first
         for name in gone:
             self.state.served.pop(name, None)
-        self._gateway_with(None)
+        self._update_gateway_backends([])
         self.state.drained = [d for d in self.state.drained if not any(d.startswith(f"{n}-") for n in gone)]
         self._save()
         for name in gone:
@@ -706,8 +693,9 @@ class Rollout:
         return out
 
     def _update_gateway_backends(self, hosts: list[str]) -> list[str]:
-        """When the new plan has other ports or instances on these hosts, the gateway learns the new servers (the
-        old ones of these hosts are gone); returns the batch's server names now."""
+        """The gateway balancing every server of the rollout's view (the record's, the served ones, not the retired
+        ones), applied when its backends change: other ports or instances on a batch's hosts, a surge's new server
+        joining or its old one gone. Returns the server names on ``hosts`` now."""
         gw = self._gateway()
         if gw is None:
             return []
