@@ -173,6 +173,12 @@ def _kernel(root: str) -> str:
     return ""
 
 
+def _boot_id(root: str) -> str:
+    """The running kernel's boot id: the same for every container on one machine, different on another machine or VM
+    (and after a reboot). Empty when the kernel does not expose it."""
+    return _read(root, "/proc/sys/kernel/random/boot_id") or ""
+
+
 def _hypervisor(root: str, flags: set[str]) -> str | None:
     """The virtualization platform from DMI when the CPU says it runs under a hypervisor, else None.
 
@@ -298,6 +304,7 @@ def gather(root: str = "/", allowed_cpus: set[int] | None = None) -> dict[str, A
         "memory_available_kib": meminfo.get("MemAvailable", meminfo.get("MemFree", 0)),
         "hypervisor": _hypervisor(root, cpuinfo["all_flags"]),
         "kernel": _kernel(root),
+        "boot_id": _boot_id(root),
         "notes": notes,
     }
 

@@ -228,6 +228,14 @@ topology:
       returned: always
       type: str
       sample: 6.1.0-18-amd64
+    boot_id:
+      description:
+        - The running kernel's boot id (C(/proc/sys/kernel/random/boot_id)); empty when the kernel does not expose it.
+        - Hosts with the same boot id share one kernel, hence one machine (containers, e.g. test hosts), and compete
+          for its CPUs. C(zenops rollout) then benchmarks them one after another, not at the same time.
+      returned: always
+      type: str
+      sample: 0c5e3b1a-5d1e-4b8e-9a57-2f0f1b6f7c3d
     notes:
       description:
         - Oddities of the host an operator should know of once, in words (C(zenops facts) prints them), e.g. a

@@ -38,6 +38,7 @@ SCHEMA_KEYS = {
     "memory_available_kib",
     "hypervisor",
     "kernel",
+    "boot_id",
     "notes",
 }
 NODE_KEYS = {"id", "cpus", "memory_total_kib", "memory_free_kib", "distances"}
@@ -132,6 +133,7 @@ def test_gp_5_24_96_openstack_vm(tmp_path):
     assert not {"amx_tile", "avx512_fp16"} & set(t["flags"])
     assert t["hypervisor"] == "OpenStack Foundation"
     assert t["kernel"] == "6.1.0-18-amd64"
+    assert t["boot_id"] == "5f1c2a9e-7d3b-4c1e-8f2a-9b0d6e4c3a21"
     assert t["notes"] == []  # node 0 holds all the memory: nothing odd to say
     assert t["architecture"] == "x86_64"
 
@@ -259,6 +261,7 @@ def test_minimal_tree_only_cpuinfo_and_meminfo(tmp_path):
     assert t["online_cpus"] == list(range(32))
     assert t["memory_available_kib"] == 500  # MemFree on kernels without MemAvailable
     assert t["kernel"] == ""
+    assert t["boot_id"] == ""  # no boot id: the rollout cannot tell it shares a machine, and measures as before
     assert t["architecture"] == "x86_64"
 
 
@@ -383,6 +386,7 @@ def test_this_machine():
     assert t["allowed_cpus"] == sorted(os.sched_getaffinity(0))
     assert t["architecture"] == os.uname().machine
     assert t["kernel"] == os.uname().release
+    assert t["boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     assert all(n["memory_total_kib"] >= 0 for n in t["numa_nodes"])
     # a VM whose single node counts only its boot memory (hot-plugged memory) must be told so in the facts, once
     nodes = t["numa_nodes"]

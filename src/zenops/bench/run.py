@@ -98,6 +98,8 @@ class BenchRequest:
     gateway: bool = False  # benchmark the deployment's endpoint (its gateway) instead of each server
     label: str | None = None  # the results' label (a campaign's variant name): reports group and compare by it
     campaign: str | None = None  # the campaign the run belongs to
+    # one host after another instead of all at once: hosts that share a machine would otherwise measure each other
+    one_at_a_time: bool = False
 
 
 @dataclass
@@ -171,6 +173,8 @@ def _phase(run: _Run) -> dict[str, Any]:
         "vllm_server_bench_log_lines": run.req.log_lines,
         "vllm_server_deployment": run.inventory.stem,
     }
+    if run.req.one_at_a_time:
+        extravars["zenops_bench_serial"] = 1
     if run.api_key_file is not None:
         extravars["vllm_server_api_key_file"] = str(run.api_key_file)
     if run.req.gateway:

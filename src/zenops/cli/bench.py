@@ -73,6 +73,13 @@ def _profile_names() -> list[str]:
     "requests balanced over every server, instead of each server on its own.",
 )
 @click.option(
+    "--one-at-a-time",
+    is_flag=True,
+    help="Benchmark the hosts one after another, not all at once: for hosts that share a machine (containers, VMs "
+    "on one hypervisor), which would otherwise measure each other. `zenops rollout` does it by itself for hosts "
+    "whose facts show one kernel.",
+)
+@click.option(
     "--runs-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("runs"),
@@ -101,6 +108,7 @@ def bench(
     output_len: int | None,
     compare_platforms: bool,
     via_gateway: bool,
+    one_at_a_time: bool,
     runs_dir: Path,
     run_id: str | None,
     flavor: str | None,
@@ -126,6 +134,7 @@ def bench(
       zenops bench -i hosts.yml --concurrency 1,16 --num-prompts 64
       zenops bench -i hosts.yml --compare-platforms                zentorch on and off
       zenops bench -i fleet.yml --gateway                          the endpoint: every server behind HAProxy
+      zenops bench -i devhosts.yml --one-at-a-time                 hosts sharing one machine, measured in turn
       zenops report runs/20261121-140000 --plot sweep.png          tables, costs and plots afterwards
     """
     from zenops.bench import run as lib  # noqa: PLC0415
@@ -146,6 +155,7 @@ def bench(
         output_len=output_len,
         compare_platforms=compare_platforms,
         gateway=via_gateway,
+        one_at_a_time=one_at_a_time,
         runs_dir=runs_dir,
         run_id=run_id,
         flavor=flavor,

@@ -198,7 +198,8 @@ def rollout(
     \b
     Each batch: drain its servers in the gateway (in-flight requests finish, --drain-timeout) -> replace them
     (health gate: /health, /v1/models, a completion, the platform, then --min-healthy seconds of health)
-    -> performance gate: the new servers and an untouched control server measured at the same time; fail on
+    -> performance gate: the new servers and an untouched control server measured at the same time (one after
+    another when their facts show one kernel: containers on one machine would measure each other); fail on
     output tok/s lower by more than --max-tps-drop, or median TTFT higher by more than --max-ttft-rise, beyond
     the spread (the control's drift is taken out); too noisy: pause -> back in rotation.
 

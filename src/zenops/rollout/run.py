@@ -3,7 +3,8 @@
 For each batch (the canary first): drain its servers in the gateway (in-flight requests finish), replace them
 (playbooks/serve.yml on those hosts only, with the health gate and a minimum healthy time), run the performance gate
 (a short `vllm bench serve` on the new servers and an untouched control server at the same time, against the
-baseline the rollout measured before it changed anything), then put them back. A failed gate sends the failed batch
+baseline the rollout measured before it changed anything; hosts whose facts show one kernel share a machine and are
+measured one after another instead), then put them back. A failed gate sends the failed batch
 and every batch already changed back to the previous request through the same drain. The state is in the
 deployment's ledger (zenops.rollout.state): a re-run continues; whatever happens, no server stays drained.
 """
@@ -100,6 +101,7 @@ class Rollout:
         self.req = req
         self.key = deployment_key(inventory)
         self.ledger = Ledger(ctx.config, self.key)
+        self._told_apart = False  # the note on hosts that share a machine, once per invocation
         record = load_serving_record(ctx.config, inventory)
         if record is None:
             raise NoServerError(
@@ -392,8 +394,33 @@ class Rollout:
 
     # --- gates ------------------------------------------------------------------------------------------------
 
+    def _sharing(self, hosts: list[str]) -> list[list[str]]:
+        """The groups of these hosts that run on one kernel (the same boot id in their saved facts): containers on
+        one machine, whose servers compete for its CPUs. Hosts without a boot id (facts from before it, or a kernel
+        without one) are taken to be machines of their own."""
+        from zenops.facts import facts_path  # noqa: PLC0415
+
+        by_boot: dict[str, list[str]] = {}
+        for host in hosts:
+            try:
+                boot = str(json.loads(facts_path(self.ctx.config, host).read_text()).get("boot_id") or "")
+            except (OSError, ValueError, AttributeError):
+                boot = ""
+            if boot:
+                by_boot.setdefault(boot, []).append(host)
+        return [sorted(g) for g in by_boot.values() if len(g) > 1]
+
     def _bench(self, hosts: list[str], label: str) -> dict[str, Sample]:
+        """One short `vllm bench serve` per server of these hosts: all at once (the control measured under the same
+        conditions as the changed servers), or one host after another when some of them share a machine: measured
+        at once they would measure each other (two servers on one core halve each other's figures, at random)."""
         from zenops.bench.run import BenchRequest, bench_inventory  # noqa: PLC0415
+
+        sharing = self._sharing(hosts)
+        if sharing and not self._told_apart:
+            self._told_apart = True
+            groups = "; ".join(", ".join(g) for g in sharing)
+            self._note(f"{groups}: one machine (the same kernel): measured one after another, not at the same time")
 
         req = BenchRequest(
             profile="seed",
@@ -404,6 +431,7 @@ class Rollout:
             runs_dir=Path(self.state.run_dir),
             run_id=f"{label}-{time.strftime('%H%M%S')}",
             timeout=600,
+            one_at_a_time=bool(sharing),
         )
         outcome = bench_inventory(self.ctx.quiet(), self.inventory, req, limit=",".join(hosts))
         out: dict[str, Sample] = {}

@@ -1,0 +1,98 @@
+"""The rollout's gate measurements on hosts that share a machine: hosts whose saved facts have the same kernel boot id
+(containers on one machine, e.g. the devhosts of the fleet e2e) are benchmarked one after another, others all at
+once. `zenops.bench.run.bench_inventory` is replaced by a TEST DOUBLE that records the request (the real one runs
+playbooks/bench.yml against vLLM servers: tests/e2e/test_rollout_fleet.py); what is checked is what the rollout asks
+of it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from tests.unit.test_rollout_cli import FACTS, Fleet, models  # noqa: F401  (models: a fixture)
+from zenops.bench import run as bench_run
+from zenops.config import load
+from zenops.context import RunContext
+from zenops.facts import save_facts
+from zenops.rollout.run import Rollout, RolloutRequest
+
+BOOT_A = "11111111-2222-3333-4444-555555555555"
+BOOT_B = "66666666-7777-8888-9999-000000000000"
+
+
+@pytest.fixture
+def fleet(isolated_home, tmp_path, monkeypatch, models) -> Fleet:  # noqa: F811
+    monkeypatch.chdir(tmp_path)
+    f = Fleet(load(), tmp_path / "fleet.ini", models)
+    f.serve()  # h1, h2, h3 with the gp.5.24.96 facts
+    return f
+
+
+def with_boot_ids(fleet: Fleet, ids: dict[str, str | None]) -> None:
+    topo = json.loads(FACTS.read_text())
+    for host, boot in ids.items():
+        facts = {k: v for k, v in topo.items() if k != "boot_id"}
+        if boot is not None:
+            facts["boot_id"] = boot
+        save_facts(fleet.config, host, facts)
+
+
+def measure(fleet: Fleet, monkeypatch: pytest.MonkeyPatch, hosts: list[str]) -> tuple[list[Any], list[str]]:
+    """Rollout._bench on ``hosts``: the requests the bench got, the notes the rollout printed."""
+    seen: list[Any] = []
+    notes: list[str] = []
+
+    def fake_bench(ctx: Any, inventory: Path, req: Any, *, limit: str | None = None) -> Any:
+        seen.append((req, limit))
+        return SimpleNamespace(report=SimpleNamespace(results=[]))
+
+    monkeypatch.setattr(bench_run, "bench_inventory", fake_bench)
+    ctx = RunContext(fleet.config, note=notes.append)
+    r = Rollout(ctx, fleet.inventory, RolloutRequest(changes={"max_num_seqs": 1}))
+    r.state = SimpleNamespace(run_dir=str(fleet.inventory.parent / "runs"))  # type: ignore[assignment]
+    assert r._bench(hosts, "gate-batch1") == {}
+    return seen, notes
+
+
+def test_hosts_on_one_kernel_are_measured_one_after_another(fleet, monkeypatch):
+    with_boot_ids(fleet, {"h1": BOOT_A, "h2": BOOT_A, "h3": BOOT_B})
+    seen, notes = measure(fleet, monkeypatch, ["h1", "h2"])
+    assert [(req.one_at_a_time, limit) for req, limit in seen] == [(True, "h1,h2")]
+    assert any("h1, h2: one machine (the same kernel): measured one after another" in n for n in notes), notes
+
+
+def test_hosts_on_different_kernels_are_measured_at_the_same_time(fleet, monkeypatch):
+    with_boot_ids(fleet, {"h1": BOOT_A, "h2": BOOT_A, "h3": BOOT_B})
+    seen, notes = measure(fleet, monkeypatch, ["h1", "h3"])
+    assert [(req.one_at_a_time, limit) for req, limit in seen] == [(False, "h1,h3")]
+    assert not any("one machine" in n for n in notes), notes
+
+
+def test_facts_without_a_boot_id_count_as_machines_of_their_own(fleet, monkeypatch):
+    # facts saved before zenops read the boot id, or a kernel without one: measured as before, all at once
+    with_boot_ids(fleet, {"h1": None, "h2": None, "h3": None})
+    seen, _notes = measure(fleet, monkeypatch, ["h1", "h2", "h3"])
+    assert [req.one_at_a_time for req, _limit in seen] == [False]
+
+
+def test_one_bench_request_asks_the_playbook_for_one_host_at_a_time(tmp_path, monkeypatch):
+    from tests.unit.test_bench import GOOD, _served, bench_playbook  # noqa: PLC0415
+
+    config, inv = _served(tmp_path)
+    specs: list[Any] = []
+    fake = bench_playbook(GOOD)
+
+    def recording(spec: Any, *a: Any, **kw: Any) -> Any:
+        specs.append(spec)
+        return fake(spec, *a, **kw)
+
+    monkeypatch.setattr("zenops.context.run_playbook", recording)
+    for one, run_id in ((True, "apart"), (False, "together")):
+        req = bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id=run_id, one_at_a_time=one)
+        bench_run.bench_inventory(RunContext(config), inv, req)
+    assert specs[0].extravars["zenops_bench_serial"] == 1
+    assert "zenops_bench_serial" not in specs[1].extravars  # the playbook's default: all hosts at once
