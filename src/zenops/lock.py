@@ -66,7 +66,12 @@ def alive(holder: Holder, proc: Path = Path("/proc")) -> bool:
 
 def orphans(token: str, proc: Path = Path("/proc")) -> list[int]:
     """Processes whose environment carries this lock's token (a dead holder's playbooks and their workers)."""
-    needle = f"{ENV}={token}".encode()
+    return processes_with(ENV, token, proc)
+
+
+def processes_with(name: str, value: str, proc: Path = Path("/proc")) -> list[int]:
+    """Processes (other than this one) whose environment has ``name=value``."""
+    needle = f"{name}={value}".encode()
     found = []
     for entry in proc.iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():

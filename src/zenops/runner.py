@@ -357,8 +357,14 @@ def _prepare_run_dir(settings: RunnerSettings, playbook: Path, collections: Path
     return run_id, run_dir, cfg
 
 
+# every process of a run carries its id in this variable: after a cancel, what ansible-runner left running (it stops
+# ansible-playbook, not the workers that process forked) is found and stopped by it
+RUN_ENV = "ZENOPS_RUN"
+
+
 def _environment(spec: RunSpec, run_dir: Path, cfg: Path, collections: Path) -> dict[str, str]:
     return {
+        RUN_ENV: run_dir.name,
         "PATH": f"{paths.venv_bin()}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
         "ANSIBLE_CONFIG": str(cfg),
         "ANSIBLE_COLLECTIONS_PATH": str(collections),
@@ -467,6 +473,12 @@ def run_playbook(
         )
     interrupted = _wait(thread, cancel, sink, interrupted=bool(noted))
     status = str(runner.status)
+    left: list[int] = []
+    if (status in ("canceled", "timeout") or interrupted) and not thread.is_alive():
+        # (a run left in the background on purpose, a second Ctrl-C, keeps running: its thread is alive)
+        from zenops.lock import processes_with, stop_processes  # noqa: PLC0415
+
+        left = stop_processes(processes_with(RUN_ENV, run_dir.name), grace=5.0)
     rc = runner.rc if isinstance(runner.rc, int) else 254
     result = RunResult(
         run_id=run_id,
@@ -484,9 +496,10 @@ def run_playbook(
     _prune(run_dir.parent, settings.keep_runs)
     sink.finished(result)
     if status == "canceled" or interrupted:
+        stopped = f"; stopped {len(left)} process(es) of it still running here" if left else ""
         raise CanceledError(
-            f"{playbook.name} canceled after {result.duration_s:.0f}s; commands already started on the hosts may "
-            "still be running there",
+            f"{playbook.name} canceled after {result.duration_s:.0f}s{stopped}; commands already started on remote "
+            "hosts may still be running there",
             hint="re-run the same command to resume: the playbooks are idempotent",
         )
     if not result.stats and not result.failures and _no_hosts_matched(run_dir, result.ok):

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from zenops.errors import CanceledError, ExitCode, RunFailedError, ZenopsError
-from zenops.runner import RunEvent, RunnerSettings, RunResult, RunSpec, check_no_secrets, run_playbook
+from zenops.lock import processes_with
+from zenops.runner import RUN_ENV, RunEvent, RunnerSettings, RunResult, RunSpec, check_no_secrets, run_playbook
 
 
 class Collect:
@@ -194,6 +195,11 @@ def test_cancel_stops_a_long_task_quickly(tmp_path, settings, local_inventory):
         run_playbook(RunSpec(playbook=pb, inventory=local_inventory), settings, CancelOnTask(), cancel)
     assert time.monotonic() - t0 < 30
     assert info.value.exit_code == ExitCode.CANCELED
+    # nothing of the run is left on this machine: ansible-runner stops ansible-playbook only, and its forked worker
+    # went on running the task (an orphan) until the task ended; the run's marker finds them
+    (run_dir,) = (settings.state_dir / "runs").iterdir()
+    assert processes_with(RUN_ENV, run_dir.name) == []
+    assert "stopped" in info.value.message, info.value.message
 
 
 def test_secrets_are_refused_before_anything_runs(tmp_path, settings, local_inventory):
