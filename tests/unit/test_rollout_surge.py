@@ -320,3 +320,41 @@ def test_a_deployment_with_a_server_beside_the_serving_one_is_refused(run, cloud
     r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), "--dry-run")
     assert r.exit_code == ExitCode.USAGE, r.output
     assert "--abort" in flat(r.output)
+
+
+def test_a_multi_host_cloud_rollout_is_refused_while_up_cloud_holds_the_deployment(
+    run,
+    isolated_home,
+    tmp_path,
+    monkeypatch,
+    models,  # noqa: F811
+):
+    """`up --cloud` and `down` lock a cloud deployment by cloud and name, the rollout its inventory: a rollout of
+    a cloud deployment's servers takes both, before it records anything (nothing of a surge here)."""
+    import json  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+    from dataclasses import asdict  # noqa: PLC0415
+
+    from zenops.lock import Holder, lock_path, proc_start  # noqa: PLC0415
+
+    monkeypatch.chdir(tmp_path)
+    config = load()
+    fleet = Fleet(config, tmp_path / "fle.inventory.yml", models)
+    fleet.serve(["fle-1", "fle-2", "fle-3"])
+    servers = [{"name": f"fle-{i}", "id": f"id{i}", "fixed_ip": f"10.0.0.{i}"} for i in (1, 2, 3)]
+    ledger.save(config.state_dir, ledger.Deployment(
+        name="fle", cloud="c", flavor="gp.5.2.8", image="debian-12", count=3, network_mode="provider",
+        price_per_hour=0.1, status="ready", inventory=str(fleet.inventory), servers=servers,
+    ))  # fmt: skip
+    holder = Holder(pid=1, pid_start=proc_start(1), host=socket.gethostname(), command="zenops up --cloud c --name fle",
+                    started_at="2026-11-25T03:00:00+00:00", token="")  # fmt: skip
+    path = lock_path(config, "cloud-c-fle")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(asdict(holder)))
+    monkeypatch.setattr(rollout_run.Rollout, "_serve", lambda *a, **k: pytest.fail("nothing may be served"))
+    monkeypatch.setattr(rollout_run.Rollout, "_bench", lambda *a, **k: pytest.fail("nothing may be measured"))
+    r = rollout(run, fleet, "--model", new_model(fleet), *ROLL)
+    assert r.exit_code == ExitCode.LOCKED, r.output
+    assert "deployment cloud-c-fle is locked by" in flat(r.output)
+    assert "zenops up --cloud c --name fle" in flat(r.output)
+    assert Ledger(config, deployment_key(fleet.inventory)).load() is None  # no rollout was recorded

@@ -294,30 +294,33 @@ class Rollout:
 
     def run(self, state: RolloutState) -> RolloutState:
         self.state = state
-        self.ledger.save(state)
-        if not any(b.started_at for b in state.batches) and state.status == "running":
-            self.ledger.event(
-                state.id, "started", to=describe_changes(state.from_request, state.to_request),
-                batches=[b.hosts for b in state.batches],
-            )  # fmt: skip
-        state.status = "running"
-        try:
-            with self._cloud_lock():
+        with self._cloud_lock():  # before anything is recorded: a refusal leaves no rollout behind
+            self.ledger.save(state)
+            if not any(b.started_at for b in state.batches) and state.status == "running":
+                self.ledger.event(
+                    state.id, "started", to=describe_changes(state.from_request, state.to_request),
+                    batches=[b.hosts for b in state.batches],
+                )  # fmt: skip
+            state.status = "running"
+            try:
                 self._run_batches(state)
-        finally:
-            self._reconcile_drained()
+            finally:
+                self._reconcile_drained()
         return state
 
     def _cloud_lock(self) -> Any:
-        """A surge changes the cloud deployment's servers: it also holds that deployment's lock, the one `zenops up
-        --cloud` and `down` take, so neither runs meanwhile."""
+        """A rollout of a cloud deployment's servers also holds that deployment's lock, the one `zenops up --cloud`
+        and `down` take (they know the deployment by cloud and name, the rollout by its inventory), so neither runs
+        meanwhile. Own hosts have only the inventory's lock."""
         from contextlib import nullcontext  # noqa: PLC0415
 
+        from zenops import deploy  # noqa: PLC0415
         from zenops.lock import deployment_lock  # noqa: PLC0415
 
-        if not any(b.surge for b in self.state.batches):
+        surge = any(b.surge for b in self.state.batches)
+        dep = self._cloud_deployment() if surge else deploy.deployment_of_inventory(self.ctx.config, self.inventory)
+        if dep is None:
             return nullcontext()
-        dep = self._cloud_deployment()
         return deployment_lock(self.ctx.config, f"cloud-{dep.cloud}-{dep.name}", note=self.ctx.note)
 
     def _run_batches(self, state: RolloutState) -> None:
