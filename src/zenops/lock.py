@@ -65,24 +65,45 @@ def alive(holder: Holder, proc: Path = Path("/proc")) -> bool:
 
 
 def orphans(token: str, proc: Path = Path("/proc")) -> list[int]:
-    """Processes whose environment carries this lock's token (a dead holder's playbooks and their workers)."""
-    return processes_with(ENV, token, proc)
+    """Processes whose environment carries this lock's token (a dead holder's playbooks and their workers). Locks
+    held inside one another (a cloud deployment's rollout holds its inventory's and its cloud deployment's) list
+    their tokens comma-separated, outermost first: either lock finds the processes."""
+    return processes_with(ENV, token, proc, listed=True)
 
 
-def processes_with(name: str, value: str, proc: Path = Path("/proc")) -> list[int]:
-    """Processes (other than this one) whose environment has ``name=value``."""
-    needle = f"{name}={value}".encode()
+def processes_with(name: str, value: str, proc: Path = Path("/proc"), *, listed: bool = False) -> list[int]:
+    """Processes (other than this one) whose environment has ``name=value`` (``listed``: ``value`` among the
+    comma-separated values of ``name``). SSH connection masters are left out: a run's master (ControlPersist) is
+    shared by every Ansible run of this user to that host, and ends by itself once idle."""
+    prefix = f"{name}=".encode()
+    want = value.encode()
     found = []
     for entry in proc.iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
             env = (entry / "environ").read_bytes()
+            if b"[mux]" in (entry / "cmdline").read_bytes():  # ssh renames its master "ssh: <socket> [mux]"
+                continue
         except OSError:
             continue
-        if needle in env.split(b"\0"):
-            found.append(int(entry.name))
+        for item in env.split(b"\0"):
+            if item.startswith(prefix):
+                got = item[len(prefix) :]
+                if got == want or (listed and want in got.split(b",")):
+                    found.append(int(entry.name))
+                break
     return sorted(found)
+
+
+def _running(pid: int, proc: Path = Path("/proc")) -> bool:
+    """Whether the process exists and has not exited (a zombie, exited but not yet reaped by its parent, has not
+    got anything left to stop)."""
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def stop_processes(pids: list[int], grace: float = 10.0) -> list[int]:
@@ -95,7 +116,7 @@ def stop_processes(pids: list[int], grace: float = 10.0) -> list[int]:
         except ProcessLookupError:
             pass
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(proc_start(p) is not None for p in signalled):
+    while time.monotonic() < deadline and any(_running(p) for p in signalled):
         time.sleep(0.2)
     for pid in signalled:
         with contextlib.suppress(ProcessLookupError):
@@ -148,7 +169,7 @@ def deployment_lock(
     else:
         raise LockedError(f"could not take the lock of deployment {key} ({path})", hint="try again")
     before = os.environ.get(ENV)
-    os.environ[ENV] = me.token
+    os.environ[ENV] = f"{before},{me.token}" if before else me.token  # an outer lock's token stays: see orphans()
     try:
         yield me
     finally:

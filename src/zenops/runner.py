@@ -478,7 +478,8 @@ def run_playbook(
         # (a run left in the background on purpose, a second Ctrl-C, keeps running: its thread is alive)
         from zenops.lock import processes_with, stop_processes  # noqa: PLC0415
 
-        left = stop_processes(processes_with(RUN_ENV, run_dir.name), grace=5.0)
+        for _pass in range(2):  # twice: a child forked between the first look and the signal is caught the second
+            left += stop_processes(processes_with(RUN_ENV, run_dir.name), grace=5.0)
     rc = runner.rc if isinstance(runner.rc, int) else 254
     result = RunResult(
         run_id=run_id,

@@ -136,7 +136,7 @@ def test_release_restores_an_outer_env_value_and_happens_on_errors(config, monke
 
     with pytest.raises(RuntimeError):
         fail_inside()
-    assert seen[0] == seen[1] != "outer"
+    assert seen[0] == f"outer,{seen[1]}"  # held inside another lock: both tokens, so either finds the orphans
     assert os.environ[lock.ENV] == "outer"
     assert not lock_path(config, KEY).exists()
 
@@ -301,12 +301,20 @@ def test_orphans_reads_environ_entries_exactly(tmp_path):
         ("11", b"ZENOPS_LOCK=abcd\0"),  # another token that starts the same
         ("12", b"XZENOPS_LOCK=abc\0"),
         ("13", b"ZENOPS_LOCK=abc"),
+        ("15", b"ZENOPS_LOCK=outer,abc\0"),  # held inside another lock
+        ("16", b"ZENOPS_LOCK=abc,inner\0"),  # holding another lock inside
+        ("17", b"ZENOPS_LOCK=outer,abcd\0"),
     ):
         (tmp_path / pid).mkdir()
         (tmp_path / pid / "environ").write_bytes(env)
+        (tmp_path / pid / "cmdline").write_bytes(b"ansible-playbook\0-i\0hosts.yml\0")
+    # an SSH connection master a run started: shared by every run to that host, so never stopped
+    (tmp_path / "18").mkdir()
+    (tmp_path / "18" / "environ").write_bytes(b"ZENOPS_LOCK=abc\0")
+    (tmp_path / "18" / "cmdline").write_bytes(b"ssh: /root/.ansible/cp/0123abcd [mux]\0")
     (tmp_path / "self").mkdir()
     (tmp_path / "14").mkdir()  # no environ (gone meanwhile)
-    assert lock.orphans("abc", tmp_path) == [10, 13]
+    assert lock.orphans("abc", tmp_path) == [10, 13, 15, 16]
 
 
 def test_read_holder_of_an_unreadable_lock_file(tmp_path):
@@ -317,3 +325,12 @@ def test_read_holder_of_an_unreadable_lock_file(tmp_path):
     assert h is not None
     assert h.pid == 0
     assert "unreadable" in h.command
+
+
+def test_a_zombie_is_not_running(tmp_path):
+    # stop_processes waits only for what still runs: an exited process nobody reaped yet is done
+    for pid, state in (("20", "S"), ("21", "Z"), ("22", "R")):
+        (tmp_path / pid).mkdir()
+        fields = f"{state} 1 1 1 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 99"
+        (tmp_path / pid / "stat").write_text(f"{pid} (a (b) c) {fields}\n")
+    assert [lock._running(p, tmp_path) for p in (20, 21, 22, 23)] == [True, False, True, False]

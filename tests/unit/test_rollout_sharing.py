@@ -79,6 +79,21 @@ def test_facts_without_a_boot_id_count_as_machines_of_their_own(fleet, monkeypat
     assert [req.one_at_a_time for req, _limit in seen] == [False]
 
 
+def test_the_baseline_says_which_facts_have_no_boot_id(fleet):
+    with_boot_ids(fleet, {"h1": BOOT_A, "h2": None, "h3": None})
+    notes: list[str] = []
+    r = Rollout(RunContext(fleet.config, note=notes.append), fleet.inventory, RolloutRequest(changes={}))
+    r._note_unknown_boot_ids(["h1", "h2", "h3"])
+    assert len(notes) == 1, notes
+    assert "the saved facts of h2, h3 have no kernel boot id" in notes[0], notes
+    assert f"zenops facts -i {fleet.inventory}" in notes[0]
+    notes.clear()
+    r._note_unknown_boot_ids(["h2"])  # one host measures nothing but itself
+    with_boot_ids(fleet, {"h1": BOOT_A, "h2": BOOT_B, "h3": BOOT_B})
+    r._note_unknown_boot_ids(["h1", "h2", "h3"])
+    assert notes == []
+
+
 def test_one_bench_request_asks_the_playbook_for_one_host_at_a_time(tmp_path, monkeypatch):
     from tests.unit.test_bench import GOOD, _served, bench_playbook  # noqa: PLC0415
 

@@ -401,17 +401,32 @@ class Rollout:
         """The groups of these hosts that run on one kernel (the same boot id in their saved facts): containers on
         one machine, whose servers compete for its CPUs. Hosts without a boot id (facts from before it, or a kernel
         without one) are taken to be machines of their own."""
-        from zenops.facts import facts_path  # noqa: PLC0415
-
         by_boot: dict[str, list[str]] = {}
-        for host in hosts:
-            try:
-                boot = str(json.loads(facts_path(self.ctx.config, host).read_text()).get("boot_id") or "")
-            except (OSError, ValueError, AttributeError):
-                boot = ""
+        for host, boot in self._boot_ids(hosts).items():
             if boot:
                 by_boot.setdefault(boot, []).append(host)
         return [sorted(g) for g in by_boot.values() if len(g) > 1]
+
+    def _note_unknown_boot_ids(self, hosts: list[str]) -> None:
+        unknown = sorted(h for h, boot in self._boot_ids(hosts).items() if not boot)
+        if unknown and len(hosts) > 1:
+            self._note(
+                f"the saved facts of {', '.join(unknown)} have no kernel boot id (gathered by an older zenops): if "
+                f"hosts share a machine they are measured at once, and measure each other (`zenops facts -i "
+                f"{self.inventory}` reads them again)"
+            )
+
+    def _boot_ids(self, hosts: list[str]) -> dict[str, str]:
+        """Host -> the kernel boot id in its saved facts ("" when they have none)."""
+        from zenops.facts import facts_path  # noqa: PLC0415
+
+        out = {}
+        for host in hosts:
+            try:
+                out[host] = str(json.loads(facts_path(self.ctx.config, host).read_text()).get("boot_id") or "")
+            except (OSError, ValueError, AttributeError):
+                out[host] = ""
+        return out
 
     def _bench(self, hosts: list[str], label: str) -> dict[str, Sample]:
         """One short `vllm bench serve` per server of these hosts: all at once (the control measured under the same
@@ -450,6 +465,7 @@ class Rollout:
             f"measuring the baseline of {len(hosts)} host(s) before changing anything "
             f"({self.req.baseline_repeats} runs: C={self.req.gate_concurrency}, {self.req.gate_prompts} prompts)"
         )
+        self._note_unknown_boot_ids(hosts)
         runs: dict[str, list[dict[str, Any]]] = {}
         for k in range(self.req.baseline_repeats):
             for server, s in self._bench(hosts, f"baseline{k + 1}").items():
