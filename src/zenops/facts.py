@@ -59,6 +59,11 @@ def facts_path(config: Config, host: str) -> Path:
     return facts_dir(config) / f"{name}.json"
 
 
+def saved_facts(config: Config, host: str) -> dict[str, Any] | None:
+    """The topology kept for ``host`` (zenops facts, up), or None when there is none or it is unreadable."""
+    return _kept(facts_path(config, host))
+
+
 def _kept(path: Path) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text())

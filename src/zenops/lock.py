@@ -49,13 +49,19 @@ def lock_path(config: Config, key: str) -> Path:
     return config.state_dir / "locks" / f"{key}.lock"
 
 
-def proc_start(pid: int, proc: Path = Path("/proc")) -> int | None:
+def _stat(pid: int, proc: Path = Path("/proc")) -> list[str] | None:
+    """The fields of /proc/<pid>/stat after the command name (state first), or None when there is no such process."""
     try:
         stat = (proc / str(pid) / "stat").read_text()
     except OSError:
         return None
     # the command name (field 2) may hold spaces and parentheses: split after its closing one
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    return stat.rsplit(")", 1)[1].split()
+
+
+def proc_start(pid: int, proc: Path = Path("/proc")) -> int | None:
+    fields = _stat(pid, proc)
+    return int(fields[19]) if fields else None
 
 
 def alive(holder: Holder, proc: Path = Path("/proc")) -> bool:
@@ -99,11 +105,8 @@ def processes_with(name: str, value: str, proc: Path = Path("/proc"), *, listed:
 def _running(pid: int, proc: Path = Path("/proc")) -> bool:
     """Whether the process exists and has not exited (a zombie, exited but not yet reaped by its parent, has not
     got anything left to stop)."""
-    try:
-        stat = (proc / str(pid) / "stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    fields = _stat(pid, proc)
+    return fields is not None and fields[0] != "Z"
 
 
 def stop_processes(pids: list[int], grace: float = 10.0) -> list[int]:

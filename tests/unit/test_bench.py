@@ -299,15 +299,22 @@ def _served_in(config: Config, tmp_path: Path, inv: Path, plan: dict[str, Any] =
 
 
 def bench_playbook(
-    result: dict[str, Any] | None, log: str = "server log\n", *, platform: str = "zen", instances: int = 1
+    result: dict[str, Any] | None,
+    log: str = "server log\n",
+    *,
+    platform: str = "zen",
+    instances: int = 1,
+    seen: list[RunSpec] | None = None,
 ) -> Callable[..., RunResult]:
     """TEST DOUBLE for ansible-runner running playbooks/bench.yml (that needs a host with a vLLM server: the serving
     e2e runs the real one), to patch over zenops.context.run_playbook. Writes what the role fetches into the run
     directory, per server instance of host h1: a result per run, a text summary, a log tail; and answers the
-    zenops_bench fact the role sets."""
+    zenops_bench fact the role sets. ``seen``: each run's spec is appended to it."""
 
     def run_playbook(spec: RunSpec, *_a: Any, **_kw: Any) -> RunResult:
         assert spec.playbook == "bench"
+        if seen is not None:
+            seen.append(spec)
         dest = Path(spec.extravars["vllm_server_bench_dest"])
         for i in range(instances):
             d = dest / "h1" / str(i)
@@ -666,13 +673,7 @@ def test_gateway_bench_runs_one_client_on_the_gateway_host_against_its_port(tmp_
     gw = {"host": "h1", "port": 8080, "url": "http://192.0.2.1:8080/v1", "backends": [], "tls": False}
     save_serving_record(config, inv, replace(record, gateway=gw))
     seen: list[RunSpec] = []
-    fake = bench_playbook(GOOD)
-
-    def recording(spec: RunSpec, *a: Any, **kw: Any) -> RunResult:
-        seen.append(spec)
-        return fake(spec, *a, **kw)
-
-    monkeypatch.setattr("zenops.context.run_playbook", recording)
+    monkeypatch.setattr("zenops.context.run_playbook", bench_playbook(GOOD, seen=seen))
     req = bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="g1", gateway=True)
     out = bench_run.bench_inventory(RunContext(config), inv, req)
     assert [s.limit for s in seen] == ["h1"]  # the gateway's host only
@@ -698,13 +699,7 @@ def test_gateway_bench_on_its_own_server_runs_the_client_on_a_serving_host_again
     }  # fmt: skip
     save_serving_record(config, inv, replace(record, gateway=gw))
     seen: list[RunSpec] = []
-    fake = bench_playbook(GOOD)
-
-    def recording(spec: RunSpec, *a: Any, **kw: Any) -> RunResult:
-        seen.append(spec)
-        return fake(spec, *a, **kw)
-
-    monkeypatch.setattr("zenops.context.run_playbook", recording)
+    monkeypatch.setattr("zenops.context.run_playbook", bench_playbook(GOOD, seen=seen))
     req = bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="g3", gateway=True)
     out = bench_run.bench_inventory(RunContext(config), inv, req)
     assert [s.limit for s in seen] == ["h1"]  # no engine image on the gateway's server: a serving host's client

@@ -99,13 +99,7 @@ def test_one_bench_request_asks_the_playbook_for_one_host_at_a_time(tmp_path, mo
 
     config, inv = _served(tmp_path)
     specs: list[Any] = []
-    fake = bench_playbook(GOOD)
-
-    def recording(spec: Any, *a: Any, **kw: Any) -> Any:
-        specs.append(spec)
-        return fake(spec, *a, **kw)
-
-    monkeypatch.setattr("zenops.context.run_playbook", recording)
+    monkeypatch.setattr("zenops.context.run_playbook", bench_playbook(GOOD, seen=specs))
     for one, run_id in ((True, "apart"), (False, "together")):
         req = bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id=run_id, one_at_a_time=one)
         bench_run.bench_inventory(RunContext(config), inv, req)

@@ -418,15 +418,9 @@ class Rollout:
 
     def _boot_ids(self, hosts: list[str]) -> dict[str, str]:
         """Host -> the kernel boot id in its saved facts ("" when they have none)."""
-        from zenops.facts import facts_path  # noqa: PLC0415
+        from zenops.facts import saved_facts  # noqa: PLC0415
 
-        out = {}
-        for host in hosts:
-            try:
-                out[host] = str(json.loads(facts_path(self.ctx.config, host).read_text()).get("boot_id") or "")
-            except (OSError, ValueError, AttributeError):
-                out[host] = ""
-        return out
+        return {h: str((saved_facts(self.ctx.config, h) or {}).get("boot_id") or "") for h in hosts}
 
     def _bench(self, hosts: list[str], label: str) -> dict[str, Sample]:
         """One short `vllm bench serve` per server of these hosts: all at once (the control measured under the same
