@@ -79,6 +79,15 @@ def test_runs_one_per_level_and_flags_win_over_the_profile():
     assert [r.max_concurrency for r in bench.runs_for("seed")] == [4]
 
 
+def test_warmups_are_asked_for_only_when_given():
+    assert {r.num_warmups for r in bench.runs_for("sweep")} == {0}
+    runs = bench.runs_for("sweep", concurrency=(1, 4), num_warmups=8)
+    assert [(r.max_concurrency, r.num_warmups) for r in runs] == [(1, 8), (4, 8)]
+    assert runs[0].to_dict()["num_warmups"] == 8
+    with pytest.raises(UsageError, match="--warmups -1"):
+        bench.runs_for("seed", num_warmups=-1)
+
+
 def test_unknown_profile_and_zero_values_are_refused():
     with pytest.raises(UsageError, match="unknown profile 'fast'") as info:
         bench.runs_for("fast")
@@ -164,6 +173,14 @@ def test_client_runs_the_profile_and_saves_a_named_result_with_metadata():
     stock = _argv(platform="cpu")
     assert "zentorch=2.13.0.1" not in stock  # installed, but not what served the stock platform's requests
     assert _flag(stock, "--result-filename") == "cpu-c4.json"
+
+
+def test_client_sends_warmup_requests_before_the_measured_ones_only_when_asked():
+    assert "--num-warmups" not in _argv()  # the profiles' runs: the write-up's benchmark, as it was run
+    run = bench.runs_for("seed", num_warmups=8)[0].to_dict()
+    argv = bench.bench_argv(run, SERVER, run_id="r1", result_dir="/r", platform="zen")
+    assert _flag(argv, "--num-warmups") == "8"
+    assert argv.index("--num-warmups") < argv.index("--metadata")  # a flag of vllm bench, not a metadata pair
 
 
 def test_api_key_reaches_the_client_only_through_the_env_file():
@@ -732,3 +749,14 @@ def test_gateway_bench_refusals_come_before_any_run(tmp_path, monkeypatch, gatew
     with pytest.raises(UsageError, match=says):
         bench_run.bench_inventory(RunContext(config), inv, req, limit=limit)
     assert not (tmp_path / "runs" / "g2").exists()
+
+
+def test_warmups_reach_the_playbooks_runs(tmp_path, monkeypatch):
+    config, inv = _served(tmp_path)
+    specs: list[RunSpec] = []
+    monkeypatch.setattr("zenops.context.run_playbook", bench_playbook(GOOD, seen=specs))
+    for warmups, run_id in ((4, "warm"), (None, "cold")):
+        req = bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id=run_id, num_warmups=warmups, concurrency=(1, 2))
+        bench_run.bench_inventory(RunContext(config), inv, req)
+    assert [r["num_warmups"] for r in specs[0].extravars["vllm_server_bench_runs"]] == [4, 4]
+    assert [r["num_warmups"] for r in specs[1].extravars["vllm_server_bench_runs"]] == [0, 0]

@@ -155,6 +155,7 @@ def test_no_inventory_nor_deployment_is_a_usage_error(run, fleet):
         (["--max-tps-drop", "1.5"], "--max-tps-drop"),
         (["--max-num-seqs", "0"], "--max-num-seqs"),
         (["--platform", "gpu"], "--platform"),
+        (["--gate-warmups", "-1"], "--gate-warmups"),
     ],
 )
 def test_bad_option_values_exit_2_before_anything(run, fleet, args, fragment):

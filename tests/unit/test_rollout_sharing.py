@@ -72,6 +72,17 @@ def test_hosts_on_different_kernels_are_measured_at_the_same_time(fleet, monkeyp
     assert not any("one machine" in n for n in notes), notes
 
 
+def test_gate_runs_warm_the_servers_up_before_measuring(fleet, monkeypatch):
+    # a server just started answers its first requests slower: every gate run (baseline, canary, control) asks for
+    # unmeasured requests first, --gate-warmups of them
+    with_boot_ids(fleet, {"h1": BOOT_A, "h2": BOOT_B, "h3": BOOT_B})
+    seen, _notes = measure(fleet, monkeypatch, ["h1", "h2"])
+    ((req, _limit),) = seen
+    assert req.num_warmups == RolloutRequest(changes={}).gate_warmups == 8
+    assert req.concurrency == (4,)
+    assert req.num_prompts == 32
+
+
 def test_facts_without_a_boot_id_count_as_machines_of_their_own(fleet, monkeypatch):
     # facts saved before zenops read the boot id, or a kernel without one: measured as before, all at once
     with_boot_ids(fleet, {"h1": None, "h2": None, "h3": None})

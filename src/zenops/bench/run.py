@@ -86,6 +86,7 @@ class BenchRequest:
     num_prompts: int | None = None
     input_len: int | None = None
     output_len: int | None = None
+    num_warmups: int | None = None  # unmeasured requests first (BenchRun.num_warmups)
     compare_platforms: bool = False
     runs_dir: Path = Path("runs")
     run_id: str | None = None
@@ -241,6 +242,7 @@ def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limi
         num_prompts=req.num_prompts,
         input_len=req.input_len,
         output_len=req.output_len,
+        num_warmups=req.num_warmups,
     )
     record = load_serving_record(config, inventory)
     if record is None:

@@ -61,6 +61,13 @@ def _profile_names() -> list[str]:
 @click.option("--input-len", type=click.IntRange(min=1), metavar="N", help="Input tokens per prompt.")
 @click.option("--output-len", type=click.IntRange(min=1), metavar="N", help="Output tokens per prompt.")
 @click.option(
+    "--warmups",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Requests sent before each run's measured ones and left out of its figures (vllm bench serve "
+    "--num-warmups): a server just started answers its first requests slower.",
+)
+@click.option(
     "--compare-platforms",
     is_flag=True,
     help="Also run with zentorch off (or on): restart the servers on the other platform, benchmark, restore them.",
@@ -106,6 +113,7 @@ def bench(
     num_prompts: int | None,
     input_len: int | None,
     output_len: int | None,
+    warmups: int | None,
     compare_platforms: bool,
     via_gateway: bool,
     one_at_a_time: bool,
@@ -153,6 +161,7 @@ def bench(
         num_prompts=num_prompts,
         input_len=input_len,
         output_len=output_len,
+        num_warmups=warmups,
         compare_platforms=compare_platforms,
         gateway=via_gateway,
         one_at_a_time=one_at_a_time,

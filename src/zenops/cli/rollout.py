@@ -137,6 +137,13 @@ _ENGINE = {
 )
 @click.option("--gate-output-len", type=click.IntRange(min=1), default=64, show_default=True, help="Tokens per reply.")
 @click.option(
+    "--gate-warmups",
+    type=click.IntRange(min=0),
+    default=8,
+    show_default=True,
+    help="Unmeasured requests before each gate run: a server just started answers its first requests slower.",
+)
+@click.option(
     "--runs-dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("runs"),
@@ -177,6 +184,7 @@ def rollout(
     gate_concurrency: int,
     gate_prompts: int,
     gate_output_len: int,
+    gate_warmups: int,
     runs_dir: Path,
     dry_run: bool,
     abort: bool,
@@ -193,7 +201,8 @@ def rollout(
     Only what you pass changes; everything else stays as `zenops up` left it (the serving record); with --tuned
     FILE, the options of the model's entry (the deployment's model, or --model) count as passed. Before
     anything changes: the new pair and plans are checked on every host's saved facts, and (--perf-gate) a short
-    `vllm bench serve` measures every server twice: the baseline and its run-to-run spread.
+    `vllm bench serve` measures every server twice (each run after --gate-warmups unmeasured requests): the
+    baseline and its run-to-run spread.
 
     \b
     Each batch: drain its servers in the gateway (in-flight requests finish, --drain-timeout) -> replace them
@@ -245,6 +254,7 @@ def rollout(
         gate_concurrency=gate_concurrency,
         gate_prompts=gate_prompts,
         gate_output_len=gate_output_len,
+        gate_warmups=gate_warmups,
         dry_run=dry_run,
         runs_dir=runs_dir,
         tuned_reason=tuned.reason if tuned is not None else None,

@@ -61,6 +61,9 @@ class RolloutRequest:
     gate_prompts: int = 32
     gate_input_len: int = 64
     gate_output_len: int = 64
+    # unmeasured requests before each gate run: a server just started (the new ones, and every server of a fleet
+    # whose `up` just ended) answers its first requests slower, which read as a regression or as run-to-run spread
+    gate_warmups: int = 8
     baseline_repeats: int = 2
     dry_run: bool = False
     runs_dir: Path = Path("runs")
@@ -440,6 +443,7 @@ class Rollout:
             num_prompts=self.req.gate_prompts,
             input_len=self.req.gate_input_len,
             output_len=self.req.gate_output_len,
+            num_warmups=self.req.gate_warmups,
             runs_dir=Path(self.state.run_dir),
             run_id=f"{label}-{time.strftime('%H%M%S')}",
             timeout=600,
@@ -457,7 +461,8 @@ class Rollout:
         hosts = sorted(self.record.plans)
         self._note(
             f"measuring the baseline of {len(hosts)} host(s) before changing anything "
-            f"({self.req.baseline_repeats} runs: C={self.req.gate_concurrency}, {self.req.gate_prompts} prompts)"
+            f"({self.req.baseline_repeats} runs: C={self.req.gate_concurrency}, {self.req.gate_prompts} prompts"
+            f" after {self.req.gate_warmups} warm-up requests)"
         )
         self._note_unknown_boot_ids(hosts)
         runs: dict[str, list[dict[str, Any]]] = {}
