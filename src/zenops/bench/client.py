@@ -144,8 +144,9 @@ def bench_argv(
     ]
     if run.get("ignore_eos", True):
         argv.append("--ignore-eos")
-    if int(run.get("num_warmups") or 0) > 0:
-        argv += ["--num-warmups", str(int(run["num_warmups"]))]
+    warmups = int(run.get("num_warmups") or 0)
+    if warmups > 0:
+        argv += ["--num-warmups", str(warmups)]
     argv += ["--metadata", *(f"{k}={v}" for k, v in meta.items())]
     return argv
 
