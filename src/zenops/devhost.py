@@ -1,7 +1,10 @@
 """Local container hosts to try zenops on: systemd + sshd containers on this machine's Docker engine.
 
-Each host is a "VM-like" Debian 12 container (image built by scripts/build-images) reached over real SSH with a key
-generated here. Inside, the Docker engine can run (nested), so `zenops up` does there what it does on a cloud VM.
+Each host is a "VM-like" Debian 12 container (image zenops/debian12-devhost, built by scripts/build-images) reached
+over real SSH with a key generated here, as the non-root user `debian` with passwordless sudo, as on every cloud
+image: zenops becomes root where it must, and whatever the login user must read or write is tested as that user.
+The image has the Docker engine installed (the docker role finds it present; Molecule `docker` and the sandbox's
+servers test the install), and it runs nested, so `zenops up` does there what it does on a cloud VM.
 No --privileged: systemd runs with SYS_ADMIN + NET_ADMIN, seccomp/apparmor unconfined and the host's cgroups.
 """
 
@@ -18,7 +21,8 @@ import yaml
 
 from zenops.errors import UsageError, ZenopsError
 
-IMAGE = "zenops/debian12-systemd:latest"
+IMAGE = "zenops/debian12-devhost:latest"
+USER = "debian"  # the login user (the image's, with passwordless sudo)
 LABEL = "io.zenops.devhost"
 _RUN_FLAGS = [
     "--cap-add",
@@ -48,7 +52,8 @@ _RUN_FLAGS = [
 ]
 
 
-_AUTHORIZE = "install -d -m 700 /root/.ssh && cat > /root/.ssh/authorized_keys && chmod 600 /root/.ssh/authorized_keys"
+# run as the login user: its own authorized_keys
+_AUTHORIZE = "install -d -m 700 ~/.ssh && cat > ~/.ssh/authorized_keys && chmod 600 ~/.ssh/authorized_keys"
 
 
 @dataclass(frozen=True)
@@ -164,18 +169,10 @@ def up(state_dir: Path, name: str = "dev", count: int = 1, timeout: float = 90) 
         elif state.stdout.strip() != "running":
             _docker("start", c)
         _wait_ready(c, timeout)
-        _docker(
-            "exec",
-            "-i",
-            c,
-            "sh",
-            "-c",
-            "install -d -m 700 /root/.ssh && cat > /root/.ssh/authorized_keys && chmod 600 /root/.ssh/authorized_keys",
-            input_text=pub,
-        )
+        _docker("exec", "-i", "-u", USER, "-w", f"/home/{USER}", c, "sh", "-c", _AUTHORIZE, input_text=pub)
         hosts[f"{name}-{i}"] = {
             "ansible_host": _address(c),
-            "ansible_user": "root",
+            "ansible_user": USER,
             "ansible_ssh_private_key_file": str(key),
             "ansible_ssh_common_args": f"-o UserKnownHostsFile={known_hosts}",
             "ansible_python_interpreter": "/usr/bin/python3",
