@@ -2,20 +2,27 @@
 SSH), Docker in them, the engine image from this machine's image cache (pip route), real vLLM servers with tiny
 models made offline, real `vllm bench serve`, teardown through Neutron/Nova and a leak check by the SDK.
 
-One campaign: 2 flavors x 2 tiny models x 2 variants (max-num-seqs 2 and 4: machine-independent; zen vs cpu would
-be refused on a CPU without AVX-512), a short bench (concurrency 1 and 2, 6 prompts of 16 tokens), servers with
---enforce-eager (what is tested is the campaign, not the engine's speed), two flavors at once (parallel: 2). Two more
-flavors in the same matrix carry the failure cases, so no extra server cycle is paid for them:
+One campaign: 2 measured flavors x tiny models x 2 variants (max-num-seqs 2 and 4: machine-independent; zen vs cpu
+would be refused on a CPU without AVX-512), a short bench (concurrency 1 and 2, 6 prompts of 16 tokens), servers with
+--enforce-eager (what is tested is the campaign, not the engine's speed). Two more flavors in the same matrix carry
+the failure cases, so no extra server cycle is paid for them:
 - a flavor whose servers go to ERROR (the sandbox's fault injection, `zenops_test:fail=spawn` in its extra specs):
   its cells are recorded failed with the cloud's fault, the others complete;
 - a flavor priced far over the budget: the campaign's projection is over budget.max_usd, so `run` refuses it (exit
   17, nothing created) and `run --within-budget` measures what the budget buys: that flavor's cells are skipped
   before any server is asked for, everything is torn down, exit 17, the report labelled partial.
 
+Two shapes (a server of a measured flavor costs a boot, the Docker engine's install and the engine image's copy):
+- landing (`scripts/test`): one model, one flavor at a time (parallel: 1), in the order of the file; the first run
+  is interrupted when the ERROR flavor's server is being asked for, after the first measured flavor's cells are
+  all done and its server torn down, so the resume provisions each measured flavor once in all (asserted: one
+  "provisioning" per measured flavor over both runs);
+- `scripts/test --full` (ZENOPS_E2E_FULL=1): two models, two flavors at once (parallel: 2), interrupted after the
+  first done cell: the resume provisions again what the interruption tore down.
+
 1. `campaign plan` and `campaign run` over budget: exit 17, nothing created;
-2. `campaign run --within-budget`, Ctrl-C after the first cell is done: exit 130, every server torn down, the done
-   cell recorded;
-3. `campaign run --within-budget` again: it continues the same campaign, the done cell is not re-run, the rest runs,
+2. `campaign run --within-budget`, Ctrl-C (see above): exit 130, every server torn down, the done cells recorded;
+3. `campaign run --within-budget` again: it continues the same campaign, the done cells are not re-run, the rest runs,
    the ERROR flavor's cells fail, the expensive one's are skipped, exit 17, everything is torn down, `leaks` of the
    campaign's mark is 0 (asked of the cloud by the SDK, not by zenops);
 4. `campaign report`: the table, a best configuration per model, the failed and skipped cells, the tuned file.
@@ -53,6 +60,9 @@ BROKEN = "e2e.error.2.8"  # its servers go to ERROR (created by the test, remove
 EXPENSIVE = "gp.5.8.32"  # priced over the whole budget in the campaign file
 MAX_USD = 5.0
 FIGURES: dict[str, Any] = {}
+FULL = os.environ.get("ZENOPS_E2E_FULL") == "1"
+N_MODELS = 2 if FULL else 1
+PARALLEL = 2 if FULL else 1
 
 
 def campaign_file(tmp: Path, models: list[Path]) -> Path:
@@ -61,7 +71,7 @@ def campaign_file(tmp: Path, models: list[Path]) -> Path:
         f"""\
 name: e2e-sweep
 cloud: sandbox
-flavors: [{BROKEN}, {FLAVORS[0]}, {FLAVORS[1]}, {EXPENSIVE}]
+flavors: [{FLAVORS[0]}, {BROKEN}, {FLAVORS[1]}, {EXPENSIVE}]
 models: [{", ".join(str(m) for m in models)}]
 variants:
   seqs2: {{max_num_seqs: 2}}
@@ -75,7 +85,7 @@ engine:
 bench: {{concurrency: [1, 2], input_len: 32, output_len: 16, prompts: 6, repeats: 1}}
 budget: {{max_usd: {MAX_USD}, ttl: 2h}}
 prices: {{{BROKEN}: 0.10, {FLAVORS[0]}: 0.10, {FLAVORS[1]}: 0.20, {EXPENSIVE}: 5000}}
-parallel: 2
+parallel: {PARALLEL}
 """
     )
     return path
@@ -149,11 +159,9 @@ def zenops(
     return lines
 
 
-def interrupt_after_first_done_cell(
-    env: dict[str, str], spec: Path, cwd: Path
-) -> tuple[int, list[dict[str, Any]], str]:
+def interrupt_after(env: dict[str, str], spec: Path, cwd: Path, marker: str) -> tuple[int, list[dict[str, Any]], str]:
     """`campaign run --within-budget`, its output read by threads as it comes (a full pipe would block it); SIGINT
-    once a cell is done; then wait for its teardown."""
+    once a note holds ``marker``; then wait for its teardown."""
     proc = subprocess.Popen(
         [ZENOPS, "--json", "campaign", "run", str(spec), "--within-budget"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
@@ -168,7 +176,7 @@ def interrupt_after_first_done_cell(
             if raw.startswith("{"):
                 line = json.loads(raw)
                 lines.append(line)
-                if line.get("type") == "note" and ": done (serve" in str(line.get("message")):
+                if line.get("type") == "note" and marker in str(line.get("message")):
                     done.set()
         done.set()
 
@@ -208,6 +216,17 @@ def check_cells(cell_states: list[dict[str, Any]]) -> None:
         assert c["reason"].startswith("budget: $"), c["reason"]
 
 
+def check_provisioned_once(lines: list[dict[str, Any]]) -> None:
+    """Each measured flavor's server was asked for once over both runs (the landing shape: the interruption came
+    between groups, so the resume had nothing to provision again)."""
+    provisioned = [
+        str(x.get("message")) for x in lines if x.get("type") == "note" and ": provisioning " in str(x.get("message"))
+    ]
+    FIGURES["provisioned"] = provisioned
+    for flavor in FLAVORS:
+        assert sum(f"{flavor}: provisioning " in m for m in provisioned) == 1, provisioned
+
+
 def check_report(env: dict[str, str], campaign: str, work: Path, models: list[Path]) -> None:
     """Every measured cell, a best configuration per model, the cells not measured, the tuned file."""
     tuned = work / "tuned.yaml"
@@ -221,7 +240,7 @@ def check_report(env: dict[str, str], campaign: str, work: Path, models: list[Pa
         assert (out / name).stat().st_size > 0, name
     assert (out / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert rep["partial"] is True
-    assert len(rep["rows"]) == 2 * 2 * 2 * 2  # flavors x models x variants x concurrency levels
+    assert len(rep["rows"]) == 2 * N_MODELS * 2 * 2  # flavors x models x variants x concurrency levels
     for model in models:
         assert rep["best"][str(model)] is not None, rep  # a local model: as the campaign file named it, resolved
     not_measured = {(c["flavor"], c["status"]) for c in rep["not_measured"]}
@@ -231,11 +250,12 @@ def check_report(env: dict[str, str], campaign: str, work: Path, models: list[Pa
 
 
 def test_campaign_over_budget_interrupted_resumed_reported_and_torn_down(env, broken_flavor, tmp_path):
-    models = [generate(tmp_path / "models" / name, seed=seed).path for name, seed in (("tiny-a", 1), ("tiny-b", 2))]
+    models = [generate(tmp_path / "models" / n, seed=i).path for i, n in enumerate(("tiny-a", "tiny-b")[:N_MODELS], 1)]
     work = tmp_path / "work"
     work.mkdir()
     spec = campaign_file(work, models)
-    n_cells = 4 * 2 * 2  # flavors x models x variants
+    per_flavor = N_MODELS * 2  # models x variants
+    n_cells = 4 * per_flavor
 
     # 1. over budget (the expensive flavor): refused before anything is created
     plan = zenops(env, "campaign", "plan", str(spec), cwd=work, rc=17)
@@ -249,14 +269,17 @@ def test_campaign_over_budget_interrupted_resumed_reported_and_torn_down(env, br
 
     # 2. run what the budget buys, Ctrl-C after the first done cell: torn down
     t0 = time.monotonic()
-    rc, _lines, err = interrupt_after_first_done_cell(env, spec, work)
+    # landing: when the next group (the ERROR flavor, cheap) asks for its server, the first measured flavor is done and
+    # torn down (one flavor at a time)
+    marker = ": done (serve" if FULL else f"{BROKEN}: provisioning"
+    rc, first_lines, err = interrupt_after(env, spec, work, marker)
     FIGURES["first_run_s"] = round(time.monotonic() - t0, 1)
     assert rc == 130, err[-3000:]
     status = zenops(env, "campaign", "status", cwd=work)[-1]["campaigns"]
     assert len(status) == 1
     campaign = status[0]["campaign"]
     assert status[0]["status"] == "interrupted"
-    assert status[0]["cells"].get("done", 0) >= 1, status
+    assert status[0]["cells"].get("done", 0) >= (1 if FULL else per_flavor), status
     first = zenops(env, "campaign", "status", campaign, cwd=work)[-1]
     assert first["servers_running"] == []
     assert campaign_resources(campaign) == []
@@ -267,11 +290,16 @@ def test_campaign_over_budget_interrupted_resumed_reported_and_torn_down(env, br
     t1 = time.monotonic()
     out = zenops(env, "campaign", "run", str(spec), "--within-budget", cwd=work, rc=17)
     FIGURES["resume_s"] = round(time.monotonic() - t1, 1)
-    assert "stopped at its budget: 8 cell(s) done, 4 skipped, 4 failed" in out[-1]["message"], out[-1]
+    done_n, other_n = 2 * per_flavor, per_flavor
+    assert f"stopped at its budget: {done_n} cell(s) done, {other_n} skipped, {other_n} failed" in out[-1]["message"], (
+        out[-1]
+    )
     final = zenops(env, "campaign", "status", campaign, cwd=work)[-1]
     FIGURES["final"] = {k: final[k] for k in ("status", "cells", "spent_usd", "leaks")}
     assert final["status"] == "over-budget", final
-    assert final["cells"] == {"done": 8, "failed": 4, "skipped": 4}
+    assert final["cells"] == {"done": done_n, "failed": other_n, "skipped": other_n}
+    if not FULL:
+        check_provisioned_once(first_lines + out)
     check_cells(final["cell_states"])
     for key, before in done_before.items():
         after = next(c for c in final["cell_states"] if c["key"] == key)

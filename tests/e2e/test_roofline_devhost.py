@@ -59,6 +59,9 @@ def test_measured_tok_s_stays_under_the_measured_ceiling(roof_host, tmp_path):
     up_args = [
         "up", "-i", str(inventory), "--model", model["path"], "--image-source", "pip",
         "--base-image", "zenops/bookworm-slim:latest", "--base-image-archive", str(BASE_ARCHIVE),
+        # no torch.compile: a slower engine only lowers the measured tok/s, which must stay under the ceiling; the
+        # serving e2e keeps the engine's default
+        "--engine-arg=--enforce-eager",
     ]  # fmt: skip
     t0 = time.monotonic()
     served, plays = zenops(*up_args, "--measure")

@@ -1,4 +1,6 @@
-"""`zenops up --inventory` against a systemd container host over real SSH: Docker gets installed and works there.
+"""`zenops up --inventory` against a systemd container host over real SSH as a non-root login user with sudo (as on
+every cloud image): the docker role configures the engine (the devhost image has it installed; Molecule `docker` and
+the sandbox's servers test the install itself) and it works there.
 
 Needs a Docker engine and the images of scripts/build-images (.ci/run provides both).
 """
@@ -53,11 +55,12 @@ def in_host(container: str, *cmd: str) -> str:
     return subprocess.run(["docker", "exec", container, *cmd], capture_output=True, text=True, check=True).stdout
 
 
-def test_up_installs_docker_over_ssh_and_is_idempotent(host):
+def test_up_prepares_docker_over_ssh_as_a_non_root_user_and_is_idempotent(host):
     inventory, dev = host
     # the host is reached over real SSH: the inventory names its address and our generated key
     assert dev.address
     assert "ansible_ssh_private_key_file" in inventory.read_text()
+    assert "ansible_user: debian" in inventory.read_text()  # not root: zenops becomes root where it must
 
     first = zenops_up(inventory)
     summary = first["hosts"][0]

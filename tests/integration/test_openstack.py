@@ -168,6 +168,7 @@ def test_leaks_reports_marked_resources_without_a_deployment(zenops, admin):
         conn.network.delete_network(net, ignore_missing=True)
 
 
+@pytest.mark.full  # one more server cycle with its Docker install; the fault variants above stay in the landing run
 def test_slow_build_is_slow_not_failed(zenops, admin):
     zenops.config("clouds:\n  sandbox:\n    server_metadata: {'zenops_test:slow': '8'}\n")
     t0 = time.monotonic()
@@ -195,6 +196,7 @@ def test_wrong_credentials_name_the_clouds_yaml_entry(zenops, admin, sandbox_clo
     no_leaks(zenops, admin, "itauth")
 
 
+@pytest.mark.full  # the same `up` as the first test, read in its human form: one more server cycle
 def test_human_output_names_the_deployment_and_how_to_remove_it(zenops, admin):
     env = dict(zenops.env)
     proc = subprocess.run(
