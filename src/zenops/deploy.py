@@ -565,7 +565,7 @@ def down(
 
     cloud = cloud_for(config, cloud, name)
     deps = ledger.all_deployments(config.state_dir, cloud)
-    selected = [d for d in deps if all_mine or d.name == name or (campaign and d.campaign == campaign)]
+    selected = _selected(deps, name, campaign, all_mine)
     keypairs = {d.keypair for d in (deps if all_mine else selected) if d.keypair_created}
     if name and not selected and config.cloud_profile(cloud).keypair != m.keypair_name(name):
         # not in this machine's ledger (another controller made it, `zenops reap`): the keypair zenops generates for
@@ -614,6 +614,51 @@ def down(
         for kind in ("", "gateway", "all"):
             inventory_path(config.state_dir, cloud, d.name, kind).unlink(missing_ok=True)
     return DownResult(cloud, removed, False, names)
+
+
+def _selected(
+    deps: list[ledger.Deployment], name: str | None, campaign: str | None, all_mine: bool
+) -> list[ledger.Deployment]:
+    """The ledger's deployments that down() removes: the named one, the campaign's, or all of them."""
+    return [d for d in deps if all_mine or d.name == name or (campaign and d.campaign == campaign)]
+
+
+def down_locked(
+    config: Config,
+    *,
+    cloud: str | None,
+    name: str | None = None,
+    campaign: str | None = None,
+    all_mine: bool = False,
+    dry_run: bool = False,
+    confirm: Callable[[list[dict[str, Any]]], bool] | None = None,
+    note: Note = _ignore,
+) -> DownResult:
+    """down() holding the lock of each deployment it removes, so none is cut from under a running `up`, `rollout` or
+    `bench`. A dry run changes nothing and takes none."""
+    from zenops.lock import deployment_locks  # noqa: PLC0415
+
+    keys = [] if dry_run else _lock_keys(config, cloud, name, campaign, all_mine)
+    with deployment_locks(config, keys, note=note):
+        return down(
+            config, cloud=cloud, name=name, campaign=campaign, all_mine=all_mine, dry_run=dry_run, confirm=confirm,
+            note=note,
+        )  # fmt: skip
+
+
+def _lock_keys(config: Config, cloud: str | None, name: str | None, campaign: str | None, all_mine: bool) -> list[str]:
+    """The lock keys of what down() removes: the named deployment (known to the ledger or not), or those of the
+    campaign (all of mine) this machine's ledger records, the only ones a command here can be working on."""
+    from zenops.lock import cloud_key  # noqa: PLC0415
+
+    try:
+        where = cloud_for(config, cloud, name)
+    except UsageError:
+        return []  # not in the ledger and no --cloud: down() says so
+    if name:
+        return [cloud_key(where, name)]
+    deps = _selected(ledger.all_deployments(config.state_dir, where), name, campaign, all_mine)
+    return [cloud_key(where, d.name) for d in deps]
 
 
 # --- reap: deployments past their expiry ---------------------------------------------------------------------
@@ -720,7 +765,7 @@ def reap(
     knows it. A deployment that fails is reported in ``failed`` and the others go on; ``confirm`` declining one
     keeps it."""
     from zenops.cloud import ops  # noqa: PLC0415
-    from zenops.lock import deployment_lock  # noqa: PLC0415
+    from zenops.lock import cloud_key, deployment_lock  # noqa: PLC0415
 
     now = now or datetime.now(UTC)
     result = ReapResult(cloud, m.format_expiry(now), dry_run)
@@ -734,7 +779,7 @@ def reap(
             if dry_run:
                 res = down(config, cloud=cloud, name=exp.deployment, dry_run=True, note=note)
             else:
-                with deployment_lock(config, f"cloud-{cloud}-{exp.deployment}", note=note):
+                with deployment_lock(config, cloud_key(cloud, exp.deployment), note=note):
                     # read again under the lock: an `up --ttl` that held it may have moved the expiry
                     again = select_expired(ops.owned_servers(conn, cloud, deployment=exp.deployment), now)
                     if not (again and again[0].expired):

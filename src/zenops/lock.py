@@ -1,26 +1,38 @@
-"""One mutating operation per deployment at a time (Terraform's state lock): `up`, `rollout`, `down` and
-`bench --compare-platforms` hold ``<state_dir>/locks/<key>.lock`` while they run.
+"""One mutating operation per deployment at a time (Terraform's state lock): `up`, `down`, `rollout`, `bench`,
+`reap` and `campaign run|down` hold ``<state_dir>/locks/<key>.lock`` while they change a deployment.
 
-The lock file names its holder (pid, the pid's start time, host, command, start, a token). Every process a holder
-starts inherits ``ZENOPS_LOCK=<token>`` in its environment, ansible-playbook and its workers included, so when the
-holder is gone (``kill -9``, a lost session) its orphaned playbooks can still be found and stopped. A later command:
+One key per deployment, however a command names it: a cloud deployment's is ``cloud-<cloud>-<name>`` (cloud_key)
+whether it is named by cloud and name (`up --cloud`, `down --name`, `reap`), by `--deployment`, or by the inventory
+`up --cloud` wrote for it (`up -i`, `bench -i`, `rollout -i`: inventory_key); your own hosts' is their inventory's
+(serving_record.deployment_key).
+
+The lock file names its holder (pid, the pid's start time, host, command, start, a token). It appears whole: the
+record is written to a temp file first and linked into place (link() fails when a lock exists), so a reader never
+sees it empty or half-written. Every process a holder starts inherits ``ZENOPS_LOCK=<token>`` in its environment,
+ansible-playbook and its workers included, so when the holder is gone (``kill -9``, a lost session) its orphaned
+playbooks can still be found and stopped. A later command:
 - holder alive on this machine: refuses (exit 14), naming it;
 - holder dead: stops the processes carrying its token (SIGTERM, then SIGKILL), says so, and takes the lock over;
 - holder on another machine (a shared state dir): refuses; after checking there, remove the lock file by hand.
+Deciding on a holder and replacing (or releasing) its lock happen under ``flock`` on ``<key>.guard`` beside it, the
+holder read again there: of several commands taking over one dead holder's lock exactly one does, the others refuse
+naming it, and a release never removes a lock that was taken over meanwhile.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import secrets
 import signal
 import socket
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +42,7 @@ from zenops.config import Config
 from zenops.errors import LockedError
 
 ENV = "ZENOPS_LOCK"
+_env_guard = threading.Lock()  # threads of one command (a campaign's groups) hold locks of their own
 
 
 @dataclass(frozen=True)
@@ -47,6 +60,22 @@ class Holder:
 
 def lock_path(config: Config, key: str) -> Path:
     return config.state_dir / "locks" / f"{key}.lock"
+
+
+def cloud_key(cloud: str, name: str) -> str:
+    """The lock key of the cloud deployment ``name`` on ``cloud``."""
+    return f"cloud-{cloud}-{name}"
+
+
+def inventory_key(config: Config, inventory: Path) -> str:
+    """The lock key of the deployment on ``inventory``: the inventory `up --cloud` wrote for a deployment (as this
+    machine's ledger records it) gives that deployment's cloud_key, so `up -i` of it and `up --cloud` exclude each
+    other; any other inventory (your own hosts) its deployment_key."""
+    from zenops.deploy import deployment_of_inventory  # noqa: PLC0415
+    from zenops.serving_record import deployment_key  # noqa: PLC0415
+
+    dep = deployment_of_inventory(config, inventory)
+    return cloud_key(dep.cloud, dep.name) if dep is not None else deployment_key(inventory)
 
 
 def _stat(pid: int, proc: Path = Path("/proc")) -> list[str] | None:
@@ -72,8 +101,8 @@ def alive(holder: Holder, proc: Path = Path("/proc")) -> bool:
 
 def orphans(token: str, proc: Path = Path("/proc")) -> list[int]:
     """Processes whose environment carries this lock's token (a dead holder's playbooks and their workers). Locks
-    held inside one another (a cloud deployment's rollout holds its inventory's and its cloud deployment's) list
-    their tokens comma-separated, outermost first: either lock finds the processes."""
+    held inside one another (a campaign holds its own and its servers') list their tokens comma-separated, outermost
+    first: either lock finds the processes."""
     return processes_with(ENV, token, proc, listed=True)
 
 
@@ -157,35 +186,88 @@ def deployment_lock(
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
         token=secrets.token_hex(8),
     )
-    for _attempt in range(3):
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            holder = read_holder(path)
-            if holder is None:
-                continue  # released meanwhile
-            _take_over(path, holder, key, note)
-            continue
-        with os.fdopen(fd, "w") as f:
-            json.dump(asdict(me), f)
-        break
-    else:
-        raise LockedError(f"could not take the lock of deployment {key} ({path})", hint="try again")
-    before = os.environ.get(ENV)
-    os.environ[ENV] = f"{before},{me.token}" if before else me.token  # an outer lock's token stays: see orphans()
+    _acquire(path, me, key, note)
+    _add_token(me.token)
     try:
         yield me
     finally:
-        if before is None:
-            os.environ.pop(ENV, None)
-        else:
-            os.environ[ENV] = before
+        _remove_token(me.token)
+        _release(path, me)
+
+
+@contextmanager
+def deployment_locks(
+    config: Config, keys: Iterable[str], *, note: Callable[[str], None] = lambda _t: None
+) -> Iterator[list[Holder]]:
+    """Hold the locks of several deployments (in key order) for the block; one refused releases those taken."""
+    with ExitStack() as stack:
+        yield [stack.enter_context(deployment_lock(config, key, note=note)) for key in sorted(set(keys))]
+
+
+def _acquire(path: Path, me: Holder, key: str, note: Callable[[str], None]) -> None:
+    """Put the complete record of ``me`` at ``path``: linked when there is no lock, or, under the guard, in place
+    of a dead holder's. Raises LockedError when the holder is alive, elsewhere, or this process."""
+    tmp = path.with_name(f".{path.name}.{me.token}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(asdict(me), f)
+    try:
+        for _attempt in range(3):
+            try:
+                os.link(tmp, path)
+                return
+            except FileExistsError:
+                pass
+            with _guard(path):
+                holder = read_holder(path)
+                if holder is None:
+                    continue  # released meanwhile: link again
+                _take_over(path, holder, key, note)
+                os.replace(tmp, path)  # the lock is never absent: no link() of another command slips in
+                return
+        raise LockedError(f"could not take the lock of deployment {key} ({path})", hint="try again")
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _release(path: Path, me: Holder) -> None:
+    with _guard(path):
         current = read_holder(path)
         if current is not None and current.token == me.token:
             path.unlink(missing_ok=True)
 
 
+@contextmanager
+def _guard(path: Path) -> Iterator[None]:
+    """Mutual exclusion (between processes and threads) around reading the lock's holder and replacing or removing
+    the lock: flock on ``<key>.guard`` beside it, a file never removed (a flock on a removed file guards nothing)."""
+    fd = os.open(path.with_suffix(".guard"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the flock
+
+
+def _add_token(token: str) -> None:
+    """Into ZENOPS_LOCK after the tokens of the locks held already (an outer one's stays: see orphans())."""
+    with _env_guard:
+        before = os.environ.get(ENV)
+        os.environ[ENV] = f"{before},{token}" if before else token
+
+
+def _remove_token(token: str) -> None:
+    with _env_guard:
+        rest = [t for t in os.environ.get(ENV, "").split(",") if t and t != token]
+        if rest:
+            os.environ[ENV] = ",".join(rest)
+        else:
+            os.environ.pop(ENV, None)
+
+
 def _take_over(path: Path, holder: Holder, key: str, note: Callable[[str], None]) -> None:
+    """Called under the guard with the lock's current holder: refuses (LockedError) unless the holder is dead, else
+    stops its orphans and says so; the caller then puts its own record in place."""
     if holder.host != socket.gethostname():
         raise LockedError(
             f"deployment {key} is locked by {holder.describe()}",
@@ -205,7 +287,6 @@ def _take_over(path: Path, holder: Holder, key: str, note: Callable[[str], None]
            if stopped else "it left no process running; ")
         + "taking it over"
     )  # fmt: skip
-    path.unlink(missing_ok=True)
 
 
 def describe_lock(config: Config, key: str) -> dict[str, Any] | None:

@@ -4,6 +4,7 @@ playbooks; /proc is this machine's (Linux only). Every process a test starts is 
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import socket
 import subprocess
@@ -71,9 +72,12 @@ def _wait_gone(pid: int, timeout: float = 5.0) -> bool:
 
 
 def _write_lock(config, holder: Holder) -> Path:
+    """The lock file of ``holder``, put in place whole (a reader polling it never sees it half-written)."""
     path = lock_path(config, KEY)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(asdict(holder)))
+    tmp = path.with_name(f"{path.name}.test-tmp")
+    tmp.write_text(json.dumps(asdict(holder)))
+    tmp.replace(path)
     return path
 
 
@@ -276,6 +280,97 @@ def test_a_reused_pid_is_not_the_holder(config, procs):
         pass
     assert "is gone" in notes[0]
     assert other.poll() is None  # the process that reused the pid is left alone (it carries no token)
+
+
+# --- commands racing for one lock (real processes) ----------------------------------------------------------------
+
+RACERS = 4
+ROUNDS = 20
+
+
+def _race_taker(config, start, release, results) -> None:
+    """A command taking the lock: reports ("won", pid, "") and holds the lock until released, or ("refused", pid,
+    message); anything else is ("error", pid, repr)."""
+    start.wait(30)
+    try:
+        with deployment_lock(config, KEY, command=f"taker {os.getpid()}"):
+            results.put(("won", os.getpid(), ""))
+            release.wait(30)
+    except LockedError as e:
+        results.put(("refused", os.getpid(), e.message))
+    except BaseException as e:
+        results.put(("error", os.getpid(), repr(e)))
+
+
+def _poll_lock(path: str, stop, seen) -> None:
+    """Reads the lock file as fast as it can until ``stop``: every read that is not a whole holder record goes to
+    ``seen`` as bytes, then the number of reads."""
+    reads = 0
+    while not stop.is_set():
+        try:
+            data = Path(path).read_bytes()
+        except FileNotFoundError:
+            continue
+        reads += 1
+        try:
+            Holder(**json.loads(data))
+        except (ValueError, TypeError):
+            seen.put(data[:200])
+    seen.put(reads)
+
+
+Outcome = tuple[str, int, str]  # ("won" | "refused" | "error", pid, message)
+
+
+def _race(config, procs: Procs) -> tuple[list[list[Outcome]], list[bytes], int]:
+    """ROUNDS times, RACERS processes take over one dead holder's lock at once (the winner holds it until every
+    taker has had its answer), while another process polls the lock file: each round's outcomes, sorted; what the
+    reader read that was not a whole holder record; how many reads it made."""
+    mp = multiprocessing.get_context("fork")
+    path = lock_path(config, KEY)
+    dead, dead_start = _dead_pid(procs)
+    stop, seen = mp.Event(), mp.Queue()
+    reader = mp.Process(target=_poll_lock, args=(str(path), stop, seen))
+    reader.start()
+    rounds = []
+    try:
+        for round_ in range(ROUNDS):
+            _write_lock(config, _holder(dead, dead_start, token=f"{round_:016x}"))
+            start, release, results = mp.Event(), mp.Event(), mp.Queue()
+            takers = [mp.Process(target=_race_taker, args=(config, start, release, results)) for _ in range(RACERS)]
+            for t in takers:
+                t.start()
+            start.set()
+            rounds.append(sorted(results.get(timeout=60) for _ in takers))
+            release.set()
+            for t in takers:
+                t.join(30)
+            path.unlink(missing_ok=True)  # released by the winner (by every winner, if there were several)
+    finally:
+        stop.set()
+        reader.join(30)
+    bad: list[bytes] = []
+    while not isinstance(item := seen.get(timeout=10), int):
+        bad.append(item)
+    return rounds, bad, item
+
+
+def test_racing_takers_of_a_dead_holders_lock_leave_exactly_one_winner(config, procs):
+    rounds, _bad, _reads = _race(config, procs)
+    for n, outcomes in enumerate(rounds, 1):
+        winners = [pid for kind, pid, _message in outcomes if kind == "won"]
+        assert len(winners) == 1, f"round {n}: {outcomes}"
+        for kind, _pid, message in outcomes:
+            if kind != "won":  # refused, naming the winner (never "pid 0 on ?": a lock read before it was written)
+                assert kind == "refused", f"round {n}: {outcomes}"
+                assert f"locked by pid {winners[0]} on {socket.gethostname()}" in message, f"round {n}: {outcomes}"
+    assert not lock_path(config, KEY).exists()
+
+
+def test_a_reader_never_sees_a_lock_file_empty_or_half_written_while_takers_race(config, procs):
+    _rounds, bad, reads = _race(config, procs)
+    assert bad == [], f"the reader saw {len(bad)} incomplete lock file(s) in {reads} reads: {bad[:5]}"
+    assert reads > 0
 
 
 # --- the helpers ------------------------------------------------------------------------------------------------

@@ -329,8 +329,8 @@ def test_a_multi_host_cloud_rollout_is_refused_while_up_cloud_holds_the_deployme
     monkeypatch,
     models,  # noqa: F811
 ):
-    """`up --cloud` and `down` lock a cloud deployment by cloud and name, the rollout its inventory: a rollout of
-    a cloud deployment's servers takes both, before it records anything (nothing of a surge here)."""
+    """`up --cloud` and `down` name a cloud deployment by cloud and name, the rollout by its inventory: both take
+    the one lock of the deployment, the rollout before it records anything (nothing of a surge here)."""
     import json  # noqa: PLC0415
     import socket  # noqa: PLC0415
     from dataclasses import asdict  # noqa: PLC0415

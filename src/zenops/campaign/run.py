@@ -22,9 +22,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zenops import catalog
 from zenops.campaign import plan as plan_lib
@@ -41,6 +42,9 @@ from zenops.errors import (
     UsageError,
     ZenopsError,
 )
+
+if TYPE_CHECKING:
+    from zenops.lock import Holder
 
 TRANSIENT_RETRIES = 2
 
@@ -319,28 +323,42 @@ class Campaign:
             if not ok:
                 self._skip(cells, why)
                 return
-        try:
+        with self._deployment_lock(group):
             try:
-                inventory = self._provision(group, price) if self.spec.cloud else Path(str(self.spec.inventory))
-            except ZenopsError as e:  # CanceledError goes on up; a server that never came: its cells, not the rest
-                if isinstance(e, CanceledError):
-                    raise
-                self._fail_cells(cells, e)
-                return
-            for i, cell in enumerate(cells):
-                if self.cancel.is_set():
-                    raise CanceledError("campaign interrupted: `zenops campaign run FILE` again continues it")
-                ok, why = self._affordable(price, d.cell_s(self.spec.bench, first=i == 0) + d.teardown_s)
-                if not ok:
-                    self._skip(cells[i:], why)
-                    break
-                self._cell(cell, inventory, price, first=i == 0)
-                d = self._durations()
-        finally:
-            if self.spec.cloud:
-                self._teardown(group)
-            else:
-                self._stop_servers(Path(str(self.spec.inventory)))
+                try:
+                    inventory = self._provision(group, price) if self.spec.cloud else Path(str(self.spec.inventory))
+                except ZenopsError as e:  # CanceledError goes on up; a server that never came: its cells, not the rest
+                    if isinstance(e, CanceledError):
+                        raise
+                    self._fail_cells(cells, e)
+                    return
+                for i, cell in enumerate(cells):
+                    if self.cancel.is_set():
+                        raise CanceledError("campaign interrupted: `zenops campaign run FILE` again continues it")
+                    ok, why = self._affordable(price, d.cell_s(self.spec.bench, first=i == 0) + d.teardown_s)
+                    if not ok:
+                        self._skip(cells[i:], why)
+                        break
+                    self._cell(cell, inventory, price, first=i == 0)
+                    d = self._durations()
+            finally:
+                if self.spec.cloud:
+                    self._teardown(group)
+                else:
+                    self._stop_servers(Path(str(self.spec.inventory)))
+
+    def _deployment_lock(self, group: str) -> AbstractContextManager[Holder]:
+        """The lock of the group's deployment (its server, or the inventory's hosts), held from its provisioning to
+        its teardown, so no `up`, `bench`, `rollout` or `down` of it runs meanwhile (zenops.lock)."""
+        from zenops.lock import cloud_key, deployment_lock, inventory_key  # noqa: PLC0415
+
+        config = self.ctx.config
+        key = (
+            cloud_key(str(self.spec.cloud), deployment_name(self.state.id, group))
+            if self.spec.cloud
+            else inventory_key(config, Path(str(self.spec.inventory)))
+        )
+        return deployment_lock(config, key, note=self.ctx.note)
 
     def _stop_servers(self, inventory: Path) -> None:
         """Own hosts stay; the servers the campaign started on them go (`zenops down -i`), images kept."""
@@ -417,7 +435,8 @@ class Campaign:
         """Every server of the campaign still standing (a group that raised, Ctrl-C): removed, or said loudly."""
         for server in list(self.state.running_servers()):
             try:
-                self._teardown(server.group)
+                with self._deployment_lock(server.group):
+                    self._teardown(server.group)
             except (ZenopsError, KeyboardInterrupt) as e:
                 self.ctx.warn(
                     f"could not remove {server.deployment} ({e}): run `zenops campaign down {self.state.id}` "
@@ -634,13 +653,13 @@ def run_campaign(
 
 def down_campaign(ctx: RunContext, store: Store, campaign_id: str) -> list[dict[str, Any]]:
     """Remove whatever the campaign still has on its cloud (its mark), and close its servers in the state."""
-    from zenops.deploy import down  # noqa: PLC0415
+    from zenops.deploy import down_locked  # noqa: PLC0415
 
     state = store.load(campaign_id)
     cloud = next((s.cloud for s in state.servers.values() if s.cloud), None)
     if cloud is None:
         return []
-    result = down(ctx.config, cloud=cloud, campaign=campaign_id, note=ctx.note)
+    result = down_locked(ctx.config, cloud=cloud, campaign=campaign_id, note=ctx.note)
     for s in state.servers.values():
         if s.deleted_at is None:
             s.deleted_at = now_iso()

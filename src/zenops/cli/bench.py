@@ -133,7 +133,8 @@ def bench(
     instance: the result JSON and text summary of each run, the server's log tail, its image and the versions of
     vLLM, zentorch and torch inside it; per host the CPU facts and the serving plan; and run.json (profile, flavor,
     price, timestamps, zenops version). Then the results are reported like `zenops report` does; a run with failed
-    requests fails the command (exit 12), since `vllm bench serve` itself exits 0 then.
+    requests fails the command (exit 12), since `vllm bench serve` itself exits 0 then. It holds the deployment's
+    lock, as `up` and `rollout` do: while another zenops command works on the deployment it refuses (exit 14).
 
     \b
     Examples:
@@ -173,10 +174,11 @@ def bench(
         deployment=dep.name if dep else None,
         timeout=timeout,
     )
-    from zenops.serving_record import deployment_key  # noqa: PLC0415
+    from zenops.lock import inventory_key  # noqa: PLC0415
 
-    # --compare-platforms restarts the servers: it changes the deployment, so it holds the deployment's lock
-    with app.run_context(lock=deployment_key(inv) if compare_platforms else None) as run_ctx:
+    # a bench starts its clients on the deployment's hosts and removes them after (--compare-platforms restarts the
+    # servers): it holds the deployment's lock, so neither another bench nor an up, rollout or down runs meanwhile
+    with app.run_context(lock=inventory_key(app.config, inv)) as run_ctx:
         outcome = lib.bench_inventory(run_ctx, inv, req, limit=limit)
     _report(app, outcome)
     check_failures(app, outcome.report, None, allow_failed)

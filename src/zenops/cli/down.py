@@ -81,32 +81,19 @@ def down(
             app.err.print(f"  {r['kind']:<15} {escape(str(r['name']))}  (deployment {r['deployment']})")
         return click.confirm(f"remove these {len(plan)} resource(s)?", default=False, err=True)
 
-    from contextlib import AbstractContextManager, nullcontext  # noqa: PLC0415
+    from zenops.deploy import down_locked  # noqa: PLC0415
 
-    from zenops.deploy import down as down_lib  # noqa: PLC0415
-    from zenops.lock import deployment_lock  # noqa: PLC0415
-    from zenops.target import cloud_for  # noqa: PLC0415
-
-    # one deployment by name: its lock (the one `up --cloud` holds), so a running up or rollout is not cut under it
-    held: AbstractContextManager[object] = nullcontext()
-    if name and not dry_run:
-        try:
-            key = f"cloud-{cloud_for(app.config, cloud, name)}-{name}"
-        except UsageError:
-            key = None  # not in the ledger: deploy.down says so (or finds it by its marks)
-        if key:
-            held = deployment_lock(app.config, key, note=app.note)
-    with held:
-        result = down_lib(
-            app.config,
-            cloud=cloud,
-            name=name,
-            campaign=campaign,
-            all_mine=all_mine,
-            dry_run=dry_run,
-            confirm=confirm,
-            note=app.note,
-        )
+    # each deployment's lock (the one `up --cloud` holds), so a running up, rollout or bench is not cut under it
+    result = down_locked(
+        app.config,
+        cloud=cloud,
+        name=name,
+        campaign=campaign,
+        all_mine=all_mine,
+        dry_run=dry_run,
+        confirm=confirm,
+        note=app.note,
+    )
     if app.json:
         app.emit_json({"type": "result", "command": "down", **result.to_dict()})
         return
@@ -124,9 +111,9 @@ def down(
 
 def _down_inventory(app: App, inventory: Path, *, images: bool, data: bool, limit: str | None) -> None:
     from zenops.hosts import down_inventory  # noqa: PLC0415
-    from zenops.serving_record import deployment_key  # noqa: PLC0415
+    from zenops.lock import inventory_key  # noqa: PLC0415
 
-    with app.run_context(lock=deployment_key(inventory)) as run_ctx:
+    with app.run_context(lock=inventory_key(app.config, inventory)) as run_ctx:
         run, hosts = down_inventory(run_ctx, inventory, images=images, data=data, limit=limit)
     if app.json:
         app.emit_json(

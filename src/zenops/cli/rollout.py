@@ -225,9 +225,9 @@ def rollout(
     deployment at a time (exit 14 names the holder). Exit codes: 14 locked, 15 gate failed, 16 paused (noisy).
     History: `zenops status -i fleet.yml`; gate artifacts: <runs-dir>/<rollout id>/.
     """
+    from zenops.lock import inventory_key  # noqa: PLC0415
     from zenops.rollout import GateLimits, RolloutRequest  # noqa: PLC0415
     from zenops.rollout import rollout as run_rollout  # noqa: PLC0415
-    from zenops.serving_record import deployment_key  # noqa: PLC0415
     from zenops.target import resolve_target  # noqa: PLC0415
 
     app = get_app(ctx)
@@ -259,7 +259,7 @@ def rollout(
         runs_dir=runs_dir,
         tuned_reason=tuned.reason if tuned is not None else None,
     )
-    lock = None if dry_run else deployment_key(target.inventory)
+    lock = None if dry_run else inventory_key(app.config, target.inventory)
     with app.run_context(lock=lock) as run_ctx:
         result = run_rollout(
             run_ctx, target.inventory, req, abort=abort, on_plan=None if app.json else lambda s: _print_plan(app, s)

@@ -80,9 +80,9 @@ def _expires(expires_at: str | None, switch: dict[str, Any] | None) -> str:
 
 def _serving_status(app: App, inventory: Path, last: int) -> None:
     from zenops import gateway  # noqa: PLC0415
-    from zenops.lock import describe_lock  # noqa: PLC0415
+    from zenops.lock import describe_lock, inventory_key  # noqa: PLC0415
     from zenops.rollout import current_state, history  # noqa: PLC0415
-    from zenops.serving_record import deployment_key, load_serving_record  # noqa: PLC0415
+    from zenops.serving_record import load_serving_record  # noqa: PLC0415
 
     record = load_serving_record(app.config, inventory)
     out: dict[str, Any] = {"inventory": str(inventory), "serving": None, "gateway": None, "backends": []}
@@ -99,7 +99,7 @@ def _serving_status(app: App, inventory: Path, last: int) -> None:
                     ]
                 except Exception as e:
                     out["gateway_error"] = str(e)
-        out["lock"] = describe_lock(app.config, deployment_key(inventory))
+        out["lock"] = describe_lock(app.config, inventory_key(app.config, inventory))
         state = current_state(ctx, inventory)
         out["rollout"] = (
             {k: v for k, v in state.to_dict().items() if k not in ("from_record", "served")} if state else None

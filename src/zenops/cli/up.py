@@ -265,8 +265,9 @@ def up(
         )
 
         from zenops.deploy import default_name  # noqa: PLC0415
+        from zenops.lock import cloud_key  # noqa: PLC0415
 
-        key = None if check else f"cloud-{cloud}-{name or default_name(flavor)}"
+        key = None if check else cloud_key(cloud, name or default_name(flavor))
         with app.run_context(lock=key) as run_ctx:
             result, dep = up_cloud(run_ctx, request, check=check)
             served = (
@@ -289,9 +290,9 @@ def up(
             hint="pass --inventory hosts.yml, or set defaults.up.inventory in zenops.yaml; "
             "`zenops devhost up` makes a local one to try",
         )
-    from zenops.serving_record import deployment_key  # noqa: PLC0415
+    from zenops.lock import inventory_key  # noqa: PLC0415
 
-    key = None if check else deployment_key(inventory)
+    key = None if check else inventory_key(app.config, inventory)  # a cloud deployment's inventory: its cloud key
     if serve_req is not None:
         with app.run_context(lock=key) as run_ctx:
             served = serve_inventory(run_ctx, inventory, serve_req, limit=limit, check=check, tuned=reason)

@@ -296,35 +296,21 @@ class Rollout:
     # --- the run ----------------------------------------------------------------------------------------------
 
     def run(self, state: RolloutState) -> RolloutState:
+        """The caller holds the deployment's lock (zenops.lock.inventory_key: a cloud deployment's is the one
+        `zenops up --cloud` and `down` take)."""
         self.state = state
-        with self._cloud_lock():  # before anything is recorded: a refusal leaves no rollout behind
-            self.ledger.save(state)
-            if not any(b.started_at for b in state.batches) and state.status == "running":
-                self.ledger.event(
-                    state.id, "started", to=describe_changes(state.from_request, state.to_request),
-                    batches=[b.hosts for b in state.batches],
-                )  # fmt: skip
-            state.status = "running"
-            try:
-                self._run_batches(state)
-            finally:
-                self._reconcile_drained()
+        self.ledger.save(state)
+        if not any(b.started_at for b in state.batches) and state.status == "running":
+            self.ledger.event(
+                state.id, "started", to=describe_changes(state.from_request, state.to_request),
+                batches=[b.hosts for b in state.batches],
+            )  # fmt: skip
+        state.status = "running"
+        try:
+            self._run_batches(state)
+        finally:
+            self._reconcile_drained()
         return state
-
-    def _cloud_lock(self) -> Any:
-        """A rollout of a cloud deployment's servers also holds that deployment's lock, the one `zenops up --cloud`
-        and `down` take (they know the deployment by cloud and name, the rollout by its inventory), so neither runs
-        meanwhile. Own hosts have only the inventory's lock."""
-        from contextlib import nullcontext  # noqa: PLC0415
-
-        from zenops import deploy  # noqa: PLC0415
-        from zenops.lock import deployment_lock  # noqa: PLC0415
-
-        surge = any(b.surge for b in self.state.batches)
-        dep = self._cloud_deployment() if surge else deploy.deployment_of_inventory(self.ctx.config, self.inventory)
-        if dep is None:
-            return nullcontext()
-        return deployment_lock(self.ctx.config, f"cloud-{dep.cloud}-{dep.name}", note=self.ctx.note)
 
     def _run_batches(self, state: RolloutState) -> None:
         self._undrain_leftovers()
@@ -853,8 +839,7 @@ class Rollout:
         try:
             self._undrain_leftovers()
             changed = [b for b in state.batches if b.status not in ("pending", "reverted")]
-            with self._cloud_lock():
-                hosts = self._revert(changed)
+            hosts = self._revert(changed)
             state.status = "reverted"
             state.finished_at = now()
             state.message = "aborted by the operator"
