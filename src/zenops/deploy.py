@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 
 import yaml
 
-from zenops import catalog
+from zenops import catalog, statefile
 from zenops.cloud import ledger
 from zenops.cloud import marks as m
 from zenops.cloud.preflight import cost_so_far
@@ -112,13 +112,11 @@ def _write_inventory(
         }
         for s in (dep.servers if servers is None else servers)
     }
-    path = inventory_path(state_dir, dep.cloud, dep.name, kind)
-    path.write_text(
+    return statefile.write_text(
+        inventory_path(state_dir, dep.cloud, dep.name, kind),
         f"# written by zenops up --cloud {dep.cloud} --name {dep.name}\n"
-        + yaml.safe_dump({"all": {"hosts": hosts}}, sort_keys=True)
+        + yaml.safe_dump({"all": {"hosts": hosts}}, sort_keys=True),
     )
-    path.chmod(0o600)
-    return path
 
 
 def _is_gateway(server: Any) -> bool:
@@ -554,7 +552,10 @@ def down(
     dry_run: bool = False,
     confirm: Callable[[list[dict[str, Any]]], bool] | None = None,
     note: Note = _ignore,
+    keep_secrets: bool = False,
 ) -> DownResult:
+    """Remove the selected deployments' resources from the cloud, prove none is left, then forget them locally
+    (:func:`_forget`: ledger entry, inventories, generated keypair, and the API key file unless ``keep_secrets``)."""
     if sum(bool(x) for x in (name, campaign, all_mine)) != 1:
         raise UsageError(
             "say what to remove: exactly one of --name D, --campaign C, --all-mine",
@@ -564,8 +565,11 @@ def down(
     from zenops.cloud.errors import CloudError, classify  # noqa: PLC0415
 
     cloud = cloud_for(config, cloud, name)
-    deps = ledger.all_deployments(config.state_dir, cloud)
+    listed = ledger.listing(config.state_dir, cloud)
+    deps = listed.deployments
     selected = _selected(deps, name, campaign, all_mine)
+    # a deployment whose ledger file is damaged (warned about): forgotten too once the cloud has nothing of it
+    unreadable = [n for _, n in listed.damaged if all_mine or n == name]
     keypairs = {d.keypair for d in (deps if all_mine else selected) if d.keypair_created}
     if name and not selected and config.cloud_profile(cloud).keypair != m.keypair_name(name):
         # not in this machine's ledger (another controller made it, `zenops reap`): the keypair zenops generates for
@@ -586,9 +590,8 @@ def down(
     creds = [c for c in expiry_switch.listed(conn, cloud) if in_scope(c)]
     plan += [expiry_switch.describe(c) for c in creds]
     if dry_run or not plan:
-        if not dry_run:
-            for d in selected:
-                ledger.remove(config.state_dir, cloud, d.name)
+        if not dry_run:  # nothing of it on the cloud
+            _forget_all(config, cloud, selected, unreadable, keep_secrets=keep_secrets, note=note)
         return DownResult(cloud, plan, dry_run, names)
     if confirm is not None and not confirm(plan):
         raise CanceledError("nothing was removed", hint="pass --yes to remove without asking")
@@ -605,15 +608,35 @@ def down(
             f"{len(left_names)} resource(s) are still there after teardown: " + ", ".join(left_names),
             hint="re-run zenops down; if it persists, the cloud refuses the deletion (see its logs)",
         )
-    for d in selected:
-        ledger.remove(config.state_dir, cloud, d.name)
-        key = ledger.keys_dir(config.state_dir, cloud) / m.keypair_name(d.name)
-        if d.keypair_created:
+    _forget_all(config, cloud, selected, unreadable, keep_secrets=keep_secrets, note=note)
+    return DownResult(cloud, removed, False, names)
+
+
+def _forget_all(
+    config: Config,
+    cloud: str,
+    selected: list[ledger.Deployment],
+    unreadable: list[str],
+    *,
+    keep_secrets: bool,
+    note: Note,
+) -> None:
+    """What this machine keeps of deployments the cloud no longer has: each one's ledger entry, its inventories,
+    the keypair zenops generated for it (unknown for an ``unreadable`` ledger file: kept), and its API key file
+    (unless ``keep_secrets``)."""
+    from zenops.serving_record import forget_api_key  # noqa: PLC0415
+
+    created = {d.name: d.keypair_created for d in selected}
+    for name in [*created, *unreadable]:
+        ledger.remove(config.state_dir, cloud, name)
+        key = ledger.keys_dir(config.state_dir, cloud) / m.keypair_name(name)
+        if created.get(name):
             key.unlink(missing_ok=True)
             key.with_suffix(".pub").unlink(missing_ok=True)
+        if not keep_secrets:  # the key of the serving inventory `up --cloud --model` served
+            forget_api_key(config, inventory_path(config.state_dir, cloud, name), note)
         for kind in ("", "gateway", "all"):
-            inventory_path(config.state_dir, cloud, d.name, kind).unlink(missing_ok=True)
-    return DownResult(cloud, removed, False, names)
+            inventory_path(config.state_dir, cloud, name, kind).unlink(missing_ok=True)
 
 
 def _selected(
@@ -633,6 +656,7 @@ def down_locked(
     dry_run: bool = False,
     confirm: Callable[[list[dict[str, Any]]], bool] | None = None,
     note: Note = _ignore,
+    keep_secrets: bool = False,
 ) -> DownResult:
     """down() holding the lock of each deployment it removes, so none is cut from under a running `up`, `rollout` or
     `bench`. A dry run changes nothing and takes none."""
@@ -642,7 +666,7 @@ def down_locked(
     with deployment_locks(config, keys, note=note):
         return down(
             config, cloud=cloud, name=name, campaign=campaign, all_mine=all_mine, dry_run=dry_run, confirm=confirm,
-            note=note,
+            note=note, keep_secrets=keep_secrets,
         )  # fmt: skip
 
 
@@ -806,8 +830,9 @@ def leaks(config: Config, cloud: str) -> list[dict[str, Any]]:
     """zenops-marked resources whose deployment is not alive in the ledger (exit non-zero through LeaksFoundError)."""
     from zenops.cloud import expiry_switch, ops  # noqa: PLC0415
 
-    deps = ledger.all_deployments(config.state_dir, cloud)
-    alive = {d.name for d in deps}
+    listed = ledger.listing(config.state_dir, cloud)
+    # a deployment whose ledger file is damaged (warned about, naming it) is still meant to be alive: not a leak
+    alive = {d.name for d in listed.deployments} | {n for _, n in listed.damaged}
     conn = ops.connect(cloud)
     keypairs = {k.name for k in conn.compute.keypairs() if k.name.startswith("zenops-")}
     owned = ops.list_owned(conn, cloud, keypairs=keypairs)

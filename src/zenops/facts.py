@@ -9,7 +9,6 @@ The collection's ``facts.yml`` runs the module ``zenops.inference.cpu_topology``
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -17,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from zenops import statefile
 from zenops.config import Config
 from zenops.context import RunContext
 from zenops.errors import UsageError, ZenopsError
@@ -65,11 +65,14 @@ def saved_facts(config: Config, host: str) -> dict[str, Any] | None:
 
 
 def _kept(path: Path) -> dict[str, Any] | None:
+    """The topology kept in ``path``; None when there is none, or (with a warning naming it) when it is damaged:
+    facts are gathered again."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        return statefile.read_json_object(path)
+    except statefile.DamagedStateError as e:
+        hint = "zenops reads the host's facts again (`zenops facts --inventory FILE`), which rewrites it"
+        statefile.warn_damaged(statefile.DamagedStateError(path, e.reason, hint=hint))
         return None
-    return data if isinstance(data, dict) else None
 
 
 def save_facts(config: Config, host: str, topology: dict[str, Any]) -> Path:
@@ -79,18 +82,9 @@ def save_facts(config: Config, host: str, topology: dict[str, Any]) -> Path:
     hardware (zenops.bandwidth.carry_over): into ``topology`` too, so the caller plans with it."""
     from zenops import bandwidth  # noqa: PLC0415
 
-    directory = facts_dir(config)
-    directory.mkdir(parents=True, exist_ok=True)
-    directory.chmod(0o700)
     path = facts_path(config, host)
     bandwidth.carry_over(topology, _kept(path))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(topology, f, indent=2, sort_keys=True)
-        f.write("\n")
-    tmp.replace(path)
-    return path
+    return statefile.write_json(path, topology)
 
 
 def check_topology(topology: Any, source: str) -> dict[str, Any]:

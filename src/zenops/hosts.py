@@ -8,9 +8,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from zenops import statefile
 from zenops.context import RunContext
 from zenops.runner import HostStats, RunResult, RunSpec
-from zenops.serving_record import load_serving_record, serving_record_path
+from zenops.serving_record import ServingRecord, forget_api_key, load_serving_record, serving_record_path
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,16 @@ class DownHost:
 
 
 def down_inventory(
-    ctx: RunContext, inventory: Path, *, images: bool = False, data: bool = False, limit: str | None = None
+    ctx: RunContext,
+    inventory: Path,
+    *,
+    images: bool = False,
+    data: bool = False,
+    limit: str | None = None,
+    keep_secrets: bool = False,
 ) -> tuple[RunResult, list[DownHost]]:
+    """Remove zenops's servers (the gateway first) from the hosts of ``inventory``. Without ``limit`` the whole
+    deployment is gone: its serving record, and its API key file unless ``keep_secrets``."""
     spec = RunSpec(
         playbook="down",
         inventory=inventory,
@@ -92,7 +101,7 @@ def down_inventory(
         limit=limit,
         verbosity=ctx.verbosity,
     )
-    record = load_serving_record(ctx.config, inventory) if limit is None else None
+    record = _record_for_down(ctx, inventory) if limit is None else None
     if record is not None and record.gateway:  # the fleet endpoint first: clients get refused, not half-served
         from zenops import gateway  # noqa: PLC0415
 
@@ -102,6 +111,8 @@ def down_inventory(
     run = ctx.run(spec)
     if limit is None:  # every host's servers are gone: nothing left to benchmark or restart
         serving_record_path(ctx.config, inventory).unlink(missing_ok=True)
+        if not keep_secrets:
+            forget_api_key(ctx.config, inventory, ctx.note)
     hosts = []
     for host in sorted(run.stats):
         fact = run.host_facts.get(host, {}).get("zenops_down") or {}
@@ -114,3 +125,14 @@ def down_inventory(
             )
         )
     return run, hosts
+
+
+def _record_for_down(ctx: RunContext, inventory: Path) -> ServingRecord | None:
+    """The serving record, for finding the gateway to remove first; a damaged one is warned about and the servers
+    are removed all the same."""
+    try:
+        return load_serving_record(ctx.config, inventory)
+    except statefile.DamagedStateError as e:
+        hint = "the servers are removed anyway; a gateway (HAProxy) zenops set up is not: its host was in that file"
+        statefile.warn_damaged(statefile.DamagedStateError(e.path, e.reason, hint=hint))
+        return None

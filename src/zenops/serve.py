@@ -8,7 +8,6 @@ stops zenops before an image is built or a container started. Secrets go to Ansi
 
 from __future__ import annotations
 
-import hashlib
 import os
 import secrets
 import subprocess
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from zenops import catalog, compat
+from zenops import catalog, compat, statefile
 from zenops.catalog import ModelSpec
 from zenops.config import Config
 from zenops.context import RunContext
@@ -31,7 +30,7 @@ from zenops.facts import FACT_NAME, check_topology, save_facts
 from zenops.hosts import UpResult, up_inventory
 from zenops.planner import Plan, PlanOptions, PlanRefusedError, Topology, plan
 from zenops.runner import RunResult, RunSpec
-from zenops.serving_record import ServingRecord, load_serving_record, save_serving_record
+from zenops.serving_record import ServingRecord, api_key_path, load_serving_record, save_serving_record
 
 IMAGE_SOURCES = ("pip", "build", "prebuilt")
 HF_TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -174,12 +173,8 @@ def pip_settings(python: str = sys.executable) -> dict[str, Any]:
 
 
 def _write_secret(path: Path, value: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.parent.chmod(0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(value)
-    path.chmod(0o600)
+    """A secret as a 0600 file in a 0700 directory, written whole or not at all (an empty key file is no key)."""
+    statefile.write_text(path, value)
 
 
 def check_secret_file(path: Path, what: str) -> Path:
@@ -189,12 +184,6 @@ def check_secret_file(path: Path, what: str) -> Path:
     if mode & 0o077:
         raise UsageError(f"{what} {path} is readable by others (mode {mode:04o})", hint=f"chmod 600 {path}")
     return path.resolve()
-
-
-def api_key_path(config: Config, inventory: Path) -> Path:
-    """Where zenops keeps the API key of the servers of this inventory (one key per inventory file)."""
-    digest = hashlib.sha256(str(inventory.resolve()).encode()).hexdigest()[:8]
-    return config.state_dir / "secrets" / f"{inventory.stem}-{digest}.api-key"
 
 
 def ensure_api_key(config: Config, inventory: Path, given: Path | None) -> Path:

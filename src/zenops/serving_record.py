@@ -6,15 +6,13 @@ it."""
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from zenops import statefile
 from zenops.config import Config
-from zenops.errors import ZenopsError
 
 
 @dataclass(frozen=True)
@@ -65,27 +63,36 @@ def serving_record_path(config: Config, inventory: Path) -> Path:
     return config.state_dir / "serving" / f"{deployment_key(inventory)}.json"
 
 
-def save_serving_record(config: Config, inventory: Path, record: ServingRecord) -> Path:
-    path = serving_record_path(config, inventory)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.parent.chmod(0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(record.to_dict(), f, indent=2, sort_keys=True)
-    tmp.replace(path)
+def api_key_path(config: Config, inventory: Path) -> Path:
+    """Where zenops keeps the API key it generates for the servers of this inventory (one key per inventory file):
+    ``<state_dir>/secrets/<inventory stem>-<hash>.api-key``. `zenops down` removes it (unless --keep-secrets)."""
+    return config.state_dir / "secrets" / f"{deployment_key(inventory)}.api-key"
+
+
+def forget_api_key(config: Config, inventory: Path, note: Callable[[str], None]) -> Path | None:
+    """Remove the API key file zenops generated for ``inventory`` (`zenops down`; a key given with --api-key-file is
+    the operator's and stays), so that a deployment made again gets a new key. Returns the file, if there was one."""
+    path = api_key_path(config, inventory)
+    if not path.is_file():
+        return None
+    path.unlink()
+    note(f"removed the API key file {path} (`--keep-secrets` keeps it)")
     return path
 
 
+def save_serving_record(config: Config, inventory: Path, record: ServingRecord) -> Path:
+    return statefile.write_json(serving_record_path(config, inventory), record.to_dict())
+
+
 def load_serving_record(config: Config, inventory: Path) -> ServingRecord | None:
+    """The record (None: none); DamagedStateError naming the file and the fix when it cannot be read."""
     path = serving_record_path(config, inventory)
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
-    except (OSError, json.JSONDecodeError) as e:
-        raise ZenopsError(
-            f"{path}: the serving record cannot be read ({e})",
+        data = statefile.read_json_object(path)
+    except statefile.DamagedStateError as e:
+        raise statefile.DamagedStateError(
+            path,
+            e.reason,
             hint=f"remove it and start the servers again with `zenops up --inventory {inventory} --model ...`",
         ) from e
-    return ServingRecord.from_dict(data) if isinstance(data, dict) else None
+    return ServingRecord.from_dict(data) if data is not None else None

@@ -62,7 +62,9 @@ def cloud_for(config: Config, cloud: str | None, name: str | None) -> str:
     """The cloud a deployment is in: ``cloud`` when given, else the one cloud the ledger records it (or any) in."""
     if cloud:
         return cloud
-    clouds = sorted({d.cloud for d in ledger.all_deployments(config.state_dir) if name is None or d.name == name})
+    listed = ledger.listing(config.state_dir)
+    recorded = [(d.cloud, d.name) for d in listed.deployments] + listed.damaged  # a damaged file still says where
+    clouds = sorted({c for c, n in recorded if name is None or n == name})
     if len(clouds) == 1:
         return clouds[0]
     if not clouds:

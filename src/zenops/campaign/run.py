@@ -200,7 +200,7 @@ class Campaign:
         """The state to run: the one in progress for this name (resumed), or a new one."""
         state = None if new else planned.state
         if state is None:
-            existing = [s.id for s in self.store.all()]
+            existing = self.store.ids()  # a damaged campaign's id too
             state = CampaignState(
                 id=new_id(self.spec.name, existing),
                 name=self.spec.name,

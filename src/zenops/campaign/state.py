@@ -7,14 +7,13 @@ Layout: ``<state_dir>/campaigns/<id>/state.json``; the cells' bench artifacts un
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from zenops import statefile
 from zenops.config import Config
 from zenops.errors import UsageError
 
@@ -118,11 +117,7 @@ class Store:
         return self.root / campaign_id
 
     def save(self, state: CampaignState) -> None:
-        d = self.dir(state.id)
-        d.mkdir(parents=True, exist_ok=True)
-        tmp = d / "state.json.tmp"
-        tmp.write_text(json.dumps(state.to_dict(), indent=2))
-        os.replace(tmp, d / "state.json")
+        statefile.write_json(self.dir(state.id) / "state.json", state.to_dict())
 
     def load(self, campaign_id: str) -> CampaignState:
         path = self.dir(campaign_id) / "state.json"
@@ -132,20 +127,44 @@ class Store:
                 f"no campaign {campaign_id!r} in {self.root}",
                 hint=f"`zenops campaign status` lists them (latest: {known})",
             )
-        return CampaignState.from_dict(json.loads(path.read_text()))
+        return self._read(path)
+
+    def _read(self, path: Path) -> CampaignState:
+        """The state in ``path``; DamagedStateError (naming it, and how to find and remove its servers) when it
+        cannot be read."""
+        campaign_id = path.parent.name
+        try:
+            data = statefile.read_json_object(path)
+            if data is None:
+                raise FileNotFoundError(path)
+            return CampaignState.from_dict(data)
+        except statefile.DamagedStateError as e:
+            raise statefile.DamagedStateError(path, e.reason, hint=damaged_hint(campaign_id)) from e
+        except (TypeError, KeyError, AttributeError) as e:  # JSON, but not a campaign's state
+            raise statefile.DamagedStateError(path, f"not a campaign state: {e}", hint=damaged_hint(campaign_id)) from e
+
+    def ids(self) -> list[str]:
+        """Every campaign directory's id, readable or not (a new campaign's id must not take a damaged one's)."""
+        return sorted(d.name for d in self.root.iterdir() if d.is_dir()) if self.root.is_dir() else []
+
+    def scan(self) -> tuple[list[CampaignState], list[statefile.DamagedStateError]]:
+        """The campaigns, oldest first, and the damaged ones: each warned about (naming its file), never hidden: its
+        servers may still be running."""
+        good, damaged = [], []
+        for campaign_id in self.ids():
+            path = self.dir(campaign_id) / "state.json"
+            if not path.is_file():
+                continue
+            try:
+                good.append(self._read(path))
+            except statefile.DamagedStateError as e:
+                statefile.warn_damaged(e)
+                damaged.append(e)
+        return sorted(good, key=lambda s: s.created_at), damaged
 
     def all(self) -> list[CampaignState]:
-        if not self.root.is_dir():
-            return []
-        out = []
-        for d in sorted(self.root.iterdir()):
-            f = d / "state.json"
-            if f.is_file():
-                try:
-                    out.append(CampaignState.from_dict(json.loads(f.read_text())))
-                except (ValueError, TypeError):
-                    continue  # a damaged file is not a campaign to resume; `status` says nothing of it
-        return sorted(out, key=lambda s: s.created_at)
+        """The campaigns that can be read, oldest first (the damaged ones are warned about: see :meth:`scan`)."""
+        return self.scan()[0]
 
     def resumable(self, name: str) -> CampaignState | None:
         """The latest campaign of this name, unless it ended with every cell done or failed for good (``done``,
@@ -157,6 +176,15 @@ class Store:
     def latest(self, name: str | None = None) -> CampaignState | None:
         states = [s for s in self.all() if name is None or s.name == name]
         return states[-1] if states else None
+
+
+def damaged_hint(campaign_id: str) -> str:
+    """What to do about a campaign whose state cannot be read: its servers may still be running."""
+    return (
+        "its servers may still be running: `zenops status` lists this machine's deployments (a campaign's are "
+        f"named after it); `zenops down --campaign {campaign_id} --cloud CLOUD --yes` removes whatever carries its "
+        "mark (own hosts: `zenops down --inventory FILE`); then move the file away"
+    )
 
 
 def new_id(name: str, existing: Iterable[str], now: datetime | None = None) -> str:

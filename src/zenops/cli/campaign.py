@@ -197,7 +197,7 @@ def status_cmd(ctx: click.Context, campaign_id: str | None) -> None:
     if campaign_id:
         _print_status(app, store.load(campaign_id))
         return
-    states = store.all()
+    states, damaged = store.scan()
     if app.json:
         app.emit_json(
             {
@@ -206,13 +206,19 @@ def status_cmd(ctx: click.Context, campaign_id: str | None) -> None:
                 "campaigns": [
                     {"campaign": s.id, "status": s.status, "cells": s.counts(), "spent_usd": round(s.spent(), 4)}
                     for s in states
+                ]
+                + [
+                    {"campaign": e.path.parent.name, "status": "damaged", "path": str(e.path), "reason": e.reason}
+                    for e in damaged
                 ],
             }
         )
         return
     for s in states:
         app.out.print(f"{s.id}  {s.status}  {s.counts()}  ${s.spent():.2f}")
-    if not states:
+    for e in damaged:  # never hidden: its servers may still be running (the warning says how to check)
+        app.out.print(f"{e.path.parent.name}  damaged  {escape(str(e.path))}: {escape(e.reason)}")
+    if not states and not damaged:
         app.out.print("no campaigns yet: `zenops campaign run FILE.yaml`")
 
 

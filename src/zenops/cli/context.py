@@ -63,6 +63,14 @@ class App:
         else:
             self.err.print(Text(text, style="cyan"))
 
+    def warn(self, text: str) -> None:
+        """A warning outside an Ansible run (e.g. a damaged state file): {"type": "warning"} in JSON mode, else a
+        yellow ``warning:`` line on stderr."""
+        if self.json:
+            self.emit_json({"type": "warning", "message": text})
+        else:
+            self.err.print(Text.assemble(("warning: ", "yellow"), text))
+
     def emit_json(self, obj: dict[str, Any]) -> None:
         sys.stdout.write(json.dumps(obj, default=str) + "\n")
         sys.stdout.flush()

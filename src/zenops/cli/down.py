@@ -30,6 +30,11 @@ from zenops.errors import UsageError
 @click.option(
     "--data", is_flag=True, help="With --inventory: also remove models and the model cache (/var/lib/zenops)."
 )
+@click.option(
+    "--keep-secrets",
+    is_flag=True,
+    help="Keep the deployment's API key file (by default removed with it, so a deployment made again gets a new key).",
+)
 @limit_option
 @json_option
 @click.pass_context
@@ -45,6 +50,7 @@ def down(
     images: bool,
     data: bool,
     limit: str | None,
+    keep_secrets: bool,
 ) -> None:
     """Remove a deployment's servers, floating IPs, routers, networks, security groups and keypair.
 
@@ -61,12 +67,17 @@ def down(
     then list again and fail if any is left; the deployment's gateway (HAProxy) goes first. The Docker engine stays.
       zenops down --inventory hosts.yml                  the servers
       zenops down --inventory hosts.yml --images --data  and the engine images, models and model cache
+
+    \b
+    Either way the API key file zenops generated for the deployment (<state dir>/secrets/) is removed too, so a
+    deployment made again gets a new key; --keep-secrets keeps it (so does --limit: the other hosts still use it).
+    A key given with --api-key-file is the operator's and is never removed.
     """
     app = get_app(ctx)
     if inventory is not None:
         if name or campaign or all_mine or cloud:
             raise UsageError("--inventory and --name/--campaign/--all-mine/--cloud: choose your hosts or a deployment")
-        _down_inventory(app, inventory, images=images, data=data, limit=limit)
+        _down_inventory(app, inventory, images=images, data=data, limit=limit, keep_secrets=keep_secrets)
         return
     if images or data or limit:
         raise UsageError("--images, --data and --limit go with --inventory", hint="zenops down --inventory hosts.yml")
@@ -93,6 +104,7 @@ def down(
         dry_run=dry_run,
         confirm=confirm,
         note=app.note,
+        keep_secrets=keep_secrets,
     )
     if app.json:
         app.emit_json({"type": "result", "command": "down", **result.to_dict()})
@@ -109,12 +121,16 @@ def down(
         )
 
 
-def _down_inventory(app: App, inventory: Path, *, images: bool, data: bool, limit: str | None) -> None:
+def _down_inventory(
+    app: App, inventory: Path, *, images: bool, data: bool, limit: str | None, keep_secrets: bool
+) -> None:
     from zenops.hosts import down_inventory  # noqa: PLC0415
     from zenops.lock import inventory_key  # noqa: PLC0415
 
     with app.run_context(lock=inventory_key(app.config, inventory)) as run_ctx:
-        run, hosts = down_inventory(run_ctx, inventory, images=images, data=data, limit=limit)
+        run, hosts = down_inventory(
+            run_ctx, inventory, images=images, data=data, limit=limit, keep_secrets=keep_secrets
+        )
     if app.json:
         app.emit_json(
             {"type": "result", "command": "down", "run": run.to_dict(), "hosts": [h.to_dict() for h in hosts]}

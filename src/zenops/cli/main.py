@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from zenops import __version__
+from zenops import __version__, statefile
 from zenops.cli import (
     bench,
     campaign,
@@ -62,6 +62,8 @@ def cli(ctx: click.Context, verbose: int, json_output: bool, config_path: Path |
     """
     loaded = load(config_path)
     ctx.obj = App(config=loaded, json=json_output, verbose=verbose)
+    statefile.set_warning_sink(ctx.obj.warn)  # a damaged state file is said once, on this command's channel
+    ctx.call_on_close(lambda: statefile.set_warning_sink(None))
     assert isinstance(ctx.command, click.Group)
     ctx.default_map = to_default_map(
         ctx.command,

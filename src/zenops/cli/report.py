@@ -111,13 +111,16 @@ def report(
             results = [replace(r, flavor=flavor, price_per_hour=flavor_price or r.price_per_hour) for r in results]
         rep.results = lib.with_price(results, price_per_hour)
         for file, why in rep.skipped:
-            app.note(f"skipped {file}: {why}")
+            app.note(f"skipped {lib.clean(str(file))}: {lib.clean(why)}")
         return rep
 
     current = read(paths)
     baseline = read([baseline_path]) if baseline_path is not None else None
     for name in sorted(unknown_flavors):
-        app.note(f"flavor {name} (from a run manifest or result) is not in the catalogue or config: no price for it")
+        app.note(
+            f"flavor {lib.clean(name)} (from a run manifest or result) is not in the catalogue or config: "
+            "no price for it"
+        )
     comparison = lib.compare(current.results, baseline.results) if baseline is not None else None
 
     if plot_file is not None:
@@ -141,7 +144,7 @@ def report(
         click.echo(lib.markdown(current.results), nl=False)
         _host_totals(app, current.results, output_format)
         if comparison is not None:
-            click.echo(f"\nCompared with {baseline_path}:\n")
+            click.echo(f"\nCompared with {lib.clean(str(baseline_path))}:\n")
             click.echo(lib.comparison_markdown(comparison), nl=False)
     elif output_format == "csv":
         text = lib.comparison_csv(comparison) if comparison is not None else lib.to_csv(current.results)
@@ -153,6 +156,13 @@ def report(
             print_comparison(app, comparison, baseline_path)
 
     check_failures(app, current, baseline, allow_failed)
+
+
+def _text(value: object) -> str:
+    """A value from results as rich text: control characters escaped (zenops.report.clean), markup escaped."""
+    from zenops.report.cells import clean  # noqa: PLC0415
+
+    return escape(clean(str(value)))
 
 
 def _host_totals(app: App, results: Sequence[lib.BenchResult], output_format: str) -> None:
@@ -230,12 +240,12 @@ def print_table(
         table.add_column("of the plan's ceiling (roof)", justify="right")
     table.add_column(cost_title.replace("$ per 1M output tokens", "$/1M output tokens"), justify="right")
     for r in rows:
-        cells = [escape(r.label or "-")] if host_column else []
-        cells.append(escape(r.model))
+        cells = [_text(r.label or "-")] if host_column else []
+        cells.append(_text(r.model))
         if show_flavor:
-            cells.append(escape(r.flavor or "-"))
+            cells.append(_text(r.flavor or "-"))
         if show_platform:
-            cells.append(escape(r.platform or "-"))
+            cells.append(_text(r.platform or "-"))
         cells += [
             str(r.max_concurrency or "-"),
             lib.fmt(r.output_tok_s),
@@ -246,7 +256,7 @@ def print_table(
         if show_price:
             cells.append(lib.fmt_price(r.price_per_hour) if r.price_per_hour is not None else "-")
         if show_roof:
-            cells.append(escape(lib.roofline_cell(r)))
+            cells.append(_text(lib.roofline_cell(r)))
         cells.append(lib.fmt(r.cost_per_million_output_tokens))
         table.add_row(*cells, style="red" if r.flagged else None)
     app.out.print(table)
@@ -258,14 +268,14 @@ def print_comparison(app: App, comp: lib.Comparison, baseline_path: Path | None)
 
     from zenops import report as lib  # noqa: PLC0415
 
-    table = Table(title=f"compared with {escape(str(baseline_path))}", title_justify="left")
+    table = Table(title=f"compared with {_text(baseline_path)}", title_justify="left")
     table.add_column("model", no_wrap=True)
     for col in ("concurrency", "output tok/s", "Δ", "median TTFT ms", "Δ", "median TPOT ms", "Δ", "$/1M out", "Δ"):
         table.add_column(col, justify="right")
     for d in comp.deltas:
         c = d.current
         table.add_row(
-            escape(d.model),
+            _text(d.model),
             str(d.max_concurrency or "-"),
             lib.fmt(c.output_tok_s),
             _pct_cell(d.output_tok_s_pct, higher_is_better=True),
@@ -280,7 +290,7 @@ def print_comparison(app: App, comp: lib.Comparison, baseline_path: Path | None)
     for title, rs in (("only in this report", comp.only_current), ("only in the baseline", comp.only_baseline)):
         if rs:
             names = ", ".join(f"{r.model} (concurrency {r.max_concurrency or '-'})" for r in rs)
-            app.out.print(f"[yellow]{title}:[/] {escape(names)}")
+            app.out.print(f"[yellow]{title}:[/] {_text(names)}")
 
 
 def check_failures(app: App, current: lib.Report, baseline: lib.Report | None, allow_failed: bool) -> None:
@@ -289,8 +299,8 @@ def check_failures(app: App, current: lib.Report, baseline: lib.Report | None, a
         return
     for side, r in flagged:
         app.err.print(
-            f"[bold red]warning: {side}{escape(r.model)} at concurrency {r.max_concurrency or '-'}: "
-            f"{escape('; '.join(r.problems))}[/] [dim]({escape(r.source)})[/]: its numbers do not measure serving",
+            f"[bold red]warning: {side}{_text(r.model)} at concurrency {r.max_concurrency or '-'}: "
+            f"{_text('; '.join(r.problems))}[/] [dim]({_text(r.source)})[/]: its numbers do not measure serving",
             highlight=False,
         )
     if allow_failed:

@@ -79,12 +79,16 @@ def _expires(expires_at: str | None, switch: dict[str, Any] | None) -> str:
 
 
 def _serving_status(app: App, inventory: Path, last: int) -> None:
-    from zenops import gateway  # noqa: PLC0415
+    from zenops import gateway, statefile  # noqa: PLC0415
     from zenops.lock import describe_lock, inventory_key  # noqa: PLC0415
     from zenops.rollout import current_state, history  # noqa: PLC0415
     from zenops.serving_record import load_serving_record  # noqa: PLC0415
 
-    record = load_serving_record(app.config, inventory)
+    try:
+        record = load_serving_record(app.config, inventory)
+    except statefile.DamagedStateError as e:  # said (naming the file); the lock and the rollout still show
+        statefile.warn_damaged(e)
+        record = None
     out: dict[str, Any] = {"inventory": str(inventory), "serving": None, "gateway": None, "backends": []}
     with app.run_context() as ctx:
         if record is not None:

@@ -6,12 +6,13 @@ The cloud's ownership marks are the truth for teardown; the ledger says which de
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from zenops import statefile
 
 
 def now() -> str:
@@ -66,39 +67,76 @@ def path(state_dir: Path, cloud: str, name: str) -> Path:
     return _dir(state_dir, cloud) / f"{name}.json"
 
 
-def load(state_dir: Path, cloud: str, name: str) -> Deployment | None:
-    p = path(state_dir, cloud, name)
-    if not p.is_file():
+def _hint(cloud: str, name: str) -> str:
+    return (
+        f"`zenops leaks --cloud {cloud}` lists what the cloud still has of it (its marks are the truth); "
+        f"`zenops down --name {name} --cloud {cloud}` removes that and this file"
+    )
+
+
+def _read(p: Path) -> Deployment | None:
+    """The deployment recorded in ``p`` (None: no such file); DamagedStateError when it cannot be read."""
+    cloud, name = p.parent.name, p.stem
+    try:
+        data = statefile.read_json_object(p)
+    except statefile.DamagedStateError as e:
+        raise statefile.DamagedStateError(p, e.reason, hint=_hint(cloud, name)) from e
+    if data is None:
         return None
-    return Deployment(**json.loads(p.read_text()))
+    known = {f.name for f in fields(Deployment)}
+    try:
+        return Deployment(**{k: v for k, v in data.items() if k in known})
+    except TypeError as e:  # a required field missing
+        raise statefile.DamagedStateError(p, f"not a deployment record: {e}", hint=_hint(cloud, name)) from e
+
+
+def load(state_dir: Path, cloud: str, name: str) -> Deployment | None:
+    """The deployment ``name`` on ``cloud`` (None: not recorded); DamagedStateError (naming the file and what to do)
+    when its file is damaged."""
+    return _read(path(state_dir, cloud, name))
 
 
 def save(state_dir: Path, dep: Deployment) -> Path:
-    d = _dir(state_dir, dep.cloud)
-    d.mkdir(parents=True, exist_ok=True)
-    os.chmod(d, 0o700)
     dep.updated_at = now()
-    p = path(state_dir, dep.cloud, dep.name)
-    tmp = p.with_suffix(".tmp")
-    tmp.write_text(json.dumps(dep.to_dict(), indent=2, sort_keys=True))
-    tmp.replace(p)
-    return p
+    return statefile.write_json(path(state_dir, dep.cloud, dep.name), dep.to_dict())
 
 
 def remove(state_dir: Path, cloud: str, name: str) -> None:
     path(state_dir, cloud, name).unlink(missing_ok=True)
 
 
-def all_deployments(state_dir: Path, cloud: str | None = None) -> list[Deployment]:
+@dataclass(frozen=True)
+class Listing:
+    """The ledger's deployments, and the names of those whose file is damaged (each warned about when listed)."""
+
+    deployments: list[Deployment]
+    damaged: list[tuple[str, str]]  # (cloud, name)
+
+
+def listing(state_dir: Path, cloud: str | None = None) -> Listing:
+    """Every deployment recorded (of ``cloud``, or of every cloud). A damaged file is not a traceback: it is warned
+    about (naming it and how to check the cloud) and its deployment listed in ``damaged``."""
     root = state_dir / "deployments"
     if not root.is_dir():
-        return []
+        return Listing([], [])
     clouds = [root / cloud] if cloud else sorted(p for p in root.iterdir() if p.is_dir())
-    out = []
+    good, damaged = [], []
     for c in clouds:
         for f in sorted(c.glob("*.json")) if c.is_dir() else []:
-            out.append(Deployment(**json.loads(f.read_text())))
-    return out
+            try:
+                dep = _read(f)
+            except statefile.DamagedStateError as e:
+                statefile.warn_damaged(e)
+                damaged.append((c.name, f.stem))
+                continue
+            if dep is not None:
+                good.append(dep)
+    return Listing(good, damaged)
+
+
+def all_deployments(state_dir: Path, cloud: str | None = None) -> list[Deployment]:
+    """The deployments whose files can be read (see :func:`listing`: damaged ones are warned about)."""
+    return listing(state_dir, cloud).deployments
 
 
 def keys_dir(state_dir: Path, cloud: str) -> Path:

@@ -23,6 +23,7 @@ Everything here is pure (files in, values or text out) except :func:`plot`, whic
 
 The package, by seam (each module imports only the ones listed before it):
 
+* ``cells``       the one escaping function of every output: control characters, CSV formulas
 * ``results``     the normalized BenchResult, its cost, pricing and order, the input errors
 * ``parsing``     text summaries and --save-result JSON -> BenchResults
 * ``loading``     files and run directories -> a Report (manifests price and label, plan.json gives the ceiling)
@@ -36,6 +37,7 @@ The package, by seam (each module imports only the ones listed before it):
 from __future__ import annotations
 
 from zenops.errors import NoBenchResultError
+from zenops.report.cells import clean, csv_cell
 from zenops.report.comparison import Comparison, Delta, compare, host_totals, pct_change
 from zenops.report.loading import PLAN, Report, ceiling, load, parse_file, read_manifest, with_roofline
 from zenops.report.parsing import LABEL_KEYS, is_bench_json, parse_json_result, parse_text
@@ -84,12 +86,14 @@ __all__ = [
     "PriceLookup",
     "Report",
     "ceiling",
+    "clean",
     "compare",
     "comparison_csv",
     "comparison_markdown",
     "comparison_rows",
     "cost_header",
     "cost_per_million",
+    "csv_cell",
     "fmt",
     "fmt_pct",
     "fmt_price",

@@ -1,4 +1,4 @@
-"""Results and comparisons as text: Markdown tables and CSV."""
+"""Results and comparisons as text: Markdown tables and CSV, every cell through zenops.report.cells."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from zenops.report.cells import clean, csv_cell
 from zenops.report.comparison import Comparison
 from zenops.report.results import BenchResult, ordered
 
@@ -37,7 +38,7 @@ def cost_header(results: Sequence[BenchResult]) -> tuple[str, bool]:
 
 
 def _md_row(cells: Iterable[str]) -> str:
-    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+    return "| " + " | ".join(clean(c).replace("|", "\\|") for c in cells) + " |"
 
 
 def _md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
@@ -144,7 +145,8 @@ def comparison_markdown(comp: Comparison) -> str:
     out = _md_table(COMPARISON_HEADER, comparison_rows(comp))
     for title, rs in (("Only in the report", comp.only_current), ("Only in the baseline", comp.only_baseline)):
         if rs:
-            out += f"\n{title}: " + ", ".join(f"{r.model} (concurrency {r.max_concurrency or '-'})" for r in rs) + "\n"
+            names = ", ".join(f"{r.model} (concurrency {r.max_concurrency or '-'})" for r in rs)
+            out += f"\n{title}: {clean(names)}\n"
     return out
 
 
@@ -185,7 +187,7 @@ def _csv(fields: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
     writer = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: "" if row.get(k) is None else row[k] for k in fields})
+        writer.writerow({k: csv_cell(row.get(k)) for k in fields})
     return buf.getvalue()
 
 

@@ -904,4 +904,12 @@ def history(ctx: RunContext, inventory: Path, last: int = 20) -> list[dict[str, 
 
 
 def current_state(ctx: RunContext, inventory: Path) -> RolloutState | None:
-    return Ledger(ctx.config, deployment_key(inventory)).load()
+    """The rollout in progress or the last one, for showing (`zenops status`): a damaged state file is warned about
+    (naming it) and shows as none."""
+    from zenops import statefile  # noqa: PLC0415
+
+    try:
+        return Ledger(ctx.config, deployment_key(inventory)).load()
+    except statefile.DamagedStateError as e:
+        statefile.warn_damaged(e)
+        return None

@@ -9,14 +9,13 @@
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from zenops import statefile
 from zenops.config import Config
 
 
@@ -84,29 +83,29 @@ class Ledger:
         self.history_path = self.dir / "history.jsonl"
 
     def load(self) -> RolloutState | None:
+        """The rollout in progress or the last one (None: none); DamagedStateError naming the file and what to
+        check when it cannot be read (where the rollout stopped is then unknown: servers may be drained)."""
+        hint = (
+            "where that rollout stopped is unknown: `zenops status -i INVENTORY` shows each backend (DRAIN: put it "
+            "back with `zenops up -i INVENTORY --model ...`); remove the file to start the next rollout afresh"
+        )
         try:
-            return RolloutState.from_dict(json.loads(self.state_path.read_text()))
-        except FileNotFoundError:
-            return None
+            data = statefile.read_json_object(self.state_path)
+            return RolloutState.from_dict(data) if data is not None else None
+        except statefile.DamagedStateError as e:
+            raise statefile.DamagedStateError(self.state_path, e.reason, hint=hint) from e
+        except (TypeError, KeyError) as e:  # JSON, but not a rollout's state
+            raise statefile.DamagedStateError(self.state_path, f"not a rollout state: {e}", hint=hint) from e
 
     def save(self, state: RolloutState) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self.dir.chmod(0o700)
-        tmp = self.state_path.with_name(f".state.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(state.to_dict(), indent=2, sort_keys=True))
-        tmp.replace(self.state_path)
+        statefile.write_json(self.state_path, state.to_dict())
 
     def event(self, rollout_id: str, kind: str, **data: Any) -> dict[str, Any]:
-        self.dir.mkdir(parents=True, exist_ok=True)
         line = {"at": now(), "rollout": rollout_id, "event": kind, **data}
-        with self.history_path.open("a") as f:
-            f.write(json.dumps(line, sort_keys=True, default=str) + "\n")
+        statefile.append_json_line(self.history_path, line)
         return line
 
     def history(self, last: int | None = None) -> list[dict[str, Any]]:
-        try:
-            lines = self.history_path.read_text().splitlines()
-        except FileNotFoundError:
-            return []
-        out = [json.loads(x) for x in lines if x.strip()]
+        """The events, oldest first (the ``last`` ones); a line a crash cut short is skipped with a warning."""
+        out = [x for x in statefile.read_json_lines(self.history_path) if isinstance(x, dict)]
         return out[-last:] if last else out
