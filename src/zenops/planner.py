@@ -63,6 +63,16 @@ GUEST_KERNEL_RESERVE = 0.02  # a VM's MemTotal is about 2% below its flavor's RA
 DEFAULT_CONCURRENCY = 4  # the seed benchmark profile: max concurrency 4
 CAPABILITIES = ("SYS_NICE",)  # instead of --privileged: lets vLLM set NUMA memory policy and thread affinity
 SECURITY_OPTS = ("seccomp=unconfined",)  # get_mempolicy/set_mempolicy are blocked by Docker's default profile
+# every `vllm serve` flag an instance's args may hold: an --engine-arg may not set one again (zenops.serve)
+ENGINE_FLAGS = (
+    "--dtype",
+    "--max-model-len",
+    "--max-num-seqs",
+    "--port",
+    "--tensor-parallel-size",
+    "--kv-cache-memory-bytes",
+    "--gpu-memory-utilization",
+)
 
 
 class PlanRefusedError(ZenopsError):

@@ -7,7 +7,17 @@ working directory. Runner events become :class:`RunEvent` objects handed to a :c
 
 Secrets: ansible-runner writes extravars, envvars and the command line to disk in the data dir. Secrets therefore
 never travel as extravars or envvars: pass the *path* of a file (mode 0600) instead. :func:`check_no_secrets`
-enforces that before anything starts.
+enforces that before anything starts. The operator's own environment reaches ansible-playbook as it is (an
+``OS_PASSWORD`` of an ``OS_*`` cloud is needed there) except :data:`SECRET_ENV_NAMES`, but no artifact keeps a
+secret: ansible-runner's record of the environment (``artifacts/<id>/command``) loses every secret-named variable
+(:func:`is_secret_env_name`) as soon as the process is spawned, and when the run ends every file of the run directory
+loses every known secret value (those variables' values, and the contents of the secret files named by
+``*_file`` extra vars such as ``vllm_server_api_key_file``): see :func:`scrub`.
+
+Untrusted text: extra vars carry text zenops did not write (a host's CPU model name in the plans' reasons, a tuned
+file's fields, a model directory's name), and ansible-core renders ``{{ }}`` in the strings of an extra-vars file.
+zenops writes the extra vars itself (:func:`write_extravars`) as one mapping tagged ``!unsafe``: every string in it
+is data for Ansible, never a template. Nothing zenops passes is meant to be templated.
 """
 
 from __future__ import annotations
@@ -20,12 +30,14 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
+
+import yaml
 
 from zenops import paths
 from zenops.config import Config
@@ -45,7 +57,19 @@ _FACT_PREFIX = "zenops_"
 # (artifacts/<id>/command), so these are taken out of the environment while a run is prepared. zenops hands them to
 # Ansible as files instead; Ansible itself never needs them.
 SECRET_ENV_NAMES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_API_TOKEN", "VLLM_API_KEY", "OPENAI_API_KEY")
+# an environment variable whose value is a secret (OS_PASSWORD, OS_APPLICATION_CREDENTIAL_SECRET, GITHUB_TOKEN, ...)
+_SECRET_ENV = re.compile(r"PASSWORD|PASSWD|SECRET|TOKEN|API_?KEY", re.IGNORECASE)
+# a value shorter than this is never scrubbed: a secret-named variable set to "1" must not hide every "1" in the logs
+_SECRET_MIN_LEN = 8
+_SECRET_FILE_MAX = 64 * 1024
+_HIDDEN = "<hidden>"
 _MESSAGE_LIMIT = 600
+
+
+def is_secret_env_name(name: str) -> bool:
+    """Whether an environment variable holds a secret that no artifact may keep (``*PASSWORD*``, ``*SECRET*``,
+    ``*TOKEN*``, ``*API_KEY*``, and :data:`SECRET_ENV_NAMES`)."""
+    return name in SECRET_ENV_NAMES or bool(_SECRET_ENV.search(name))
 
 
 def check_no_secrets(extravars: Mapping[str, Any], where: str = "extravars") -> None:
@@ -73,6 +97,109 @@ def check_no_secrets(extravars: Mapping[str, Any], where: str = "extravars") -> 
             )
 
     walk(extravars, "")
+
+
+def _ordered(secrets: Iterable[str]) -> list[str]:
+    """The values worth hiding, longest first (a secret that contains another is hidden whole)."""
+    return sorted({s for s in secrets if len(s) >= _SECRET_MIN_LEN}, key=len, reverse=True)
+
+
+def _hide(text: str, values: list[str]) -> str:
+    for v in values:
+        text = text.replace(v, _HIDDEN)
+    return text
+
+
+def scrub(root: Path, secrets: Iterable[str]) -> list[Path]:
+    """Replace every secret value in the files under ``root`` by ``<hidden>`` (values shorter than 8 characters are
+    left); a binary file holding one is removed. Returns the files that held one."""
+    values = _ordered(secrets)
+    if not values:
+        return []
+    hit = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.is_symlink()):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            if any(v.encode() in path.read_bytes() for v in values):
+                path.unlink()  # a binary file holding a secret: not worth keeping
+                hit.append(path)
+            continue
+        except OSError:
+            continue
+        new = _hide(text, values)
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+            hit.append(path)
+    return hit
+
+
+def _escaped(values: Iterable[str]) -> set[str]:
+    """The values, and each as it appears inside a JSON string (a multi-line key, a quote)."""
+    return {form for v in values for form in (v, json.dumps(v, ensure_ascii=False)[1:-1])}
+
+
+def secret_values(extravars: Mapping[str, Any], environ: Mapping[str, str]) -> set[str]:
+    """What no artifact of a run may hold: the values of secret-named environment variables, and the contents of
+    the secret files the extra vars name (``<secret name>_file`` keys, as :func:`check_no_secrets` asks for)."""
+    out = {v for k, v in environ.items() if is_secret_env_name(k) and v}
+
+    def walk(value: Any, key: str) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(v, str(k))
+        elif isinstance(value, list | tuple):
+            for v in value:
+                walk(v, key)
+        elif isinstance(value, str) and value and key.endswith("_file") and _SECRET_KEY.search(key[: -len("_file")]):
+            try:
+                path = Path(value).expanduser()
+                if path.is_file() and path.stat().st_size <= _SECRET_FILE_MAX:
+                    out.add(path.read_text(encoding="utf-8", errors="replace").strip())
+            except OSError:
+                pass
+
+    walk(extravars, "")
+    return _escaped(v for v in out if v)
+
+
+def _scrub_command(artifact: Path, secrets: Iterable[str]) -> None:
+    """ansible-runner's record of the run's command and environment (``artifacts/<id>/command``) without
+    secret-named variables or secret values, replaced whole (the old file goes with its inode)."""
+    try:
+        record = json.loads(artifact.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(record, dict) and isinstance(record.get("env"), dict):
+        record["env"] = {k: v for k, v in record["env"].items() if not is_secret_env_name(str(k))}
+    tmp = artifact.with_name(artifact.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(_hide(json.dumps(record, ensure_ascii=False), _ordered(secrets)))
+    os.replace(tmp, artifact)
+
+
+class _Unsafe(dict[str, Any]):
+    """The extra vars' top-level mapping, written with the ``!unsafe`` tag."""
+
+
+class _UnsafeDumper(yaml.SafeDumper):
+    pass
+
+
+_UnsafeDumper.add_representer(_Unsafe, lambda dumper, value: dumper.represent_mapping("!unsafe", value))
+
+
+def write_extravars(path: Path, extravars: Mapping[str, Any]) -> None:
+    """Write ``extravars`` for ``ansible-playbook -e @path`` (file mode 0600): JSON values, as ansible-runner would
+    have passed them, in one mapping tagged ``!unsafe``. ansible-core 2.19 trusts the strings of an extra-vars file
+    as templates; under ``!unsafe`` none is, at any depth, keys included. The tag goes on the mapping, not on each
+    string: a string tagged ``!unsafe`` is resolved again as a plain scalar ('' becomes null, '2' an int)."""
+    plain = json.loads(json.dumps(extravars))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write("# written by zenops: everything below is data (!unsafe), never a template\n")
+        yaml.dump(_Unsafe(plain), f, Dumper=_UnsafeDumper, allow_unicode=True, sort_keys=False)
 
 
 # --- events -----------------------------------------------------------------------------------------------------
@@ -453,6 +580,19 @@ def run_playbook(
     cmdline = (["--check"] if spec.check else []) + (["--limit", spec.limit] if spec.limit else [])
     import ansible_runner  # noqa: PLC0415  (not at the top: --help and commands without Ansible start fast)
 
+    if spec.extravars:  # ansible-runner passes env/extravars as -e @file; written here, every string !unsafe
+        _make_private(run_dir / "env")
+        write_extravars(run_dir / "env" / "extravars", spec.extravars)
+    hidden = secret_values(spec.extravars, os.environ)
+    command_record = run_dir / "artifacts" / "run" / "command"
+
+    def spawned(data: Mapping[str, Any], **_kw: Any) -> None:
+        # ansible-runner has written the environment of the run to the artifacts and then copied it for the child:
+        # the record loses its secrets now, before the playbook starts
+        if data.get("status") == "running":
+            with suppress(OSError):  # (a full disk: the run goes on, and the scrub after it tries again)
+                _scrub_command(command_record, hidden)
+
     translator = _EventTranslator(sink)
     started = datetime.now(UTC).isoformat(timespec="seconds")
     t0 = time.monotonic()
@@ -462,9 +602,9 @@ def run_playbook(
             ident="run",
             playbook=str(playbook),
             inventory=str(spec.inventory.resolve()) if spec.inventory is not None else None,
-            extravars=spec.extravars,
             envvars=_environment(spec, run_dir, cfg, collections),
             event_handler=translator,
+            status_handler=spawned,
             cancel_callback=cancel.is_set,
             quiet=True,
             verbosity=spec.verbosity or None,
@@ -494,6 +634,9 @@ def run_playbook(
         failures=translator.failures(),
     )
     (run_dir / "result.json").write_text(json.dumps(result.to_dict(), indent=2, default=str))
+    if not thread.is_alive():  # (one left running in the background writes on; its command record is clean)
+        _scrub_command(command_record, hidden)
+        scrub(run_dir, hidden)
     _prune(run_dir.parent, settings.keep_runs)
     sink.finished(result)
     if status == "canceled" or interrupted:

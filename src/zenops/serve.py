@@ -13,7 +13,7 @@ import secrets
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -28,7 +28,7 @@ from zenops.context import RunContext
 from zenops.errors import UsageError, ZenopsError
 from zenops.facts import FACT_NAME, check_topology, save_facts
 from zenops.hosts import UpResult, up_inventory
-from zenops.planner import Plan, PlanOptions, PlanRefusedError, Topology, plan
+from zenops.planner import ENGINE_FLAGS, Plan, PlanOptions, PlanRefusedError, Topology, plan
 from zenops.runner import RunResult, RunSpec
 from zenops.serving_record import ServingRecord, api_key_path, load_serving_record, save_serving_record
 
@@ -242,7 +242,7 @@ def request_from_dict(data: Mapping[str, Any]) -> ServeRequest:
     return ServeRequest(**values)
 
 
-# `vllm serve` flags zenops sets itself, and the zenops option that sets each (the planned ones come from the plan)
+# `vllm serve` flags zenops sets itself, and the zenops option that sets each; the plan's (planner.ENGINE_FLAGS) too
 OWN_ENGINE_FLAGS = {
     "--model": "--model",
     "--served-model-name": "--served-model-name",
@@ -255,22 +255,50 @@ OWN_ENGINE_FLAGS = {
     "--tensor-parallel-size": "--instances / the plan's layout",
     "-tp": "--instances / the plan's layout",
 }
+_PLANNED = "the plan (see `zenops plan`)"
 
 
-def check_engine_args(engine_args: Sequence[str], plans: Mapping[str, Mapping[str, Any]]) -> None:
+def engine_arg_conflict(arg: str, planned: Iterable[str] = ()) -> tuple[str, str] | None:
+    """The flag zenops sets that the `vllm serve` argument ``arg`` would set again, read as vLLM's parser reads it,
+    and the zenops way to set it instead; None when it sets nothing zenops sets. vLLM reads ``_`` as ``-`` in a
+    flag (``--api_key``), the value after ``=`` (``--max_num_seqs=99``), and argparse takes any prefix of a flag
+    for the flag (``--api-k``; an ambiguous one vLLM refuses, so zenops may too). ``planned``: more flags to refuse
+    (a plan's args)."""
+    if not arg.startswith("-") or arg in ("-", "--"):
+        return None  # a value, or the end of the options
+    flags = {**{f: _PLANNED for f in (*ENGINE_FLAGS, *planned) if f.startswith("-")}, **OWN_ENGINE_FLAGS}
+    name = arg.split("=", 1)[0]
+    if name.startswith("--"):
+        name = "--" + name[2:].replace("_", "-")
+        hits = [f for f in flags if f.startswith("--") and f.startswith(name)]
+    else:  # -tp, -tp=2, and an abbreviation -t: argparse matches single-dash flags among themselves
+        hits = [f for f in flags if not f.startswith("--") and (f.startswith(name) or name.startswith(f))]
+    flag = name if name in hits else min(hits, default=None)
+    return (flag, flags[flag]) if flag else None
+
+
+def engine_arg_refusal(arg: str, planned: Iterable[str] = ()) -> tuple[str, str] | None:
+    """Why ``arg`` may not be an engine argument, and the fix (None: it may): see :func:`engine_arg_conflict`. The
+    flag is named, never the value: it may be a secret."""
+    hit = engine_arg_conflict(arg, planned)
+    if hit is None:
+        return None
+    flag, how = hit
+    given = arg.split("=", 1)[0]
+    read = f" (vLLM reads {given} as {flag})" if given != flag else ""
+    return f"{given}: zenops sets {flag} itself{read}", f"use {how}" if how.startswith("--") else f"it comes from {how}"
+
+
+def check_engine_args(engine_args: Sequence[str], plans: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     """Refuse --engine-arg values that set what zenops sets (a second --max-num-seqs would silently win over the
-    plan's, and the KV cache sized for the first): name the zenops option to use instead."""
-    planned = {a for p in plans.values() for inst in p.get("instances") or [] for a in inst.get("args") or []}
+    plan's, and the KV cache sized for the first; --api_key would put the key on argv): name the zenops option to
+    use instead. Needs no plan (every flag a plan may set is refused), so it runs before anything is provisioned;
+    ``plans``: their args are refused too."""
+    planned = {a for p in (plans or {}).values() for inst in p.get("instances") or [] for a in inst.get("args") or []}
     for arg in engine_args:
-        if not arg.startswith("-"):
-            continue
-        flag = arg.split("=", 1)[0]
-        if flag in OWN_ENGINE_FLAGS or flag in planned:
-            how = OWN_ENGINE_FLAGS.get(flag, "the plan (see `zenops plan`)")
-            raise UsageError(
-                f"--engine-arg {flag}: zenops sets {flag} itself",  # not the value: it may be a secret
-                hint=f"use {how}" if how.startswith("--") else f"it comes from {how}",
-            )
+        refused = engine_arg_refusal(arg, planned)
+        if refused is not None:
+            raise UsageError(f"--engine-arg {refused[0]}", hint=refused[1])
 
 
 def plan_options(req: ServeRequest, vllm_version: str, *, tuned: str | None = None) -> PlanOptions:

@@ -36,7 +36,7 @@ variants:
 engine:
   image_source: pip
   base_image_archive: images/base.tar
-  engine_args: [--dtype=bfloat16]
+  engine_args: [--seed=3]
   health_timeout: 600
   served_model_name: model
 bench: {concurrency: [1, 2, 8], input_len: 64, output_len: 32, prompts: 4, repeats: 2}
@@ -108,7 +108,7 @@ def test_a_full_file_loads_into_the_spec(campaign_dir: Path):
         engine={
             "image_source": "pip",
             "base_image_archive": (campaign_dir / "images" / "base.tar").resolve(),
-            "engine_args": ("--dtype=bfloat16",),
+            "engine_args": ("--seed=3",),
             "health_timeout": 600,
             "served_model_name": "model",
         },

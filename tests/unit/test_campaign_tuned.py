@@ -33,7 +33,7 @@ def campaign_report(**kw: Any):
 def test_write_then_load_round_trip(tmp_path):
     archive = tmp_path / "base.tar"
     archive.write_bytes(b"")
-    engine = {"image_source": "pip", "engine_args": ("--dtype=bfloat16",), "base_image_archive": archive}
+    engine = {"image_source": "pip", "engine_args": ("--seed=3",), "base_image_archive": archive}
     path = tmp_path / "tuned.yaml"
     write_tuned(campaign_report(api_price=0.6), "sweep-202611211200", path, variants=VARIANTS, engine=engine)
 

@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,7 +31,7 @@ from zenops.errors import (
 )
 from zenops.facts import facts_path
 from zenops.planner import PlanRefusedError
-from zenops.runner import RunSpec
+from zenops.runner import RunSpec, scrub
 from zenops.serve import HF_TOKEN_ENV, ServeRequest, request_from_dict, serve_inventory
 from zenops.serving_record import ServingRecord, load_serving_record, serving_record_path
 
@@ -41,30 +41,6 @@ NO_SERVER_MESSAGE = (
 
 
 # --- secrets --------------------------------------------------------------------------------------------------
-
-
-def scrub(root: Path, secrets: Iterable[str]) -> list[Path]:
-    """Replace every secret value in the files under ``root`` by ``<hidden>``; the files that held one."""
-    values = sorted({s for s in secrets if len(s) >= 8}, key=len, reverse=True)
-    if not values:
-        return []
-    hit = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (UnicodeDecodeError, OSError):
-            data = path.read_bytes()
-            if any(v.encode() in data for v in values):
-                path.unlink()  # a binary file holding a secret: not worth keeping
-                hit.append(path)
-            continue
-        new = text
-        for v in values:
-            new = new.replace(v, "<hidden>")
-        if new != text:
-            path.write_text(new, encoding="utf-8")
-            hit.append(path)
-    return hit
 
 
 def secret_values(*files: Path | None) -> list[str]:

@@ -164,8 +164,21 @@ def _existing_file(base: Path, what: str, example: str) -> schema.Checker:
 
 # --- schema -----------------------------------------------------------------------------------------------------
 
+
+def _engine_arg(v: Any) -> str | Problem | None:
+    """A `vllm serve` argument that sets nothing zenops sets: `zenops up`'s own guard, here when the file is read
+    (`campaign plan`, before anything is provisioned), not when a cell's servers are already paid for."""
+    from zenops.serve import engine_arg_refusal  # noqa: PLC0415  (the serving stack: not for --help)
+
+    problem = schema.non_empty_str(v)
+    if problem is not None:
+        return problem
+    refused = engine_arg_refusal(v)
+    return Problem(*refused) if refused is not None else None
+
+
 _ENGINE_ARGS = ListOf(
-    Field(schema.non_empty_str, "--enforce-eager"), example="engine_args: [--enforce-eager]  (more `vllm serve` args)"
+    Field(_engine_arg, "--enforce-eager"), example="engine_args: [--enforce-eager]  (more `vllm serve` args)"
 )
 _VERSION_FIX = "(quoted: YAML reads 0.11 as a number)"
 

@@ -198,7 +198,7 @@ def up(
     """
     from zenops.deploy import CloudRequest, serve_request_for, up_cloud  # noqa: PLC0415
     from zenops.hosts import up_inventory  # noqa: PLC0415
-    from zenops.serve import ServeRequest, serve_inventory  # noqa: PLC0415
+    from zenops.serve import ServeRequest, check_engine_args, serve_inventory  # noqa: PLC0415
 
     app = get_app(ctx)
     fields: dict[str, Any] = {
@@ -241,6 +241,7 @@ def up(
         app.note(tuned.describe("zenops up"))
         if flavor and tuned.config.flavor and tuned.config.flavor != flavor:
             app.note(f"note: measured on {tuned.config.flavor}, deploying on {flavor}: the figures may differ")
+    check_engine_args(fields["engine_args"])  # before anything is provisioned (and again with the plans)
     serve_req = ServeRequest(model=serving.model, **fields) if serving.model else None
     reason = tuned.reason if tuned else None
     if cloud or flavor:
