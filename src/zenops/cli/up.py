@@ -16,6 +16,7 @@ from zenops.cli.context import App, get_app
 from zenops.cli.options import (
     GatewayFlags,
     ServingFlags,
+    TunedOptions,
     check_option,
     cloud_option,
     engine_arg_option,
@@ -48,6 +49,26 @@ _TUNED = {
     "base_image": "base_image", "base_image_archive": "base_image_archive", "health_timeout": "health_timeout",
     "shutdown_timeout": "shutdown_timeout", "engine_args": "engine_args", "measure": "measure",
 }  # fmt: skip
+
+
+def _apply_tuned(
+    ctx: click.Context, tuned_file: Path, model: str | None, flavor: str | None, fields: dict[str, Any]
+) -> TunedOptions:
+    """--tuned: the tuned file's options for --model become the defaults in ``fields`` (flags given win)."""
+    if not model:
+        from zenops.campaign.tuned import load_tuned  # noqa: PLC0415
+
+        raise UsageError(
+            f"--tuned {tuned_file} goes with --model: which of its models to deploy",
+            hint=f"add --model with one of {', '.join(sorted(load_tuned(tuned_file)))}",
+        )
+    app = get_app(ctx)
+    tuned = tuned_options(ctx, tuned_file, model, _TUNED)
+    fields.update(tuned.values)
+    app.note(tuned.describe("zenops up"))
+    if flavor and tuned.config.flavor and tuned.config.flavor != flavor:
+        app.note(f"note: measured on {tuned.config.flavor}, deploying on {flavor}: the figures may differ")
+    return tuned
 
 
 @click.command()
@@ -227,20 +248,7 @@ def up(
         "gateway_port": gateway.port,
         "gateway_tls_cert_file": gateway.tls_cert_file,
     }
-    tuned = None
-    if tuned_file is not None:
-        if not serving.model:
-            from zenops.campaign.tuned import load_tuned  # noqa: PLC0415
-
-            raise UsageError(
-                f"--tuned {tuned_file} goes with --model: which of its models to deploy",
-                hint=f"add --model with one of {', '.join(sorted(load_tuned(tuned_file)))}",
-            )
-        tuned = tuned_options(ctx, tuned_file, serving.model, _TUNED)
-        fields.update(tuned.values)
-        app.note(tuned.describe("zenops up"))
-        if flavor and tuned.config.flavor and tuned.config.flavor != flavor:
-            app.note(f"note: measured on {tuned.config.flavor}, deploying on {flavor}: the figures may differ")
+    tuned = _apply_tuned(ctx, tuned_file, serving.model, flavor, fields) if tuned_file is not None else None
     check_engine_args(fields["engine_args"])  # before anything is provisioned (and again with the plans)
     serve_req = ServeRequest(model=serving.model, **fields) if serving.model else None
     reason = tuned.reason if tuned else None
