@@ -97,6 +97,18 @@ def inventory_path(state_dir: Path, cloud: str, name: str, kind: str = "") -> Pa
     return ledger.path(state_dir, cloud, name).with_suffix(f".{kind + '.' if kind else ''}inventory.yml")
 
 
+def known_hosts_path(state_dir: Path, cloud: str, name: str) -> Path:
+    """The deployment's pinned SSH host keys: recorded at the first connection to each server, checked at every later
+    one. Entries are keyed by server ID (``HostKeyAlias``), not by address: a new server on a reused address is a new
+    entry, while a server whose key changed is refused."""
+    return ledger.path(state_dir, cloud, name).with_suffix(".known_hosts")
+
+
+def ssh_pinning_args(known_hosts: Path, server_id: str) -> str:
+    """ssh options that pin a cloud server's host key in the deployment's known_hosts file (see known_hosts_path)."""
+    return f"-o StrictHostKeyChecking=accept-new -o UserKnownHostsFile={known_hosts} -o HostKeyAlias={server_id}"
+
+
 def _write_inventory(
     state_dir: Path, dep: ledger.Deployment, user: str, servers: list[dict[str, Any]] | None = None, kind: str = ""
 ) -> Path:
@@ -105,7 +117,7 @@ def _write_inventory(
             "ansible_host": s["address"],
             "ansible_user": user,
             "ansible_ssh_private_key_file": dep.private_key_file,
-            "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null",
+            "ansible_ssh_common_args": ssh_pinning_args(known_hosts_path(state_dir, dep.cloud, dep.name), s["id"]),
             "zenops_server_id": s["id"],
             # what another server of the deployment reaches it by (the gateway's backends): its fixed address
             **({"zenops_private_address": s["fixed_ip"]} if s.get("fixed_ip") else {}),
@@ -366,6 +378,7 @@ def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tupl
         "provision_keypair_create": keypair_created,
         "provision_public_key_file": str(public_key) if keypair_created else "",
         "provision_private_key_file": str(private_key),
+        "provision_known_hosts_file": str(known_hosts_path(config.state_dir, req.cloud, name)),
         "provision_active_timeout": profile.active_timeout,
         "provision_error_retries": profile.error_retries,
         "provision_gateway_flavor": dep.gateway_flavor or "",
@@ -555,7 +568,8 @@ def down(
     keep_secrets: bool = False,
 ) -> DownResult:
     """Remove the selected deployments' resources from the cloud, prove none is left, then forget them locally
-    (:func:`_forget`: ledger entry, inventories, generated keypair, and the API key file unless ``keep_secrets``)."""
+    (:func:`_forget_all`: ledger entry, inventories, generated keypair, pinned host keys, and the API key file unless
+    ``keep_secrets``)."""
     if sum(bool(x) for x in (name, campaign, all_mine)) != 1:
         raise UsageError(
             "say what to remove: exactly one of --name D, --campaign C, --all-mine",
@@ -622,8 +636,8 @@ def _forget_all(
     note: Note,
 ) -> None:
     """What this machine keeps of deployments the cloud no longer has: each one's ledger entry, its inventories,
-    the keypair zenops generated for it (unknown for an ``unreadable`` ledger file: kept), and its API key file
-    (unless ``keep_secrets``)."""
+    the keypair zenops generated for it (unknown for an ``unreadable`` ledger file: kept), its pinned host keys, and
+    its API key file (unless ``keep_secrets``)."""
     from zenops.serving_record import forget_api_key  # noqa: PLC0415
 
     created = {d.name: d.keypair_created for d in selected}
@@ -637,6 +651,7 @@ def _forget_all(
             forget_api_key(config, inventory_path(config.state_dir, cloud, name), note)
         for kind in ("", "gateway", "all"):
             inventory_path(config.state_dir, cloud, name, kind).unlink(missing_ok=True)
+        known_hosts_path(config.state_dir, cloud, name).unlink(missing_ok=True)
 
 
 def _selected(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -92,7 +93,10 @@ class RunFailedError(ZenopsError):
             lines.append(f"  {f.host}: {kind} at task '{f.task}': {f.message}")
         if not failures:
             lines.append("  no failing task was reported; see the run's events")
-        super().__init__("\n".join(lines), hint=f"run directory (events, stdout): {run_dir}" if run_dir else None)
+        hints = [h for h in (host_key_hint(f) for f in failures) if h]
+        if run_dir:
+            hints.append(f"run directory (events, stdout): {run_dir}")
+        super().__init__("\n".join(lines), hint="; ".join(hints) or None)
         self.playbook = playbook
         self.failures = failures
         self.status = status
@@ -107,6 +111,25 @@ class RunFailedError(ZenopsError):
         d["status"] = self.status
         d["rc"] = self.rc
         return d
+
+
+_KEY_FILE = re.compile(r"Offending \S+ key in (\S+?):\d+")
+_KEY_ALIAS = re.compile(r"Host key for (\S+) has changed")
+
+
+def host_key_hint(failure: HostFailure) -> str | None:
+    """What to do when ssh refused a host because its key is not the one pinned at the first connection (ssh says
+    where: the known_hosts file and the entry's name, a cloud server's ID)."""
+    if not failure.unreachable or "REMOTE HOST IDENTIFICATION HAS CHANGED" not in failure.message:
+        return None
+    found, alias = _KEY_FILE.search(failure.message), _KEY_ALIAS.search(failure.message)
+    where = found[1] if found else "the deployment's known_hosts file"
+    name = alias[1] if alias else "HOST"
+    return (
+        f"{failure.host}'s SSH host key is not the one pinned in {where} at the first connection: something else may "
+        f"answer at its address. If the server was rebuilt on purpose, re-trust it with "
+        f"`ssh-keygen -R {name} -f {where}` and run again"
+    )
 
 
 class BenchFailedError(ZenopsError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import time
+from pathlib import Path
 
 import openstack
 import pytest
@@ -28,6 +29,23 @@ def no_leaks(zenops, admin, deployment: str) -> None:
     assert ours(admin, deployment) == []
 
 
+def check_host_key_pinned(zenops, server_id: str) -> None:
+    """The deployment pinned the server's SSH host key at the first connection (under its ID): once the key changes,
+    `up` is refused (exit 6), naming the known_hosts file and how to re-trust the server; after that, it goes on."""
+    known_hosts = Path(zenops.env["XDG_STATE_HOME"]) / "zenops" / "deployments" / "sandbox" / "it1.known_hosts"
+    assert server_id in known_hosts.read_text()
+    # new host keys (sshd makes them at its start), and the login user's sessions ended: no SSH connection master
+    # of the last run may carry the next one past the check
+    rekey = "rm -f /etc/ssh/ssh_host_* && systemctl restart ssh; pkill -u debian"
+    subprocess.run(["docker", "exec", server_id, "sh", "-c", rekey], check=False, capture_output=True)
+    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "it1")
+    assert code == ExitCode.UNREACHABLE, err[-3000:]
+    assert f"ssh-keygen -R {server_id} -f {known_hosts}" in err, err[-3000:]
+    subprocess.run(["ssh-keygen", "-R", server_id, "-f", str(known_hosts)], check=True, capture_output=True)
+    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "it1")
+    assert code == 0, err[-3000:]
+
+
 def test_up_one_server_rerun_changes_nothing_then_down(zenops, admin):
     t0 = time.monotonic()
     code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "it1")
@@ -49,6 +67,7 @@ def test_up_one_server_rerun_changes_nothing_then_down(zenops, admin):
     again = result(lines)
     assert again["deployment"]["servers"][0]["id"] == dep["servers"][0]["id"]  # adopted, not a twin
     assert again["run"]["stats"]["zenops-it1-1"]["changed"] == 0
+    check_host_key_pinned(zenops, dep["servers"][0]["id"])
 
     code, lines, err = zenops("status")
     assert code == 0, err
@@ -63,6 +82,8 @@ def test_up_one_server_rerun_changes_nothing_then_down(zenops, admin):
     kinds = sorted(r["kind"] for r in result(lines)["removed"])
     assert kinds == ["keypair", "security_group", "server"]
     no_leaks(zenops, admin, "it1")
+    state = Path(zenops.env["XDG_STATE_HOME"]) / "zenops" / "deployments" / "sandbox"
+    assert not (state / "it1.known_hosts").exists()  # forgotten with the deployment
     print(f"\nup 1 server: {up_s:.0f}s, down: {down_s:.0f}s")
 
 
