@@ -321,6 +321,22 @@ def _preflight(
     return dep
 
 
+def _check_host_keys(state_dir: Path, existing: ledger.Deployment | None) -> None:
+    """The servers a deployment already has: their pinned host keys, before anything connects to them."""
+    if existing is None:
+        return
+    from zenops import hostkeys  # noqa: PLC0415
+
+    hostkeys.check(
+        known_hosts_path(state_dir, existing.cloud, existing.name),
+        [
+            hostkeys.Pinned(str(s["name"]), str(s["id"]), str(s["address"]))
+            for s in existing.servers + existing.gateway_servers
+            if s.get("id") and s.get("address")
+        ],
+    )
+
+
 def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tuple[UpResult, ledger.Deployment]:
     config, note = ctx.config, ctx.note
     name = m.check_name(req.name or default_name(req.flavor))
@@ -337,6 +353,7 @@ def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tupl
     existing = ledger.load(config.state_dir, req.cloud, name)
     owned = ops.list_owned(conn, req.cloud, deployment=name)
     dep = _preflight(ctx, conn, req, existing, owned, name=name, campaign=campaign, image=image, mode=mode)
+    _check_host_keys(config.state_dir, existing)
 
     if profile.keypair:
         keypair, keypair_created = profile.keypair, False

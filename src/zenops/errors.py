@@ -120,10 +120,15 @@ _KEY_ALIAS = re.compile(r"Host key for (\S+) has changed")
 def host_key_hint(failure: HostFailure) -> str | None:
     """What to do when ssh refused a host because its key is not the one pinned at the first connection (ssh says
     where: the known_hosts file and the entry's name, a cloud server's ID)."""
-    if not failure.unreachable or "REMOTE HOST IDENTIFICATION HAS CHANGED" not in failure.message:
+    if "REMOTE HOST IDENTIFICATION HAS CHANGED" not in failure.message:
         return None
     found, alias = _KEY_FILE.search(failure.message), _KEY_ALIAS.search(failure.message)
-    where = found[1] if found else "the deployment's known_hosts file"
+    # (a long message is cut before ssh names the file)
+    where = (
+        found[1]
+        if found
+        else "its known_hosts file (a cloud deployment's: <state_dir>/deployments/CLOUD/NAME.known_hosts)"
+    )
     name = alias[1] if alias else "HOST"
     return (
         f"{failure.host}'s SSH host key is not the one pinned in {where} at the first connection: something else may "
