@@ -89,6 +89,7 @@ def test_up_one_server_rerun_changes_nothing_then_down(zenops, admin):
     print(f"\nup 1 server: {up_s:.0f}s, down: {down_s:.0f}s")
 
 
+@pytest.mark.full  # three more server cycles with their Docker installs: the e2e fleets cover several servers
 def test_up_three_servers_then_down(zenops, admin):
     t0 = time.monotonic()
     code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--count", "3", "--name", "it3")
