@@ -60,6 +60,9 @@ class CloudRequest:
     ttl_s: int | None = None  # seconds until the servers expire (`zenops reap`); None: no expiry
     gateway_flavor: str | None = None  # a server of its own for the gateway (HAProxy); None: none (or the ledger's)
     gateway_port: int = 8080  # opened to the operator in the security group
+    # a gateway fronts the servers (on one of them, or on its own server): the vLLM ports are then open only between
+    # the deployment's servers, not to the operator (a gateway's own server, the ledger's too, implies it)
+    gateway_fronts: bool = False
 
 
 def default_name(flavor: str) -> str:
@@ -400,6 +403,7 @@ def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tupl
         "provision_error_retries": profile.error_retries,
         "provision_gateway_flavor": dep.gateway_flavor or "",
         "provision_gateway_port": req.gateway_port,
+        "provision_api_to_operator": not (req.gateway_fronts or bool(dep.gateway_flavor)),
         "zenops_hosts": "zenops_targets",
         **config.docker.role_vars(),
     }
@@ -511,6 +515,7 @@ def add_server(
         network_mode=dep.network_mode,
         gateway_flavor=dep.gateway_flavor,
         gateway_port=gateway_port,
+        gateway_fronts=True,  # a surge runs behind the deployment's gateway
     )
     _result, now = up_cloud(ctx, req)
     new = sorted(str(s["name"]) for s in now.servers if s["name"] != keep)

@@ -48,6 +48,7 @@ class Gateway:
     tls_cert_file: str = ""  # kept so that a later update (a rollout's new ports) stays on HTTPS
     inventory: str = ""  # the gateway's own server's inventory; "": a host of the deployment's inventory
     addresses: Mapping[str, str] = field(default_factory=dict)  # host -> the address the gateway reaches it by
+    api_key_file: str = ""  # the deployment's key on the controller: the gateway requires it (a path, not the key)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "backends": [asdict(b) for b in self.backends], "addresses": dict(self.addresses)}
@@ -65,6 +66,7 @@ class Gateway:
             tls_cert_file=str(data.get("tls_cert_file") or ""),
             inventory=str(data.get("inventory") or ""),
             addresses={str(k): str(v) for k, v in (data.get("addresses") or {}).items()},
+            api_key_file=str(data.get("api_key_file") or ""),
         )
 
     def names_on(self, hosts: Iterable[str]) -> list[str]:
@@ -87,13 +89,19 @@ def backend_name(host: str, port: int) -> str:
 def backends_from_endpoints(
     endpoints: Mapping[str, Iterable[Mapping[str, Any]]], addresses: Mapping[str, str] | None = None
 ) -> tuple[Backend, ...]:
-    """One backend per server of the serving record's endpoints (host -> [{instance, port, url...}]), reached at
-    ``addresses[host]`` where given (a cloud server's fixed address), else at its endpoint's host."""
+    """One backend per server of the serving record's endpoints (host -> [{instance, port, url, listen...}]), reached
+    at ``addresses[host]`` where given (a cloud server's fixed address), else at the one address the server listens
+    at (``listen``: an own host's zenops_private_address), else at its endpoint's host."""
     out = []
     for host in sorted(endpoints):
         for ep in endpoints[host]:
             port = int(ep["port"])
-            address = (addresses or {}).get(host) or urlsplit(str(ep.get("url") or "")).hostname or host
+            address = (
+                (addresses or {}).get(host)
+                or str(ep.get("listen") or "")
+                or urlsplit(str(ep.get("url") or "")).hostname
+                or host
+            )
             out.append(Backend(backend_name(host, port), host, int(ep.get("instance", 0)), address, port))
     return tuple(out)
 
@@ -134,14 +142,19 @@ def apply(
     tls_cert_file: Path | None = None,
     own_inventory: Path | None = None,
     addresses: Mapping[str, str] | None = None,
+    api_key_file: Path | None = None,
 ) -> Gateway:
     """Install or update the gateway on ``host`` (of ``own_inventory`` when it has a server of its own, else of the
-    deployment's ``inventory``) with these backends; returns what the serving record keeps."""
+    deployment's ``inventory``) with these backends; returns what the serving record keeps. With ``api_key_file`` the
+    gateway itself refuses a request without the deployment's key (roles/gateway: gateway_api_key_file)."""
     backends = tuple(backends)
     extravars: dict[str, Any] = {"gateway_backends": [b.role_entry() for b in backends], "gateway_port": port}
     cert = str(tls_cert_file.resolve()) if tls_cert_file is not None else ""
     if cert:
         extravars["gateway_tls_cert_file"] = cert
+    key = str(api_key_file.resolve()) if api_key_file is not None else ""
+    if key:
+        extravars["gateway_api_key_file"] = key
     result = _run(ctx, own_inventory or inventory, host, "present", extravars)
     return Gateway(
         host=host,
@@ -152,6 +165,7 @@ def apply(
         tls_cert_file=cert,
         inventory=str(own_inventory or ""),
         addresses=dict(addresses or {}),
+        api_key_file=key,
     )
 
 
@@ -166,6 +180,7 @@ def update(ctx: RunContext, inventory: Path, gw: Gateway, backends: Iterable[Bac
         tls_cert_file=Path(gw.tls_cert_file) if gw.tls_cert_file else None,
         own_inventory=Path(gw.inventory) if gw.inventory else None,
         addresses=gw.addresses,
+        api_key_file=Path(gw.api_key_file) if gw.api_key_file else None,
     )
 
 

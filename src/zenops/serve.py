@@ -431,7 +431,9 @@ def serve_inventory(
     if req.measure and not check:
         plans = measure_missing(ctx, inventory, topologies, images, lambda t: make_plans(t, model, opts, config), plans)
     served_name = req.served_model_name or (model_dir.name if model_dir else model.name)
-    gw = _gateway_step(ctx, inventory, req, endpoints, limit, apply=gateway and record and not check)
+    gw = _gateway_step(
+        ctx, inventory, req, endpoints, limit, apply=gateway and record and not check, api_key_file=api_key
+    )
     if record and not check:  # not for a temporary state (`zenops bench --compare-platforms`'s other platform)
         save_serving_record(
             config,
@@ -474,6 +476,7 @@ def _gateway_step(
     limit: str | None,
     *,
     apply: bool,
+    api_key_file: Path | None = None,
 ) -> dict[str, Any] | None:
     """The fleet endpoint after a serve: on, updated with every server of the deployment (a --limit run keeps the
     other hosts' servers of the record); off: removed when there was one. Not ``apply``: the record's, unchanged."""
@@ -513,6 +516,7 @@ def _gateway_step(
         tls_cert_file=req.gateway_tls_cert_file,
         own_inventory=own,
         addresses=addresses,
+        api_key_file=api_key_file,
     )
     return made.to_dict()
 

@@ -112,6 +112,8 @@ def check_cloud_side(env: dict[str, str], tenant: Any, serving: dict[str, Any], 
     rules = list(tenant.network.security_group_rules(security_group_id=sg.id, direction="ingress"))
     assert any(r.remote_group_id == sg.id and r.port_range_min == 8000 for r in rules), rules
     assert any(r.port_range_min == PORT and r.remote_ip_prefix for r in rules), rules
+    # a gateway fronts the server: its vLLM ports are not open to the operator, only within the group
+    assert not any(r.port_range_min == 8000 and r.remote_ip_prefix for r in rules), rules
     assert any(r.remote_group_id == sg.id and r.port_range_min == PORT for r in rules), rules
 
     # the dynamic inventory example (openstack.cloud.openstack) tells the two apart by their marks

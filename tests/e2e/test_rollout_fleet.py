@@ -12,7 +12,10 @@ offline, real HAProxy from Debian's packages. The fleet is shared by the tests o
 2. rolling from model A to model B while a bounded load runs through the gateway (the canary, then a batch of two
    hosts), interrupted (Ctrl-C) after the canary batch and resumed by the same command: zero failed requests, every
    host on B, the gateway serving all three, none left drained;
-3. (`scripts/test --full` only: the revert is test 1's too) a release whose servers cannot start (a corrupt model:
+3. the perimeter: every route the running servers expose (their /openapi.json), called without the key directly at
+   each server and through the gateway, with a valid body: nothing but /health answers 2xx (the server's middleware
+   answers 401; the gateway 404 off its allowlist, 401 on it); with the key the API works on both;
+4. (`scripts/test --full` only: the revert is test 1's too) a release whose servers cannot start (a corrupt model:
    config fine, weights truncated) fails the health gate on the canary, is reverted, exit 15 names the health gate;
    zero failed requests throughout.
 
@@ -351,8 +354,64 @@ def test_2_rollout_under_load_interrupted_then_resumed_fails_no_request(fleet: F
     assert status["lock"] is None
 
 
+def call(url: str, method: str, key: str | None = None, auth: str | None = None) -> int:
+    """The HTTP status of one request; a POST carries a valid completion body, so that a route that does not check
+    the key would answer 2xx, not 422."""
+    body = json.dumps({"model": SERVED, "prompt": "hi", "max_tokens": 1}).encode() if method == "POST" else None
+    headers = {"Content-Type": "application/json"}
+    if auth is not None or key is not None:
+        headers["Authorization"] = auth if auth is not None else f"Bearer {key}"
+    req = urllib.request.Request(url, data=body, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as e:
+        return int(e.code)
+
+
+def test_3_no_route_answers_without_the_key_directly_or_through_the_gateway(fleet: Fleet) -> None:
+    gateway = fleet.url.removesuffix("/v1")
+    servers = [f"http://{h.address}:8000" for h in fleet.hosts]
+    assert call(f"{servers[0]}/openapi.json", "GET") == 401
+    with urllib.request.urlopen(
+        urllib.request.Request(f"{servers[0]}/openapi.json", headers={"Authorization": f"Bearer {fleet.key}"}),
+        timeout=60,
+    ) as resp:
+        spec = json.loads(resp.read())
+    routes = sorted(
+        (path.replace("{", "").replace("}", ""), method.upper())
+        for path, ops in spec["paths"].items()
+        for method in ops
+        if method.upper() in ("GET", "POST", "PUT", "DELETE", "PATCH")
+    )
+    assert {("/invocations", "POST"), ("/v1/completions", "POST")} <= set(routes), routes
+    seen: dict[str, list[tuple[str, str, int]]] = {"server": [], "gateway": []}
+    for path, method in routes:
+        for where, base in (("server", servers[len(seen["server"]) % len(servers)]), ("gateway", gateway)):
+            seen[where].append((path, method, call(base + path, method)))
+    opened = {w: [r for r in rows if 200 <= r[2] < 300] for w, rows in seen.items()}
+    FIGURES["perimeter"] = {
+        "routes": len(routes),
+        "opened_without_key": opened,
+        "gateway_statuses": sorted({r[2] for r in seen["gateway"]}),
+    }
+    assert opened == {"server": [("/health", "GET", 200)], "gateway": [("/health", "GET", 200)]}, opened
+    assert {r[2] for r in seen["server"] if r[0] != "/health"} == {401}, seen["server"]
+    allowed = {"/v1/models", "/v1/completions", "/v1/chat/completions", "/v1/embeddings", "/v1/responses"}
+    assert {r[2] for r in seen["gateway"] if r[0] in allowed} == {401}, seen["gateway"]
+    assert {r[2] for r in seen["gateway"] if r[0] not in allowed | {"/health"}} == {404}, seen["gateway"]
+    # a wrong key and a wrong scheme are refused at both; the key opens the API at both
+    for base in (servers[1], gateway):
+        assert call(f"{base}/v1/models", "GET", key=fleet.key + "x") == 401
+        assert call(f"{base}/v1/models", "GET", auth=f"Basic {fleet.key}") == 401
+        assert call(f"{base}/v1/models", "GET", key=fleet.key) == 200
+        assert call(f"{base}/v1/completions", "POST", key=fleet.key) == 200
+    assert call(f"{servers[2]}/invocations", "POST", key=fleet.key) == 200  # the server's own routes, with the key
+    assert call(f"{gateway}/invocations", "POST", key=fleet.key) == 404  # never through the gateway
+
+
 @pytest.mark.full  # the revert is covered by test 1 (the performance gate); this is the health gate's variant
-def test_3_release_that_cannot_start_fails_the_health_gate_on_the_canary_and_is_reverted(fleet: Fleet) -> None:
+def test_4_release_that_cannot_start_fails_the_health_gate_on_the_canary_and_is_reverted(fleet: Fleet) -> None:
     before = served_models(fleet)
     with Load(fleet.url, fleet.key) as load:
         _rc, err, _notes = run_zenops(

@@ -33,6 +33,7 @@ FACTS = REPO / "tests" / "fixtures" / "facts"
 MODEL = "Qwen/Qwen3-4B"
 # roles/vllm_server/vars/main.yml: the directory whose zentorch.py raises ImportError, first on PYTHONPATH
 NO_ZENTORCH = "/opt/zenops/no-zentorch"
+LIB = "/opt/zenops/lib"  # the API-key middleware (files/zenops_auth.py), on PYTHONPATH of every server
 HIDER_TASK = "Write the module that hides zentorch (plan platform cpu)"
 
 # The Docker API, recorded: each call appends {"module": ..., "params": ...} to $ZENOPS_TEST_DOCKER_RECORD.
@@ -206,9 +207,7 @@ def test_both_kinds_of_host_from_facts_to_container_settings(tmp_path):
         hidden = p["platform"] == "cpu"
         env = params["env"]
         # zentorch: hidden exactly when the plan chose the stock CPU platform, by all three parts of the hider
-        assert (env.get("PYTHONPATH") == NO_ZENTORCH) is hidden, (host, env)
-        if not hidden:
-            assert "PYTHONPATH" not in env, (host, env)
+        assert env["PYTHONPATH"] == (f"{NO_ZENTORCH}:{LIB}" if hidden else LIB), (host, env)
         assert (f"{data_dir}/no-zentorch:{NO_ZENTORCH}:ro" in params["volumes"]) is hidden, params["volumes"]
         assert hider[host].get("skipped", False) is not hidden, (host, hider[host])
         # the plan's settings reach the container as they are
@@ -217,7 +216,8 @@ def test_both_kinds_of_host_from_facts_to_container_settings(tmp_path):
         # then vLLM's --shutdown-timeout (the role's default, 30 s: in-flight requests finish on stop), and Docker's
         # stop timeout above it, so vLLM is not killed before they do
         assert params["command"] == [
-            MODEL, "--served-model-name", MODEL, "--host", "0.0.0.0", *inst["args"], "--shutdown-timeout", "30",
+            MODEL, "--served-model-name", MODEL, "--host", "0.0.0.0", *inst["args"],
+            "--middleware", "zenops_auth.RequireKey", "--shutdown-timeout", "30",
         ]  # fmt: skip
         assert int(params["stop_timeout"]) == 45, params.get("stop_timeout")
         assert str(inst["kv_cache_bytes"]) in params["command"]
@@ -228,7 +228,12 @@ def test_both_kinds_of_host_from_facts_to_container_settings(tmp_path):
         assert params["privileged"] is False
         assert params["network_mode"] == "host"
         assert params["labels"]["io.zenops.port"] == str(inst["port"])
-        assert "VLLM_API_KEY" not in env  # the key travels in the env file, never as a parameter
+        # the key: a file in a root-only directory, mounted read-only and read by the middleware at start; never in
+        # the container's configuration (no env file either: docker inspect shows what it held)
+        assert "VLLM_API_KEY" not in env
+        assert "env_file" not in params or not params["env_file"], params.get("env_file")
+        assert env["ZENOPS_API_KEY_FILE"] == "/run/zenops/secrets/api-key"
+        assert f"{data_dir}/secrets/zenops-vllm:/run/zenops/secrets:ro" in params["volumes"], params["volumes"]
 
     # the host's own CPUs: every instance CPU is one the facts allow; the same host plans the same CPUs either way
     for host, name in (("zen4", ZEN4), ("zen4-as-cpu", ZEN4), ("avx2", AVX2)):
@@ -281,7 +286,8 @@ def test_every_planned_instance_becomes_its_own_container(tmp_path):
             assert params["cpuset_cpus"] == inst["cpuset"]
             assert params["cpuset_mems"] == inst["container"]["cpuset_mems"]
             assert params["env"]["VLLM_CPU_OMP_THREADS_BIND"] == inst["omp_threads_bind"]
-            tail = ["--shutdown-timeout", "30"]  # the role's stop grace comes after the plan's args
+            # the key's middleware and the role's stop grace come after the plan's args
+            tail = ["--middleware", "zenops_auth.RequireKey", "--shutdown-timeout", "30"]
             assert params["command"][-len(inst["args"]) - len(tail) :] == [*inst["args"], *tail]
             assert f"--port={inst['port']}" in params["command"] or str(inst["port"]) in params["command"]
             omp = set(parse_cpulist(inst["omp_threads_bind"].replace("|", ",")))

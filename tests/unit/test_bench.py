@@ -127,7 +127,7 @@ def _argv(server: dict[str, Any] | None = None, **kw: Any) -> list[str]:
         "result_dir": "/var/lib/zenops/bench/r1/0",
         "platform": "zen",
         "cpuset": "0",
-        "env_file": "/var/lib/zenops/secrets/bench-r1.env",
+        "key_file": "/run/zenops/secrets/api-key",
         "metadata": {"host": "h1", "flavor": "gp.5.24.96", "cloud": None, "zentorch": "2.13.0.1"},
     }
     args.update(kw)
@@ -142,9 +142,10 @@ def test_client_runs_in_the_servers_image_with_its_volumes_on_spare_cpus():
     argv = _argv(timeout=600)
     assert argv[:6] == ["timeout", "--kill-after=30", "600", "docker", "run", "--rm"]  # stopped when over time
     assert _flag(argv, "--name") == "zenops-bench-r1-0-zen-c4"  # one client per run, instance and level
-    assert _flag(argv, "--entrypoint") == "vllm"
+    assert _flag(argv, "--entrypoint") == "/bin/sh"  # reads the key file, then execs vllm with the arguments
     image_at = argv.index("sha256:abc")  # the image the server runs, by id
-    assert argv[image_at + 1 : image_at + 3] == ["bench", "serve"]
+    assert argv[image_at + 1 : image_at + 6] == ["-c", bench.KEY_WRAPPER, "/run/zenops/secrets/api-key", "bench",
+                                                 "serve"]  # fmt: skip
     assert _flag(argv, "--volumes-from") == "zenops-vllm-0:ro"
     assert _flag(argv, "--network") == "host"
     assert _flag(argv, "--cpuset-cpus") == "0"
@@ -183,13 +184,39 @@ def test_client_sends_warmup_requests_before_the_measured_ones_only_when_asked()
     assert argv.index("--num-warmups") < argv.index("--metadata")  # a flag of vllm bench, not a metadata pair
 
 
-def test_api_key_reaches_the_client_only_through_the_env_file():
+def test_api_key_reaches_the_client_only_from_its_file_inside_the_container():
     argv = _argv()
-    assert _flag(argv, "--env-file") == "/var/lib/zenops/secrets/bench-r1.env"
-    assert not any(KEY in a or "API_KEY" in a for a in argv)
-    bare = _argv(env_file="", cpuset="")
-    assert "--env-file" not in bare
+    assert "--env-file" not in argv
+    assert "--env" in argv
+    assert [a for a in argv if "API_KEY" in a] == [bench.KEY_WRAPPER]  # the variable is set inside, from the file
+    assert not any(KEY in a for a in argv)
+    bare = _argv(key_file="", cpuset="")
+    assert _flag(bare, "--entrypoint") == "vllm"
+    assert bare[bare.index("sha256:abc") + 1 : bare.index("sha256:abc") + 3] == ["bench", "serve"]
     assert "--cpuset-cpus" not in bare
+
+
+def test_the_key_wrapper_exports_the_file_and_refuses_an_empty_one(tmp_path):
+    """The wrapper's shell code, run by a real /bin/sh with `env` standing in for vllm."""
+    import subprocess  # noqa: PLC0415
+
+    key = tmp_path / "api-key"
+    key.write_text("k-123\n")
+    fake = tmp_path / "vllm"
+    fake.write_text('#!/bin/sh\necho "args:$*"; echo "key:$OPENAI_API_KEY"\n')
+    fake.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    out = subprocess.run(["/bin/sh", "-c", bench.KEY_WRAPPER, str(key), "bench", "serve"], env=env,
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert out.splitlines() == ["args:bench serve", "key:k-123"]
+    key.write_text("")
+    empty = subprocess.run(["/bin/sh", "-c", bench.KEY_WRAPPER, str(key)], env=env, capture_output=True, check=False)
+    assert empty.returncode != 0
+    assert b"args:" not in empty.stdout
+    missing = subprocess.run(["/bin/sh", "-c", bench.KEY_WRAPPER, str(tmp_path / "nope")], env=env,
+                             capture_output=True, check=False)  # fmt: skip
+    assert missing.returncode != 0
+    assert b"args:" not in missing.stdout
 
 
 # --- what is recorded of a server ------------------------------------------------------------------------------
@@ -206,6 +233,18 @@ def test_server_view_keeps_identity_and_drops_the_environment():
     assert KEY not in text
     assert TOKEN not in text
     assert "Env" not in text
+    assert view["address"] == "127.0.0.1"  # no --host: vLLM's default, every address
+
+
+def test_the_client_reaches_a_server_where_it_listens():
+    data = inspect_data()
+    data["Config"]["Cmd"] += ["--host", "10.98.1.7"]  # a cloud server: its fixed address only
+    view = bench.server_view(data)
+    assert view["address"] == "10.98.1.7"
+    assert _flag(bench.bench_argv(bench.runs_for("seed")[0].to_dict(), view, run_id="r1", result_dir="/r",
+                                  platform="zen"), "--base-url") == "http://10.98.1.7:8000"  # fmt: skip
+    data["Config"]["Cmd"][-1] = "0.0.0.0"
+    assert bench.server_view(data)["address"] == "127.0.0.1"
 
 
 def test_description_joins_health_versions_and_image():

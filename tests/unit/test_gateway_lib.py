@@ -34,6 +34,16 @@ def test_backends_from_endpoints_one_per_server_sorted_by_host():
     assert backends[1].role_entry() == {"name": "node-a-8001", "address": "10.0.0.1", "port": 8001}
 
 
+def test_a_server_listening_at_one_address_is_reached_there_unless_the_cloud_names_its_fixed_address():
+    ep = {"port": 8000, "url": "http://203.0.113.7:8000/v1", "listen": "10.0.0.7"}  # zenops_private_address
+    (b,) = backends_from_endpoints({"h1": [ep]})
+    assert b.address == "10.0.0.7"  # not the operator's address of the host: vLLM does not listen there
+    (c,) = backends_from_endpoints({"h1": [ep]}, {"h1": "10.98.1.5"})
+    assert c.address == "10.98.1.5"
+    (d,) = backends_from_endpoints({"h1": [{**ep, "listen": ""}]})
+    assert d.address == "203.0.113.7"  # listening everywhere: the endpoint's host
+
+
 def test_backends_from_endpoints_address_from_the_url_host_not_the_inventory_name():
     (b,) = backends_from_endpoints({"h1": [{"port": "8002", "url": "https://gpu1.example.org:8002/v1"}]})
     assert b == Backend("h1-8002", "h1", 0, "gpu1.example.org", 8002)  # port as int, instance 0 by default

@@ -26,6 +26,7 @@ from __future__ import annotations
 from zenops.bench.client import (
     BENCH_LABEL,
     CLIENT_RESULT_DIR,
+    KEY_WRAPPER,
     RUN_ID,
     TIMED_OUT,
     bench_argv,
@@ -41,6 +42,7 @@ from zenops.bench.profiles import BenchRun, Profile, parse_levels, profiles, run
 __all__ = [
     "BENCH_LABEL",
     "CLIENT_RESULT_DIR",
+    "KEY_WRAPPER",
     "RUN_ID",
     "TIMED_OUT",
     "BenchRun",

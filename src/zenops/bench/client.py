@@ -14,6 +14,9 @@ from zenops.cpulist import format_cpulist, parse_cpulist
 
 BENCH_LABEL = "vllm-bench"
 CLIENT_RESULT_DIR = "/zenops-bench"  # the host's result directory, inside the bench container
+# the client's entry point when the server requires a key: the key goes from its file into the environment of the
+# client process only (a missing or unreadable file stops the run: no request goes out without it)
+KEY_WRAPPER = 'set -e; key=$(cat "$0"); [ -n "$key" ]; export OPENAI_API_KEY="$key"; unset key; exec vllm "$@"'
 
 
 # --- the client's command line (used by the role through the filter plugin) -----------------------------------
@@ -51,7 +54,7 @@ def bench_argv(
     result_dir: str,
     platform: str,
     cpuset: str = "",
-    env_file: str = "",
+    key_file: str = "",
     metadata: Mapping[str, Any] | None = None,
     timeout: int = 3600,
     docker: str = "docker",
@@ -59,8 +62,10 @@ def bench_argv(
     """`docker run ... vllm bench serve ...` for one run against one server, in the server's own image.
 
     The client shares the server's volumes (model directory, Hugging Face cache: the tokenizer is there, offline),
-    uses the host's network (the server listens there), runs on ``cpuset`` when given, and reads the API key from
-    ``env_file`` (as OPENAI_API_KEY, the variable vllm bench sends as a bearer token): never on the command line.
+    uses the host's network (the server listens there), runs on ``cpuset`` when given. With ``key_file`` (a path
+    inside the container: the server's secrets volume, read-only) a shell reads the API key into OPENAI_API_KEY (the
+    variable vllm bench sends as a bearer token) just before it starts the client: the key is never on a command line
+    nor in the container's configuration (``docker inspect``).
     """
     stem = result_stem(platform, run)
     meta = {
@@ -101,14 +106,14 @@ def bench_argv(
         "--env",
         "HF_HUB_OFFLINE=1",
         "--entrypoint",
-        "vllm",
+        "/bin/sh" if key_file else "vllm",
     ]
     if cpuset:
         argv += ["--cpuset-cpus", cpuset]
-    if env_file:
-        argv += ["--env-file", env_file]
+    argv.append(server.get("image_id") or server["image"])
+    if key_file:  # sh -c SCRIPT $0 $@: the key file is $0, vllm's arguments follow
+        argv += ["-c", KEY_WRAPPER, key_file]
     argv += [
-        server.get("image_id") or server["image"],
         "bench",
         "serve",
         "--backend",
@@ -163,8 +168,11 @@ def server_view(inspect: Mapping[str, Any]) -> dict[str, Any]:
     args = list(cfg.get("Cmd") or [])
     name = str(inspect.get("Name", "")).lstrip("/")
     port = labels.get("io.zenops.port")
+    host = args[args.index("--host") + 1] if "--host" in args[:-1] else ""
     return {
         "name": name,
+        # where the client reaches it on the host: the address it listens at, loopback when it listens everywhere
+        "address": "127.0.0.1" if host in ("", "0.0.0.0", "::") else host,
         "instance": int(labels.get("io.zenops.instance", 0)),
         "port": int(port) if port else None,
         "model": labels.get("io.zenops.model", ""),

@@ -271,6 +271,7 @@ def up(
             ttl_s=parse_duration(ttl) if ttl else None,
             gateway_flavor=gateway.flavor,
             gateway_port=gateway.port,
+            gateway_fronts=serve_req is not None and (gateway.mode == "on" or (gateway.mode == "auto" and count > 1)),
         )
 
         from zenops.deploy import default_name  # noqa: PLC0415
