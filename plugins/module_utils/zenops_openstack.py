@@ -23,6 +23,10 @@ except ImportError:
 
 # The arguments every OpenStack module takes, added to its own argument_spec by ZenopsOpenStackModule; documented once
 # in plugins/doc_fragments/openstack.py (extends_documentation_fragment: zenops.inference.openstack).
+# a resource's marks in its description, written at creation, before its tags (zenops.cloud.marks.DESCRIPTION_PREFIX:
+# the same text, pinned by tests/unit/test_cloud.py)
+MARKS_DESCRIPTION_PREFIX = "zenops marks: "
+
 COMMON_ARGS = {
     "cloud": {"type": "str", "required": True},
     "api_retries": {"type": "int", "default": 4},

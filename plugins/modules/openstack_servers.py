@@ -74,6 +74,7 @@ import re  # noqa: E402
 import time  # noqa: E402
 
 from ansible_collections.zenops.inference.plugins.module_utils.zenops_openstack import (  # noqa: E402
+    MARKS_DESCRIPTION_PREFIX,
     ZenopsOpenStackModule,
 )
 
@@ -173,7 +174,13 @@ class OpenStackServersModule(ZenopsOpenStackModule):
         if existing:
             return existing[0].floating_ip_address, False
         ext = self.call(net.find_network, self.params["floating_network"], ignore_missing=False)
-        ip = self.call(net.create_ip, floating_network_id=ext.id)
+        # the marks go into the description at creation: a crash before the tags leaves a floating IP that
+        # `zenops down` and `leaks` still find (zenops.cloud.marks.from_description)
+        ip = self.call(
+            net.create_ip,
+            floating_network_id=ext.id,
+            description=MARKS_DESCRIPTION_PREFIX + " ".join(self.params["tags"]),
+        )
         if self.params["tags"]:
             self.call(net.set_tags, ip, list(self.params["tags"]))
         self.call(net.update_ip, ip, port_id=port.id)

@@ -104,13 +104,14 @@ def campaign_resources(campaign: str) -> list[str]:
     ]
     for lister, kind in ((conn.network.networks, "network"), (conn.network.ports, "port"), (conn.network.ips, "fip")):
         found += [f"{kind} {r.id}" for r in lister(tags=tag)]
-    # the expiry switches' application credentials (no tags: named after the deployments), the tenant user's
+    # the expiry switches' application credentials (no tags: zenops-expiry-<deployment>.<server id>), the tenant's
     tenant = openstack.connect(cloud="sandbox")
-    names = {f"zenops-expiry-{deployment_name(campaign, g)}" for g in (BROKEN, *FLAVORS, EXPENSIVE)}
+    deployments = {deployment_name(campaign, g) for g in (BROKEN, *FLAVORS, EXPENSIVE)}
     found += [
         f"application_credential {c.name}"
         for c in tenant.identity.application_credentials(tenant.current_user_id)
-        if c.name in names
+        if str(c.name).startswith("zenops-expiry-")
+        and str(c.name).removeprefix("zenops-expiry-").split(".", 1)[0] in deployments
     ]
     return found
 

@@ -1,6 +1,7 @@
-"""The expiry switch (dead-man's switch) on the sandbox cloud, all real: `zenops up --ttl` makes the deployment's
-application credential (restricted by an access rule to DELETE of its server on the compute service, unrestricted
-false, expiring after the server), installs the switch on the server (it reaches Keystone and Nova at the catalog's
+"""The expiry switch (dead-man's switch) on the sandbox cloud, all real: `zenops up --count 2 --ttl` makes each
+server its own application credential (restricted by an access rule to DELETE of that server on the compute service,
+unrestricted false, expiring after the server: a server cannot delete its sibling), installs the switch on each
+server (it reaches Keystone and Nova at the catalog's
 internal endpoints, sandbox/README.md), and with no controller doing anything from then on, the server deletes
 itself at its expiry. The credential's secret is on the server in a root-only file and nowhere in zenops's output or
 state; Nova refuses the credential for anything but that DELETE; `leaks` on another controller lists it, `down`
@@ -70,12 +71,13 @@ def http(method: str, url: str, body: Any = None, token: str | None = None) -> t
         return e.code, dict(e.headers), e.read()
 
 
-def on_server(inventory: str, command: str) -> str:
-    """A command as root on the deployment's server, over SSH with the deployment's key (the inventory's)."""
+def on_server(inventory: str, command: str, host: str | None = None) -> str:
+    """A command as root on a server of the deployment (the first one by default), over SSH with the deployment's
+    key (the inventory's)."""
     import yaml  # noqa: PLC0415
 
     hosts = yaml.safe_load(Path(inventory).read_text())["all"]["hosts"]
-    h = next(iter(hosts.values()))
+    h = hosts[host] if host else next(iter(hosts.values()))
     argv = ["ssh", "-i", h["ansible_ssh_private_key_file"], "-o", "StrictHostKeyChecking=no", "-o",
             "UserKnownHostsFile=/dev/null", "-o", "BatchMode=yes", f"{h['ansible_user']}@{h['ansible_host']}",
             f"sudo sh -c '{command}'"]  # fmt: skip
@@ -93,70 +95,89 @@ def everything_written_by(zenops: Zenops) -> str:
     return "\n".join(out)
 
 
-def refused_but_for_its_delete(cred_id: str, secret: str) -> None:
-    """The secret buys a token that Nova honours for that DELETE only: listing servers is refused."""
+def switch_on(inventory: str, host: str, cred_id: str) -> str:
+    """The switch on one server: its credential in a root-only file, the timer waiting; returns the secret."""
+    conf = json.loads(on_server(inventory, "cat /etc/zenops-expiry-switch/credential.json", host))
+    assert conf["credential_id"] == cred_id
+    assert conf["auth_url"].startswith("http://172.30.0.1:5000")  # the internal endpoint: what the server reaches
+    modes = on_server(inventory, "stat -c %a /etc/zenops-expiry-switch/credential.json; "
+                      "systemctl is-active zenops-expiry-switch.timer", host).split()  # fmt: skip
+    assert modes == ["600", "active"]
+    return str(conf["credential_secret"])
+
+
+def refused_but_for_its_delete(cred_id: str, secret: str, sibling_id: str) -> None:
+    """The secret buys a token that Nova honours for that DELETE only: listing servers is refused, and so is
+    deleting the sibling server of the same deployment."""
     body = {"auth": {"identity": {"methods": ["application_credential"],
                                   "application_credential": {"id": cred_id, "secret": secret}}}}  # fmt: skip
     status, headers, _ = http("POST", "http://127.0.0.1:5000/v3/auth/tokens", body)
     assert status == 201
     token = {k.lower(): v for k, v in headers.items()}["x-subject-token"]
     assert http("GET", "http://127.0.0.1:8774/v2.1/servers", token=token)[0] in (401, 403)
+    assert http("DELETE", f"http://127.0.0.1:8774/v2.1/servers/{sibling_id}", token=token)[0] in (401, 403)
 
 
 def test_a_server_deletes_itself_at_its_expiry_with_no_controller(zenops, other, tenant, admin):
     started = time.monotonic()
-    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", DEP, "--ttl", "3m")
+    code, lines, err = zenops(
+        "up", "--cloud", "sandbox", "--flavor", SMALL, "--name", DEP, "--count", "2", "--ttl", "3m"
+    )  # fmt: skip
     assert code == 0, err[-3000:]
     up_s = time.monotonic() - started
     said = err + json.dumps(lines)
-    assert "expiry switch armed on 1 server(s)" in said, said[-3000:]
+    assert "expiry switch armed on 2 server(s)" in said, said[-3000:]
     dep = lines[-1]["deployment"]
-    server_id = next(s["id"] for s in dep["servers"])
+    ids = {s["name"]: s["id"] for s in dep["servers"]}
+    (first, server_id), (second, sibling_id) = sorted(ids.items())
     expires_at = admin.compute.get_server(server_id).metadata[m.EXPIRES_KEY]
     deadline = m.parse_expiry(expires_at)
     assert deadline is not None
 
-    # the credential: the deployment's, restricted to deleting its server, expiring after it
-    [stored] = es.owned(tenant, deployment=DEP)
-    assert stored.unrestricted is False
-    assert [(r["service"], r["method"], r["path"]) for r in stored.access_rules] == [
-        ("compute", "DELETE", f"/v2.1/servers/{server_id}")
-    ]
-    assert m.parse_expiry(stored.expires_at) == deadline + timedelta(seconds=es.DEFAULT_MARGIN_S)
+    # the credentials: one per server, each restricted to deleting its own server, expiring after it
+    stored = {c.name: c for c in es.owned(tenant, deployment=DEP)}
+    assert sorted(stored) == sorted(es.credential_name(DEP, i) for i in ids.values())
+    for sid in ids.values():
+        cred = stored[es.credential_name(DEP, sid)]
+        assert cred.unrestricted is False
+        assert [(r["service"], r["method"], r["path"]) for r in cred.access_rules] == [
+            ("compute", "DELETE", f"/v2.1/servers/{sid}")
+        ]
+        assert m.parse_expiry(cred.expires_at) == deadline + timedelta(seconds=es.DEFAULT_MARGIN_S)
 
-    # on the server: a root-only file with the secret; the timer waits for the expiry
-    conf = json.loads(on_server(dep["inventory"], "cat /etc/zenops-expiry-switch/credential.json"))
-    assert conf["credential_id"] == stored.id
-    assert conf["auth_url"].startswith("http://172.30.0.1:5000")  # the internal endpoint: what the server reaches
-    modes = on_server(dep["inventory"], "stat -c %a /etc/zenops-expiry-switch/credential.json; "
-                      "systemctl is-active zenops-expiry-switch.timer").split()  # fmt: skip
-    assert modes == ["600", "active"]
-    secret = conf["credential_secret"]
+    # on each server: a root-only file with its own credential's secret; the timer waits for the expiry
+    secrets_seen = [switch_on(dep["inventory"], name, stored[es.credential_name(DEP, sid)].id) for name, sid in
+                    ids.items()]  # fmt: skip
+    secret = secrets_seen[0]
     assert len(secret) > 20
-    assert secret not in err + json.dumps(lines)
-    assert secret not in everything_written_by(zenops)  # ledger, keys, runs, ansible-runner artifacts
+    assert len(set(secrets_seen)) == 2
+    for each in secrets_seen:
+        assert each not in err + json.dumps(lines)
+        assert each not in everything_written_by(zenops)  # ledger, keys, runs, ansible-runner artifacts
 
-    refused_but_for_its_delete(stored.id, secret)
+    # the first server's credential: its own DELETE only, not its sibling's
+    refused_but_for_its_delete(stored[es.credential_name(DEP, server_id)].id, secret, sibling_id)
+    assert admin.compute.find_server(sibling_id, ignore_missing=True) is not None
 
     # `status` says the server expires and deletes itself then
     code, lines, err = zenops("status", "--cloud", "sandbox")
     assert code == 0, err
     [shown] = [d for d in lines[-1]["deployments"] if d["name"] == DEP]
-    assert shown["expiry_switch"]["servers"] == [f"zenops-{DEP}-1"]
-    assert shown["servers"][0]["expires_at"] == expires_at
+    assert shown["expiry_switch"]["servers"] == [first, second]
+    assert {s["expires_at"] for s in shown["servers"]} == {expires_at}
 
-    # another controller: the credential is a leak there, with its deployment
+    # another controller: the credentials are leaks there, with their deployment
     code, lines, _ = other("leaks", "--cloud", "sandbox")
     assert code == ExitCode.LEAKS
     found = next(line for line in lines if line.get("type") == "result")["leaks"]
-    assert {"kind": "application_credential", "name": stored.name, "deployment": DEP} in [
-        {k: r[k] for k in ("kind", "name", "deployment")} for r in found
-    ]
+    listed = [{k: r[k] for k in ("kind", "name", "deployment")} for r in found]
+    for name in stored:
+        assert {"kind": "application_credential", "name": name, "deployment": DEP} in listed
 
-    # no controller from here on: the server deletes itself at its expiry (the timer fires at it, AccuracySec=1s)
-    while admin.compute.find_server(server_id, ignore_missing=True) is not None:
+    # no controller from here on: each server deletes itself at its expiry (the timer fires at it, AccuracySec=1s)
+    while any(admin.compute.find_server(i, ignore_missing=True) is not None for i in ids.values()):
         late = time.time() - deadline.timestamp()
-        assert late < 180, f"server {server_id} still there {late:.0f}s after its expiry {expires_at}"
+        assert late < 180, f"servers {sorted(ids)} still there {late:.0f}s after their expiry {expires_at}"
         time.sleep(3)
     gone_after = time.time() - deadline.timestamp()
     assert gone_after > 0  # not before its time
@@ -168,4 +189,4 @@ def test_a_server_deletes_itself_at_its_expiry_with_no_controller(zenops, other,
     code, lines, err = zenops("leaks", "--cloud", "sandbox")
     assert code == 0, err
     assert lines[-1]["leaks"] == []
-    print(f"\nup --ttl 3m (switch armed): {up_s:.0f}s; the server deleted itself {gone_after:.0f}s after its expiry")
+    print(f"\nup --count 2 --ttl 3m (switches armed): {up_s:.0f}s; both deleted themselves {gone_after:.0f}s after")

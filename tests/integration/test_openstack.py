@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from tests.integration.conftest import SMALL, ZENOPS, ours
+from zenops.cloud import marks as m
 from zenops.errors import ExitCode
 
 pytestmark = pytest.mark.integration
@@ -189,6 +190,44 @@ def test_leaks_reports_marked_resources_without_a_deployment(zenops, admin):
         assert code == ExitCode.LEAKS
         assert any(r["name"] == "zenops-orphan" for r in lines[0]["leaks"])
     finally:
+        conn.network.delete_network(net, ignore_missing=True)
+
+
+def test_resources_a_crash_left_untagged_are_found_by_leaks_and_removed_by_down(zenops, admin):
+    """zenops stopped between creating a network resource and tagging it (the state a crash leaves, made here by the
+    SDK with zenops's names and descriptions): `leaks` lists each of them with its deployment, and `down` removes
+    them, a floating IP included (found by the marks it is created with in its description)."""
+    conn = openstack.connect(cloud="sandbox")  # as the tenant zenops works as
+    name, dep = "zenops-itcrash", "itcrash"
+    net = conn.network.create_network(name=name)
+    sub = conn.network.create_subnet(name=name, network_id=net.id, ip_version=4, cidr="10.98.251.0/24")
+    public = conn.network.find_network("public", ignore_missing=False)
+    router = conn.network.create_router(name=name, external_gateway_info={"network_id": public.id})
+    conn.network.add_interface_to_router(router, subnet_id=sub.id)
+    sg = conn.network.create_security_group(name=name)
+    fip = conn.network.create_ip(
+        floating_network_id=public.id, description=m.description_of(m.Marks(dep).tags())
+    )  # what zenops.inference.openstack_servers makes before it tags it
+    made = {("network", net.id), ("router", router.id), ("security_group", sg.id), ("floating_ip", fip.id)}
+    try:
+        assert all(not r.tags for r in (conn.network.get_network(net.id), conn.network.get_ip(fip.id)))
+        code, lines, _ = zenops("leaks", "--cloud", "sandbox")
+        assert code == ExitCode.LEAKS
+        found = {(r["kind"], r["id"]) for r in lines[-1]["leaks"] if r["deployment"] == dep}
+        assert found == made, lines[-1]["leaks"]
+        code, lines, err = zenops("down", "--name", dep, "--cloud", "sandbox", "--yes")
+        assert code == 0, err[-3000:]
+        assert {(r["kind"], r["id"]) for r in result(lines)["removed"]} >= made, result(lines)["removed"]
+        assert conn.network.find_network(name, ignore_missing=True) is None
+        assert conn.network.find_security_group(name, ignore_missing=True) is None
+        assert conn.network.find_router(name, ignore_missing=True) is None
+        assert conn.network.find_ip(fip.floating_ip_address, ignore_missing=True) is None
+    finally:  # whatever a failed assertion left
+        conn.network.delete_ip(fip, ignore_missing=True)
+        if conn.network.find_router(router.id, ignore_missing=True):
+            conn.network.remove_interface_from_router(router, subnet_id=sub.id)
+            conn.network.delete_router(router, ignore_missing=True)
+        conn.network.delete_security_group(sg, ignore_missing=True)
         conn.network.delete_network(net, ignore_missing=True)
 
 

@@ -70,6 +70,31 @@ def test_ownership_filter_on_listed_resources():
     assert ops.marks_of("keypairs", SimpleNamespace(name="team-key")) is None
 
 
+def test_an_untagged_resource_zenops_made_is_found_by_its_name_or_description():
+    """A crash between create and tag: the network, router and security group carry the deployment in their name
+    (role provision's zenops-<deployment>), a floating IP in the description it was created with."""
+    for kind in ops.NAMED_KINDS:
+        assert ops.marks_of(kind, SimpleNamespace(id="1", name="zenops-demo", tags=[])) == m.Marks("demo")
+        assert ops.marks_of(kind, SimpleNamespace(id="1", name="zenops-demo", tags=None)) == m.Marks("demo")
+        # tagged by someone else, or a name that is no deployment's: not ours
+        assert ops.marks_of(kind, SimpleNamespace(id="1", name="zenops-demo", tags=["team-a"])) is None
+        assert ops.marks_of(kind, SimpleNamespace(id="1", name="zenops-Demo_x", tags=[])) is None
+        assert ops.marks_of(kind, SimpleNamespace(id="1", name="demo", tags=[])) is None
+    tags = m.Marks("demo", "sweep").tags()
+    fip = SimpleNamespace(id="f", floating_ip_address="172.30.0.9", description=m.description_of(tags), tags=[])
+    assert ops.marks_of("floating_ips", fip) == m.Marks("demo", "sweep")
+    assert ops.describe("floating_ips", fip)["deployment"] == "demo"
+    assert ops.marks_of("floating_ips", SimpleNamespace(id="g", description="someone's", tags=[])) is None
+    # ports are never named by zenops: untagged, not ours
+    assert ops.marks_of("ports", SimpleNamespace(id="p", name="zenops-demo", tags=[])) is None
+
+
+def test_the_module_writes_the_description_prefix_zenops_reads():
+    from plugins.module_utils.zenops_openstack import MARKS_DESCRIPTION_PREFIX  # noqa: PLC0415
+
+    assert MARKS_DESCRIPTION_PREFIX == m.DESCRIPTION_PREFIX
+
+
 UNLIMITED = Limits(-1, 0, -1, 0, -1, 0)
 
 

@@ -31,8 +31,13 @@ SERVER = "6f0c1b8e-2a4b-4c8e-9d1f-000000000001"
 
 
 def test_credential_name_round_trip() -> None:
-    assert es.credential_name("bench-a") == "zenops-expiry-bench-a"
-    assert es.deployment_of("zenops-expiry-bench-a") == "bench-a"
+    assert es.credential_name("bench-a", SERVER) == f"zenops-expiry-bench-a.{SERVER}"  # one per server
+    assert es.deployment_of(f"zenops-expiry-bench-a.{SERVER}") == "bench-a"
+    assert es.deployment_of("zenops-expiry-bench-a") == "bench-a"  # an older zenops's, one per deployment
+    with pytest.raises(ValueError, match="expected a Nova id"):
+        es.credential_name("bench-a", "")
+    with pytest.raises(ValueError, match="expected a Nova id"):
+        es.credential_name("bench-a", "x.y")
     assert es.deployment_of("zenops-expiry-") is None
     assert es.deployment_of("zenops-expiry-Not_A_Name") is None
     assert es.deployment_of("my-own-credential") is None
@@ -96,7 +101,11 @@ class StubIdentity:
 
     def create_application_credential(self, user: str, name: str, **attrs: Any) -> Any:
         self.created.append({"user": user, "name": name, **attrs})
-        return SimpleNamespace(id="new-id", name=name, secret=SECRET, expires_at=attrs["expires_at"] + "")
+        made = SimpleNamespace(
+            id=f"new-{len(self.created)}", name=name, secret=SECRET, expires_at=attrs["expires_at"] + ""
+        )
+        self.creds.append(made)
+        return made
 
 
 def stub_conn(existing: list[str]) -> Any:
@@ -104,17 +113,17 @@ def stub_conn(existing: list[str]) -> Any:
     return SimpleNamespace(current_user_id="u1", identity=StubIdentity(existing), compute=compute)
 
 
-def test_create_replaces_the_deployments_credential_only() -> None:
-    conn = stub_conn(["zenops-expiry-d1", "zenops-expiry-d2", "mine"])
-    cred = es.create(conn, m.Marks("d1"), ["s1", "s2"], expires_at="2026-11-24T15:00:00Z", margin_s=600)
-    assert conn.identity.deleted == ["id-zenops-expiry-d1"]
+def test_create_makes_one_servers_credential_replacing_that_servers_only() -> None:
+    conn = stub_conn(["zenops-expiry-d1.s1", "zenops-expiry-d1.s2", "zenops-expiry-d2.s1", "mine"])
+    cred = es.create(conn, m.Marks("d1"), "s1", expires_at="2026-11-24T15:00:00Z", margin_s=600)
+    assert conn.identity.deleted == ["id-zenops-expiry-d1.s1"]  # its sibling's and other deployments' stay
     (made,) = conn.identity.created
-    assert made["name"] == "zenops-expiry-d1"
+    assert made["name"] == "zenops-expiry-d1.s1"
     assert made["unrestricted"] is False
     assert made["expires_at"] == "2026-11-24T15:10:00Z"
-    assert [r["path"] for r in made["access_rules"]] == ["/v2.1/servers/s1", "/v2.1/servers/s2"]
-    assert {r["method"] for r in made["access_rules"]} == {"DELETE"}
-    assert cred.id == "new-id"
+    # DELETE of this server, nothing else: a server holding it cannot delete a sibling
+    assert made["access_rules"] == [{"service": "compute", "method": "DELETE", "path": "/v2.1/servers/s1"}]
+    assert cred.id == "new-1"
     assert cred.secret == SECRET
 
 
@@ -461,6 +470,51 @@ def test_a_credentials_campaign_is_read_back_from_its_description() -> None:
     assert es.campaign_of(SimpleNamespace(name="x")) is None
 
 
+class ArmingRuns(NoRuns):
+    """A RunContext whose playbook run arms the hosts ``armed`` (the facts the real play reports)."""
+
+    def __init__(self, state_dir: Path, armed: list[str]) -> None:
+        super().__init__()
+        self.config = SimpleNamespace(state_dir=state_dir)
+        self.armed = armed
+        self.specs: list[Any] = []
+        self.notes: list[str] = []
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def run(self, spec: Any) -> Any:
+        self.specs.append(spec)
+        for entry in spec.extravars["zenops_expiry_credentials"].values():  # each secret a 0600 file of its own
+            assert Path(entry["secret_file"]).read_text() == SECRET
+            assert Path(entry["secret_file"]).stat().st_mode & 0o777 == 0o600
+        facts = {h: {"zenops_expiry_switch": {"armed": h in self.armed, "auth_url": "http://k"}} for h in
+                 spec.extravars["zenops_expiry_credentials"]}  # fmt: skip
+        return SimpleNamespace(host_facts=facts)
+
+
+def test_arm_gives_each_server_its_own_credential_and_drops_those_not_armed(tmp_path: Path) -> None:
+    conn = catalog_conn(SANDBOX_CATALOG)
+    conn.identity.creds = [SimpleNamespace(id="old", name="zenops-expiry-d1")]  # an older zenops's, shared
+    ctx = ArmingRuns(tmp_path, armed=["zenops-d1-1", "zenops-d1-2"])
+    servers = [{"name": f"zenops-d1-{i}", "id": f"s{i}"} for i in (1, 2, 3)]
+    got = es.arm(ctx, conn, cloud="c", marks=m.Marks("d1", expires_at=soon(3600)), servers=servers,
+                 inventory=Path("i.yml"))  # type: ignore[arg-type]  # fmt: skip
+    assert got is not None
+    assert got.servers == ["zenops-d1-1", "zenops-d1-2"]
+    made = conn.identity.created
+    assert [c["name"] for c in made] == [f"zenops-expiry-d1.s{i}" for i in (1, 2, 3)]
+    assert [[r["path"] for r in c["access_rules"]] for c in made] == [[f"/v2.1/servers/s{i}"] for i in (1, 2, 3)]
+    creds = ctx.specs[0].extravars["zenops_expiry_credentials"]
+    assert {h: v["id"] for h, v in creds.items()} == {f"zenops-d1-{i}": f"new-{i}" for i in (1, 2, 3)}
+    assert "expiry_switch_credential_id" not in ctx.specs[0].extravars  # per host, not one for all
+    assert SECRET not in json.dumps(ctx.specs[0].extravars)
+    # the shared one of before is gone, and so is the credential of the server whose switch was not armed
+    assert sorted(c.name for c in conn.identity.creds) == ["zenops-expiry-d1.s1", "zenops-expiry-d1.s2"]
+    assert not list(tmp_path.rglob("*.secret"))
+    assert ctx.warnings == ["expiry switch armed on 2 of 3 server(s) only: the others reach no API"]
+
+
 class FailingRuns(NoRuns):
     """A RunContext whose playbook run fails the way a host the role refuses makes it fail (the real error type)."""
 
@@ -473,7 +527,8 @@ class FailingRuns(NoRuns):
         from zenops.errors import HostFailure, RunFailedError  # noqa: PLC0415
 
         self.specs.append(spec)
-        secret = Path(spec.extravars["expiry_switch_credential_secret_file"])
+        (entry,) = spec.extravars["zenops_expiry_credentials"].values()
+        secret = Path(entry["secret_file"])
         assert secret.read_text() == SECRET  # the secret reaches Ansible as a 0600 file, never as a variable
         assert secret.stat().st_mode & 0o777 == 0o600
         raise RunFailedError("expiry_switch.yml", [HostFailure("h1", "Assert a supported distribution", "Alpine")])
@@ -490,6 +545,7 @@ def test_arm_a_failed_install_costs_the_switch_in_auto_and_the_deployment_when_r
     assert got.servers == []
     assert "installing it failed" in got.why_not
     assert len(conn.identity.created) == 1
+    assert conn.identity.creds == []  # deleted again: no switch, no credential
     assert SECRET not in json.dumps(ctx.specs[0].extravars)
     assert not list(tmp_path.rglob("*.secret"))  # deleted after the run
     assert ctx.warnings

@@ -112,11 +112,11 @@ class FakeCloud:
         self.calls.append(f"delete {server.id}")
         del self.servers_by_id[server.id]
 
-    def create_ip(self, floating_network_id: str) -> Any:
+    def create_ip(self, floating_network_id: str, description: str = "") -> Any:
         ip = SimpleNamespace(id=f"ip{len(self.ips) + 1}", floating_ip_address=f"192.0.2.{len(self.ips) + 1}",
-                             port_id=None)  # fmt: skip
+                             port_id=None, description=description)  # fmt: skip
         self.ips[ip.id] = ip
-        self.calls.append(f"create_ip {ip.id} on {floating_network_id}")
+        self.calls.append(f"create_ip {ip.id} on {floating_network_id} ({description})")
         return ip
 
     def update_ip(self, ip: Any, port_id: str) -> None:
@@ -292,7 +292,8 @@ def test_floating_ips_are_made_tagged_and_attached_or_kept(monkeypatch):
         ("192.0.2.2", "192.0.2.2"),
     ]
     assert cloud.calls[-3:] == [
-        "create_ip ip2 on net-public",
+        # its marks in its description from the start: a crash before the tags leaves it findable
+        "create_ip ip2 on net-public (zenops marks: zenops zenops:deployment=demo)",
         "set_tags ip2 ['zenops', 'zenops:deployment=demo']",
         "update_ip ip2 port-zenops-demo-2#1",
     ]

@@ -1,13 +1,15 @@
-"""The dead-man's switch's cloud side: a restricted, expiring Keystone application credential per deployment.
+"""The dead-man's switch's cloud side: a restricted, expiring Keystone application credential per server.
 
 A server that carries ``zenops:expires_at`` can delete itself at its expiry (role ``zenops.inference.expiry_switch``:
 a systemd timer that authenticates with this credential and sends ``DELETE /servers/<its id>`` to Nova), so that a
 lost controller and a forgotten `zenops reap` cron leak nothing. The credential:
 
-* is made by the deployment's owner (application credentials belong to a user), named ``zenops-expiry-<deployment>``
-  and described with the deployment's marks, so `leaks` can find it and `down` can delete it;
-* is ``unrestricted=False`` (it cannot make other credentials or trusts) and carries one access rule per server:
-  ``DELETE <compute path>/servers/<id>`` on the ``compute`` service, nothing else (Keystone >= Train; the service's
+* is made by the deployment's owner (application credentials belong to a user), one per server, named
+  ``zenops-expiry-<deployment>.<server id>`` and described with the deployment's marks, so `leaks` can find it and
+  `down` can delete it;
+* is ``unrestricted=False`` (it cannot make other credentials or trusts) and carries one access rule: ``DELETE
+  <compute path>/servers/<its server's id>`` on the ``compute`` service, nothing else: a server holding it can delete
+  itself and no sibling (Keystone >= Train; the service's
   keystonemiddleware enforces the rules only when its ``[keystone_authtoken] service_type`` is set, and refuses every
   restricted token when it is not);
 * expires a little after the servers (``margin_s``), so the timer's retries still authenticate and a forgotten
@@ -18,6 +20,7 @@ Pure helpers (names, rules, times) are separate from the openstacksdk calls so t
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -37,15 +40,19 @@ COMPUTE_SERVICE = "compute"
 MIN_LEAD_S = 60  # an expiry closer than this when the servers are ready: no switch (the role wants it in the future)
 
 
-def credential_name(deployment: str) -> str:
-    return NAME_PREFIX + m.check_name(deployment)
+def credential_name(deployment: str, server_id: str) -> str:
+    """One credential per server: the deployment, a dot (never in a deployment's name), the server's Nova id."""
+    if not server_id or "." in server_id:
+        raise ValueError(f"server id {server_id!r}: expected a Nova id")
+    return f"{NAME_PREFIX}{m.check_name(deployment)}.{server_id}"
 
 
 def deployment_of(name: str | None) -> str | None:
-    """The deployment a credential named by :func:`credential_name` belongs to; None for anything else."""
+    """The deployment a credential named by :func:`credential_name` belongs to (or one an older zenops named after
+    the deployment alone, ``zenops-expiry-<deployment>``); None for anything else."""
     if not name or not name.startswith(NAME_PREFIX):
         return None
-    rest = name[len(NAME_PREFIX) :]
+    rest = name[len(NAME_PREFIX) :].split(".", 1)[0]
     try:
         return m.check_name(rest)
     except Exception:
@@ -119,18 +126,18 @@ def compute_endpoint(conn: Any) -> str:
 def create(
     conn: Any,
     marks: m.Marks,
-    server_ids: list[str],
+    server_id: str,
     *,
     expires_at: str,
     margin_s: int = DEFAULT_MARGIN_S,
     compute_url: str | None = None,
 ) -> Credential:
-    """Make (or make again: an existing one of the deployment is deleted first, its secret is gone) the deployment's
-    credential, restricted to deleting ``server_ids``."""
-    rules = access_rules(server_ids, compute_url or compute_endpoint(conn))
-    name = credential_name(marks.deployment)
+    """Make (or make again: an existing one of that server is deleted first, its secret is gone) the credential of
+    one server of the deployment, restricted to deleting that server."""
+    rules = access_rules([server_id], compute_url or compute_endpoint(conn))
+    name = credential_name(marks.deployment, server_id)
     user = _user_id(conn)
-    delete(conn, deployment=marks.deployment)
+    remove(conn, [c for c in owned(conn, deployment=marks.deployment) if c.name == name])
     cred = conn.identity.create_application_credential(
         user,
         name,
@@ -254,10 +261,32 @@ class Armed:
         }
 
 
-def secret_file(state_dir: Path, cloud: str, deployment: str) -> Path:
+def secret_file(state_dir: Path, cloud: str, deployment: str, server_id: str) -> Path:
     from zenops.cloud import ledger  # noqa: PLC0415
 
-    return ledger.keys_dir(state_dir, cloud) / f"{credential_name(deployment)}.secret"
+    return ledger.keys_dir(state_dir, cloud) / f"{credential_name(deployment, server_id)}.secret"
+
+
+def _credentials(
+    ctx: RunContext,
+    conn: Any,
+    cloud: str,
+    marks: m.Marks,
+    servers: list[dict[str, Any]],
+    compute_url: str,
+    *,
+    into: dict[str, tuple[Credential, Path]],
+) -> None:
+    """Each server's own credential, its secret in a controller-side 0600 file, added to ``into`` (inventory host ->
+    both) one by one, so that a failure halfway leaves ``into`` naming what exists."""
+    for server in servers:
+        sid = str(server["id"])
+        cred = create(conn, marks, sid, expires_at=str(marks.expires_at), compute_url=compute_url)
+        path = secret_file(ctx.config.state_dir, cloud, marks.deployment, sid)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(cred.secret)
+        into[str(server.get("name") or sid)] = (cred, path)
 
 
 def arm(
@@ -271,10 +300,11 @@ def arm(
     mode: str = "auto",
     interface: str = "any",
 ) -> Armed | None:
-    """Give each server of a deployment with an expiry its dead-man's switch: make the deployment's credential
-    (restricted to deleting these servers, expiring after them), and run playbooks/expiry_switch.yml, which installs
-    the switch on each server that reaches Keystone and Nova. ``mode`` auto: a cloud or a server that cannot have
-    it is said (a warning) and the deployment goes on; required: it raises; off: nothing. None: nothing to arm."""
+    """Give each server of a deployment with an expiry its dead-man's switch: make each server its own credential
+    (restricted to deleting that server, expiring after it), and run playbooks/expiry_switch.yml, which installs the
+    switch with its credential on each server that reaches Keystone and Nova. ``mode`` auto: a cloud or a server
+    that cannot have it is said (a warning) and the deployment goes on; required: it raises; off: nothing. None:
+    nothing to arm."""
     from openstack import exceptions as sdk  # noqa: PLC0415
 
     from zenops.cloud.errors import CloudError, classify  # noqa: PLC0415
@@ -301,48 +331,54 @@ def arm(
     candidates = server_endpoints(conn, interface)
     if not candidates:
         return without(f"the catalog has no identity and compute endpoints of interface {interface}")
+    delete(conn, deployment=marks.deployment)  # a re-run makes them again: their secrets are gone
+    made: dict[str, tuple[Credential, Path]] = {}  # inventory host -> its server's credential, its secret's file
     try:
-        cred = create(conn, marks, ids, expires_at=expires_at, compute_url=candidates[0]["compute_url"])
-    except ValueError as e:  # a compute endpoint whose path still carries a project id
-        return without(str(e))
-    except (sdk.ForbiddenException, sdk.BadRequestException, sdk.NotFoundException) as e:  # policy, access rules
-        return without(f"the cloud refused a restricted application credential ({classify(e, cloud).message})")
-    except Exception as e:
-        raise classify(e, cloud) from e
-    path = secret_file(ctx.config.state_dir, cloud, marks.deployment)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(cred.secret)
-    try:
-        run = ctx.run(
-            RunSpec(
-                playbook="expiry_switch",
-                inventory=inventory,
-                extravars={
-                    "zenops_expiry_endpoints": candidates,
-                    "zenops_expiry_switch_required": mode == "required",
-                    "expiry_switch_credential_id": cred.id,
-                    "expiry_switch_credential_secret_file": str(path),
-                    "expiry_switch_expires_at": expires_at,
-                },
-                verbosity=ctx.verbosity,
+        try:
+            _credentials(ctx, conn, cloud, marks, servers, candidates[0]["compute_url"], into=made)
+        # a compute endpoint whose path still carries a project id (ValueError); a policy, access rules refused
+        except (ValueError, sdk.ForbiddenException, sdk.BadRequestException, sdk.NotFoundException) as e:
+            delete(conn, deployment=marks.deployment)
+            if isinstance(e, ValueError):
+                return without(str(e))
+            return without(f"the cloud refused a restricted application credential ({classify(e, cloud).message})")
+        except Exception as e:
+            with contextlib.suppress(Exception):  # those made so far: best effort, the cloud error is the news
+                delete(conn, deployment=marks.deployment)
+            raise classify(e, cloud) from e
+        try:
+            run = ctx.run(
+                RunSpec(
+                    playbook="expiry_switch",
+                    inventory=inventory,
+                    extravars={
+                        "zenops_expiry_endpoints": candidates,
+                        "zenops_expiry_switch_required": mode == "required",
+                        # host -> its own credential: the id, and the controller-side 0600 file of its secret
+                        "zenops_expiry_credentials": {
+                            host: {"id": cred.id, "secret_file": str(path)} for host, (cred, path) in made.items()
+                        },
+                        "expiry_switch_expires_at": expires_at,
+                    },
+                    verbosity=ctx.verbosity,
+                )
             )
-        )
-    except RunFailedError as e:  # auto: a host the role does not support (say) costs the switch, not the deployment
-        if mode == "required":
-            raise
-        delete(conn, deployment=marks.deployment)
-        return without(f"installing it failed ({e.message.splitlines()[0][:300]})")
+        except RunFailedError as e:  # auto: a host the role does not support costs the switch, not the deployment
+            if mode == "required":
+                raise
+            delete(conn, deployment=marks.deployment)
+            return without(f"installing it failed ({e.message.splitlines()[0][:300]})")
     finally:
-        path.unlink(missing_ok=True)  # the servers have it now; a re-run of `up` makes a new credential
+        for _cred, path in made.values():
+            path.unlink(missing_ok=True)  # the servers have them now; a re-run of `up` makes new credentials
     armed, url = [], ""
     for host, facts in sorted(run.host_facts.items()):
         fact = facts.get("zenops_expiry_switch") or {}
         if str(fact.get("armed")).lower() == "true":
             armed.append(host)
             url = str(fact.get("auth_url") or url)
+    remove(conn, [made[h][0] for h in made if h not in armed])  # a server without its switch: no credential either
     if not armed:
-        delete(conn, deployment=marks.deployment)
         tried = ", ".join(c["auth_url"] for c in candidates)
         return without(f"its servers reach neither Keystone nor Nova ({tried})")
     if len(armed) < len(ids):

@@ -101,6 +101,31 @@ def keypair_name(deployment: str) -> str:
     return f"zenops-{deployment}"
 
 
+# A resource made but not yet tagged (zenops stopped between the two API calls) still carries its marks elsewhere:
+# the network, router and security group by their name (``zenops-<deployment>``, role provision's), a floating IP
+# by the description it is created with (`description_of`). `down` and `leaks` find those too.
+DESCRIPTION_PREFIX = "zenops marks: "
+
+
+def description_of(tags: Iterable[str]) -> str:
+    """The description a resource is created with, so that its marks are there before its tags are."""
+    return DESCRIPTION_PREFIX + " ".join(tags)
+
+
+def from_description(description: str | None) -> Marks | None:
+    text = str(description or "")
+    return from_tags(text[len(DESCRIPTION_PREFIX) :].split()) if text.startswith(DESCRIPTION_PREFIX) else None
+
+
+def from_name(name: str | None) -> Marks | None:
+    """The deployment a resource named by role provision (``zenops-<deployment>``) belongs to; None otherwise."""
+    text = str(name or "")
+    if not text.startswith("zenops-"):
+        return None
+    deployment = text[len("zenops-") :]
+    return Marks(deployment) if _NAME.match(deployment) else None
+
+
 # --- expiry ----------------------------------------------------------------------------------------------------
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

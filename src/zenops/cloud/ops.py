@@ -233,13 +233,24 @@ def describe(kind: str, r: Any) -> dict[str, Any]:
     }
 
 
+# the kinds role provision names zenops-<deployment>: found by that name while untagged (see marks.from_name)
+NAMED_KINDS = ("networks", "routers", "security_groups")
+
+
 def marks_of(kind: str, r: Any) -> m.Marks | None:
     if kind == "servers":
         return m.from_server(getattr(r, "metadata", None), getattr(r, "tags", None))
     if kind == "keypairs":
         name = str(getattr(r, "name", ""))
         return m.Marks(name.removeprefix("zenops-")) if name.startswith("zenops-") else None
-    return m.from_tags(getattr(r, "tags", None))
+    tags = list(getattr(r, "tags", None) or ())
+    marks = m.from_tags(tags)
+    if marks is not None or tags:  # tagged: by its tags alone (someone else's tags: not ours)
+        return marks
+    # untagged: made by zenops, which stopped before it could tag it
+    if kind == "floating_ips":
+        return m.from_description(getattr(r, "description", None))
+    return m.from_name(getattr(r, "name", None)) if kind in NAMED_KINDS else None
 
 
 def list_owned(
@@ -250,7 +261,8 @@ def list_owned(
     campaign: str | None = None,
     keypairs: set[str] | None = None,
 ) -> Owned:
-    """Every resource carrying zenops's marks (optionally of one deployment or campaign).
+    """Every resource carrying zenops's marks (optionally of one deployment or campaign): in its tags, or, made and
+    not yet tagged (a crash between the two calls), in its name or description (``marks_of``).
 
     Keypairs cannot carry marks: only the names in ``keypairs`` (those the ledger says zenops created) are listed.
     """
@@ -264,18 +276,13 @@ def list_owned(
     try:
         owned = Owned(
             servers=[s for s in retrying(lambda: list(conn.compute.servers(details=True))) if want("servers", s)],
-            floating_ips=[
-                r for r in retrying(lambda: list(conn.network.ips(tags=m.OWNER_TAG))) if want("floating_ips", r)
-            ],
-            routers=[r for r in retrying(lambda: list(conn.network.routers(tags=m.OWNER_TAG))) if want("routers", r)],
+            # not filtered by tag: an untagged one zenops made carries its marks in its name or description
+            floating_ips=[r for r in retrying(lambda: list(conn.network.ips())) if want("floating_ips", r)],
+            routers=[r for r in retrying(lambda: list(conn.network.routers())) if want("routers", r)],
             ports=[r for r in retrying(lambda: list(conn.network.ports(tags=m.OWNER_TAG))) if want("ports", r)],
-            networks=[
-                r for r in retrying(lambda: list(conn.network.networks(tags=m.OWNER_TAG))) if want("networks", r)
-            ],
+            networks=[r for r in retrying(lambda: list(conn.network.networks())) if want("networks", r)],
             security_groups=[
-                r
-                for r in retrying(lambda: list(conn.network.security_groups(tags=m.OWNER_TAG)))
-                if want("security_groups", r)
+                r for r in retrying(lambda: list(conn.network.security_groups())) if want("security_groups", r)
             ],
             keypairs=[
                 k
