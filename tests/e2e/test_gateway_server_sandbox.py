@@ -5,8 +5,9 @@ operator on the gateway's port, while it reaches the serving server at its fixed
 security group opens between the deployment's servers. A completion goes through the gateway; `status` shows the
 backend UP. Then `zenops rollout` to another model under a load through the gateway: one serving server, so it
 surges (a new server serves the new model, passes the gates with the old one as the control, joins the gateway, and
-the old one is drained and deleted) with no failed request. A re-run of `up` without --gateway-flavor keeps both
-servers (the serving one is now `-2`: adopted, no `-1` made again); `down` removes everything, and nothing of the
+the old one is drained and deleted) with no failed request. With `scripts/test --full`, a re-run of `up` without
+--gateway-flavor keeps both servers (the serving one is now `-2`: adopted, no `-1` made again). `down` removes
+everything, and nothing of the
 deployment is left in the cloud (asked of the SDK, not of zenops).
 """
 
@@ -229,12 +230,14 @@ def test_gateway_on_a_server_of_its_own_serves_then_goes_with_down(env, tenant, 
     # a rollout to model B under load through the gateway: one serving server, so it surges
     new = surge(env, tenant, tmp_path, dep, gw, key, serving, gw_server, model_b)
 
-    # a re-run without --gateway-flavor keeps the gateway's server (the ledger's) and the surge's server (`-2`: no
-    # `-1` made again), nothing new is created, nothing restarts
-    again = zenops(env, *up, "--model", str(model_b), cwd=tmp_path)[-1]
-    assert again["gateway"]["host"] == gw_server["name"]
-    assert again["deployment"]["gateway_servers"][0]["id"] == gw_server["id"]
-    assert {s.id for s in mine(tenant)} == {new["id"], gw_server["id"]}
+    # (--full) a re-run without --gateway-flavor keeps the gateway's server (the ledger's) and the surge's server
+    # (`-2`: no `-1` made again), nothing new is created, nothing restarts. The landing run leaves it out: one more
+    # serving play on both servers; the adoption of a surged `-2` is unit-tested (test_openstack_servers.py)
+    if os.environ.get("ZENOPS_E2E_FULL") == "1":
+        again = zenops(env, *up, "--model", str(model_b), cwd=tmp_path)[-1]
+        assert again["gateway"]["host"] == gw_server["name"]
+        assert again["deployment"]["gateway_servers"][0]["id"] == gw_server["id"]
+        assert {s.id for s in mine(tenant)} == {new["id"], gw_server["id"]}
     listed = zenops(env, "status", cwd=tmp_path)[-1]
     row = next(d for d in listed["deployments"] if d["name"] == DEP)
     assert {s["name"]: s["role"] for s in row["servers"]} == {new["name"]: "serving", gw_server["name"]: "gateway"}

@@ -1,4 +1,5 @@
-"""`zenops rollout` end to end on one 3-host fleet behind its gateway, all real: systemd container hosts over SSH,
+"""`zenops rollout` end to end on one fleet behind its gateway (2 hosts in the landing run, 3 with `scripts/test
+--full`: there test 2's batch after the canary holds two hosts at once), all real: systemd container hosts over SSH,
 Docker inside, the engine image from the machine's image cache (pip route), real vLLM servers with tiny models made
 offline, real HAProxy from Debian's packages. The fleet is shared by the tests of this module, in order:
 
@@ -9,9 +10,9 @@ offline, real HAProxy from Debian's packages. The fleet is shared by the tests o
    the fleet's `up`: scripts/test starts this module beside stages that mostly wait on the sandbox cloud, SSH or apt,
    never beside another vLLM workload (beside the campaign's servers, CI17 measured a baseline spread of 87% and a
    control drift of x0.39: no verdict possible);
-2. rolling from model A to model B while a bounded load runs through the gateway (the canary, then a batch of two
-   hosts), interrupted (Ctrl-C) after the canary batch and resumed by the same command: zero failed requests, every
-   host on B, the gateway serving all three, none left drained;
+2. rolling from model A to model B while a bounded load runs through the gateway (the canary, then a batch of the
+   others: one host, or two at once with --full), interrupted (Ctrl-C) after the canary batch and resumed by the same
+   command: zero failed requests, every host on B, the gateway serving them all, none left drained;
 3. the perimeter: every route the running servers expose (their /openapi.json), called without the key directly at
    each server and through the gateway, with a valid body: nothing but /health answers 2xx (the server's middleware
    answers 401; the gateway 404 off its allowlist, 401 on it); with the key the API works on both;
@@ -51,6 +52,9 @@ ZENOPS = str(Path(sys.executable).parent / "zenops")
 IMAGE_DIR = Path(os.environ.get("ZENOPS_IMAGE_DIR", REPO / ".cache" / "images"))
 BASE_ARCHIVE = IMAGE_DIR / "bookworm-slim.tar"
 REPORT = REPO / ".cache" / "e2e" / "rollout.json"
+# every host of the fleet is a server lifetime in each scenario and a baseline measured one host after another: two
+# in the landing run (the canary, then a batch of one); three with --full (a batch of two at once)
+FLEET_SIZE = 3 if os.environ.get("ZENOPS_E2E_FULL") == "1" else 2
 SERVED = "tiny"  # one served model name for every release: clients keep working across a model change
 FIGURES: dict[str, Any] = {}
 # No torch.compile: what is tested here is the rollout, not the engine's speed (the serving e2e keeps the default).
@@ -253,7 +257,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     weights.write_bytes(weights.read_bytes()[:4096])
     models["broken"] = broken
     name = f"fl{secrets.token_hex(2)}"
-    inventory, hosts = devhost.up(state, name, count=3)
+    inventory, hosts = devhost.up(state, name, count=FLEET_SIZE)
     f = Fleet(inventory, hosts, env, models)
     t0 = time.monotonic()
     try:
@@ -265,7 +269,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         )  # fmt: skip
         FIGURES["up_s"] = round(time.monotonic() - t0, 1)
         assert up["gateway"], up
-        assert len(up["gateway"]["backends"]) == 3, up["gateway"]
+        assert len(up["gateway"]["backends"]) == FLEET_SIZE, up["gateway"]
         f.key = Path(up["api_key_file"]).read_text().strip()
         f.url = up["gateway"]["url"]
         yield f
@@ -316,7 +320,7 @@ def test_2_rollout_under_load_interrupted_then_resumed_fails_no_request(fleet: F
     args = [
         ZENOPS, "--json", "rollout", "-i", str(fleet.inventory), "--model", str(fleet.models["b"]),
         "--min-healthy", "5", "--no-perf-gate",  # here: requests and resumption (see test 1 for the gate)
-        "--batch", "2",  # after the canary, the other two hosts at once: the canary alone serves meanwhile
+        "--batch", "2",  # after the canary, the others at once (two with --full): the canary alone serves meanwhile
     ]  # fmt: skip
     t0 = time.monotonic()
     with Load(fleet.url, fleet.key) as load:
@@ -347,7 +351,7 @@ def test_2_rollout_under_load_interrupted_then_resumed_fails_no_request(fleet: F
     assert result["status"] == "done", result
     assert set(served_models(fleet).values()) == {"tiny-b"}
     states = backends(fleet)
-    assert len(states) == 3, states
+    assert len(states) == FLEET_SIZE, states
     assert all(b["status"].startswith("UP") for b in states), states  # none left in DRAIN
     _rc, status, _n = run_zenops(fleet, "status", "-i", str(fleet.inventory), "--history", "50")
     assert "finished" in [h["event"] for h in status["history"]], status["history"]
@@ -401,12 +405,12 @@ def test_3_no_route_answers_without_the_key_directly_or_through_the_gateway(flee
     assert {r[2] for r in seen["gateway"] if r[0] in allowed} == {401}, seen["gateway"]
     assert {r[2] for r in seen["gateway"] if r[0] not in allowed | {"/health"}} == {404}, seen["gateway"]
     # a wrong key and a wrong scheme are refused at both; the key opens the API at both
-    for base in (servers[1], gateway):
+    for base in (servers[-1], gateway):
         assert call(f"{base}/v1/models", "GET", key=fleet.key + "x") == 401
         assert call(f"{base}/v1/models", "GET", auth=f"Basic {fleet.key}") == 401
         assert call(f"{base}/v1/models", "GET", key=fleet.key) == 200
         assert call(f"{base}/v1/completions", "POST", key=fleet.key) == 200
-    assert call(f"{servers[2]}/invocations", "POST", key=fleet.key) == 200  # the server's own routes, with the key
+    assert call(f"{servers[-1]}/invocations", "POST", key=fleet.key) == 200  # the server's own routes, with the key
     assert call(f"{gateway}/invocations", "POST", key=fleet.key) == 404  # never through the gateway
 
 

@@ -37,7 +37,10 @@ REPORT = REPO / ".cache" / "e2e" / "serve.json"
 # --compare-platforms (two more engine starts on a zen host) with `scripts/test --full` only
 COMPARE = os.environ.get("ZENOPS_E2E_FULL") == "1"
 # roles/vllm_server/vars/main.yml: a zentorch.py raising ImportError there, first on PYTHONPATH, hides zentorch
-ZENTORCH_HIDER = "PYTHONPATH=/opt/zenops/no-zentorch"
+# the server's PYTHONPATH: the API-key middleware's directory always; the module that hides zentorch first on the
+# stock platform
+WITH_ZENTORCH = "PYTHONPATH=/opt/zenops/lib"
+ZENTORCH_HIDER = "PYTHONPATH=/opt/zenops/no-zentorch:/opt/zenops/lib"
 
 
 def platform_for(facts: dict[str, Any]) -> str:
@@ -64,6 +67,17 @@ def decisions(plan: dict[str, Any]) -> dict[str, Any]:
         **{k: plan[k] for k in PLAN_DECISIONS},
         "instances": [{k: inst[k] for k in INSTANCE_DECISIONS} for inst in plan["instances"]],
     }
+
+
+def key_file_only(inspect: dict[str, Any], key: str) -> bool:
+    """The API key is nowhere in the container's inspect data; the server reads it from the mounted file."""
+    env = dict(e.split("=", 1) for e in inspect["Config"]["Env"])
+    return (
+        key not in json.dumps(inspect)
+        and env.get("ZENOPS_API_KEY_FILE") == "/run/zenops/secrets/api-key"
+        and "VLLM_API_KEY" not in env
+        and any(m.get("Destination") == "/run/zenops/secrets" and m.get("RW") is False for m in inspect["Mounts"])
+    )
 
 
 def env_of(inspect: dict[str, Any]) -> list[str]:
@@ -188,7 +202,9 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
     assert env["VLLM_CPU_OMP_THREADS_BIND"] == plan["instances"][0]["omp_threads_bind"]
     # zentorch: visible on the zen platform, hidden (the role's PYTHONPATH module) on the stock one
     pythonpath = [e for e in env_of(inspect) if e.startswith("PYTHONPATH=")]
-    assert pythonpath == ([] if expected_platform == "zen" else [ZENTORCH_HIDER]), pythonpath
+    assert pythonpath == ([WITH_ZENTORCH] if expected_platform == "zen" else [ZENTORCH_HIDER]), pythonpath
+    # the key: read by the middleware from its read-only file, not in the container's configuration
+    assert key_file_only(inspect, Path(first["api_key_file"]).read_text().strip())
     assert inspect["HostConfig"]["CpusetCpus"] == plan["instances"][0]["cpuset"]
     assert inspect["HostConfig"]["CapAdd"] == ["CAP_SYS_NICE"] or inspect["HostConfig"]["CapAdd"] == ["SYS_NICE"]
     assert "seccomp=unconfined" in inspect["HostConfig"]["SecurityOpt"]
@@ -278,7 +294,7 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
         )
     elif platform == "zen":
         # switched to the stock platform and back: a new container, zentorch visible again
-        assert not [e for e in env_of(restored) if e.startswith("PYTHONPATH=")], env_of(restored)
+        assert [e for e in env_of(restored) if e.startswith("PYTHONPATH=")] == [WITH_ZENTORCH], env_of(restored)
         assert restored["Id"] != before_sweep["Id"]
         assert refusal == []
     else:
