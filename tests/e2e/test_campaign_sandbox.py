@@ -2,10 +2,10 @@
 SSH), Docker in them, the engine image from this machine's image cache (pip route), real vLLM servers with tiny
 models made offline, real `vllm bench serve`, teardown through Neutron/Nova and a leak check by the SDK.
 
-One campaign: 2 measured flavors x tiny models x 2 variants (max-num-seqs 2 and 4: machine-independent; zen vs cpu
-would be refused on a CPU without AVX-512), a short bench (concurrency 1 and 2, 6 prompts of 16 tokens), servers with
---enforce-eager (what is tested is the campaign, not the engine's speed). Two more flavors in the same matrix carry
-the failure cases, so no extra server cycle is paid for them:
+One campaign: 2 measured flavors x tiny models x variants (max-num-seqs 4, and 2 with --full: machine-independent;
+zen vs cpu would be refused on a CPU without AVX-512), a short bench (concurrency 1 and 2, 6 prompts of 16 tokens),
+servers with --enforce-eager (what is tested is the campaign, not the engine's speed). Two more flavors in the same
+matrix carry the failure cases, so no extra server cycle is paid for them:
 - a flavor whose servers go to ERROR (the sandbox's fault injection, `zenops_test:fail=spawn` in its extra specs):
   its cells are recorded failed with the cloud's fault, the others complete;
 - a flavor priced far over the budget: the campaign's projection is over budget.max_usd, so `run` refuses it (exit
@@ -13,12 +13,12 @@ the failure cases, so no extra server cycle is paid for them:
   before any server is asked for, everything is torn down, exit 17, the report labelled partial.
 
 Two shapes (a server of a measured flavor costs a boot, the Docker engine's install and the engine image's copy):
-- landing (`scripts/test`): one model, one flavor at a time (parallel: 1), in the order of the file; the first run
-  is interrupted when the ERROR flavor's server is being asked for, after the first measured flavor's cells are
-  all done and its server torn down, so the resume provisions each measured flavor once in all (asserted: one
+- landing (`scripts/test`): one model, one variant, one flavor at a time (parallel: 1), in the order of the file; the
+  first run is interrupted when the ERROR flavor's server is being asked for, after the first measured flavor's cells
+  are all done and its server torn down, so the resume provisions each measured flavor once in all (asserted: one
   "provisioning" per measured flavor over both runs);
-- `scripts/test --full` (ZENOPS_E2E_FULL=1): two models, two flavors at once (parallel: 2), interrupted after the
-  first done cell: the resume provisions again what the interruption tore down.
+- `scripts/test --full` (ZENOPS_E2E_FULL=1): two models, two variants, two flavors at once (parallel: 2), interrupted
+  after the first done cell: the resume provisions again what the interruption tore down.
 
 1. `campaign plan` and `campaign run` over budget: exit 17, nothing created;
 2. `campaign run --within-budget`, Ctrl-C (see above): exit 130, every server torn down, the done cells recorded;
@@ -63,10 +63,13 @@ FIGURES: dict[str, Any] = {}
 FULL = os.environ.get("ZENOPS_E2E_FULL") == "1"
 N_MODELS = 2 if FULL else 1
 PARALLEL = 2 if FULL else 1
+# variants: a vLLM server lifetime each per measured flavor; the landing run measures one, --full both
+VARIANTS = {"seqs2": 2, "seqs4": 4} if FULL else {"seqs4": 4}
 
 
 def campaign_file(tmp: Path, models: list[Path]) -> Path:
     path = tmp / "sweep.yaml"
+    variants = "\n".join(f"  {k}: {{max_num_seqs: {v}}}" for k, v in VARIANTS.items())
     path.write_text(
         f"""\
 name: e2e-sweep
@@ -74,8 +77,7 @@ cloud: sandbox
 flavors: [{FLAVORS[0]}, {BROKEN}, {FLAVORS[1]}, {EXPENSIVE}]
 models: [{", ".join(str(m) for m in models)}]
 variants:
-  seqs2: {{max_num_seqs: 2}}
-  seqs4: {{max_num_seqs: 4}}
+{variants}
 engine:
   image_source: pip
   base_image: zenops/bookworm-slim:latest
@@ -241,7 +243,7 @@ def check_report(env: dict[str, str], campaign: str, work: Path, models: list[Pa
         assert (out / name).stat().st_size > 0, name
     assert (out / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert rep["partial"] is True
-    assert len(rep["rows"]) == 2 * N_MODELS * 2 * 2  # flavors x models x variants x concurrency levels
+    assert len(rep["rows"]) == 2 * N_MODELS * len(VARIANTS) * 2  # flavors x models x variants x concurrency levels
     for model in models:
         assert rep["best"][str(model)] is not None, rep  # a local model: as the campaign file named it, resolved
     not_measured = {(c["flavor"], c["status"]) for c in rep["not_measured"]}
@@ -255,7 +257,7 @@ def test_campaign_over_budget_interrupted_resumed_reported_and_torn_down(env, br
     work = tmp_path / "work"
     work.mkdir()
     spec = campaign_file(work, models)
-    per_flavor = N_MODELS * 2  # models x variants
+    per_flavor = N_MODELS * len(VARIANTS)  # models x variants
     n_cells = 4 * per_flavor
 
     # 1. over budget (the expensive flavor): refused before anything is created
