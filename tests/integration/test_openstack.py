@@ -205,7 +205,7 @@ def test_resources_a_crash_left_untagged_are_found_by_leaks_and_removed_by_down(
     sub = conn.network.create_subnet(name=name, network_id=net.id, ip_version=4, cidr="10.98.251.0/24")
     public = conn.network.find_network("public", ignore_missing=False)
     router = conn.network.create_router(name=name, external_gateway_info={"network_id": public.id})
-    conn.network.add_interface_to_router(router, subnet_id=sub.id)
+    conn.network.add_interface_to_router(router, subnet=sub.id)
     sg = conn.network.create_security_group(name=name)
     fip = conn.network.create_ip(
         floating_network_id=public.id, description=m.description_of(m.Marks(dep).tags())
@@ -215,8 +215,9 @@ def test_resources_a_crash_left_untagged_are_found_by_leaks_and_removed_by_down(
         assert all(not r.tags for r in (conn.network.get_network(net.id), conn.network.get_ip(fip.id)))
         code, lines, _ = zenops("leaks", "--cloud", "sandbox")
         assert code == ExitCode.LEAKS
-        found = {(r["kind"], r["id"]) for r in lines[-1]["leaks"] if r["deployment"] == dep}
-        assert found == made, lines[-1]["leaks"]
+        leaks = next(line for line in lines if "leaks" in line)["leaks"]
+        found = {(r["kind"], r["id"]) for r in leaks if r["deployment"] == dep}
+        assert found == made, leaks
         code, lines, err = zenops("down", "--name", dep, "--cloud", "sandbox", "--yes")
         assert code == 0, err[-3000:]
         assert {(r["kind"], r["id"]) for r in result(lines)["removed"]} >= made, result(lines)["removed"]
@@ -227,7 +228,7 @@ def test_resources_a_crash_left_untagged_are_found_by_leaks_and_removed_by_down(
     finally:  # whatever a failed assertion left
         conn.network.delete_ip(fip, ignore_missing=True)
         if conn.network.find_router(router.id, ignore_missing=True):
-            conn.network.remove_interface_from_router(router, subnet_id=sub.id)
+            conn.network.remove_interface_from_router(router, subnet=sub.id)
             conn.network.delete_router(router, ignore_missing=True)
         conn.network.delete_security_group(sg, ignore_missing=True)
         conn.network.delete_network(net, ignore_missing=True)
