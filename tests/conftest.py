@@ -1,16 +1,29 @@
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import sys
 import threading
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from zenops.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def load_file_module(name: str, path: Path) -> ModuleType:
+    """A Python file of the repository that is no importable package module (a role's file, a plugin), loaded by
+    its path under ``name``."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec
+    assert spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(autouse=True, scope="session")

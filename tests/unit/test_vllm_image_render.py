@@ -10,7 +10,6 @@ role's defaults, vars, templates or planning tasks shows here. Combos come from 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -22,17 +21,14 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import load_file_module
 from tests.unit.ansible_play import RESULT_FACT, run_cases, shared_by_workers
 from zenops import compat
 
 REPO = Path(__file__).resolve().parents[2]
 ROLE = REPO / "roles" / "vllm_image"
 
-_spec = importlib.util.spec_from_file_location("zenops_vllm_image_filter", REPO / "plugins/filter/vllm_image.py")
-assert _spec
-assert _spec.loader
-vllm_filter = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(vllm_filter)
+vllm_filter = load_file_module("zenops_vllm_image_filter", REPO / "plugins/filter/vllm_image.py")
 
 GENOA_FLAGS = frozenset({"avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx512bw"})  # Zen 4: no AMX
 SAPPHIRE_RAPIDS_FLAGS = GENOA_FLAGS | {"amx_bf16", "amx_tile"}

@@ -5,19 +5,14 @@ driven as vLLM drives it: an ASGI app wrapped by the class, called with HTTP and
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, load_file_module
 
-_spec = importlib.util.spec_from_file_location("zenops_auth", REPO / "roles/vllm_server/files/zenops_auth.py")
-assert _spec
-assert _spec.loader
-auth = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(auth)
+auth = load_file_module("zenops_auth", REPO / "roles/vllm_server/files/zenops_auth.py")
 
 KEY = "s3cret-key-0123456789"
 
