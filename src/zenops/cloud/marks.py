@@ -118,7 +118,8 @@ def from_description(description: str | None) -> Marks | None:
 
 
 def from_name(name: str | None) -> Marks | None:
-    """The deployment a resource named by role provision (``zenops-<deployment>``) belongs to; None otherwise."""
+    """The deployment a resource named ``zenops-<deployment>`` (role provision's network, router and security group,
+    the generated keypair: :func:`keypair_name`) belongs to; None otherwise."""
     text = str(name or "")
     if not text.startswith("zenops-"):
         return None

@@ -233,16 +233,16 @@ def describe(kind: str, r: Any) -> dict[str, Any]:
     }
 
 
-# the kinds role provision names zenops-<deployment>: found by that name while untagged (see marks.from_name)
+# the kinds role provision names zenops-<deployment>: found by that name while untagged (marks.from_name, which reads
+# the keypairs' names too)
 NAMED_KINDS = ("networks", "routers", "security_groups")
 
 
 def marks_of(kind: str, r: Any) -> m.Marks | None:
     if kind == "servers":
         return m.from_server(getattr(r, "metadata", None), getattr(r, "tags", None))
-    if kind == "keypairs":
-        name = str(getattr(r, "name", ""))
-        return m.Marks(name.removeprefix("zenops-")) if name.startswith("zenops-") else None
+    if kind == "keypairs":  # no tags: named zenops-<deployment> (marks.keypair_name)
+        return m.from_name(getattr(r, "name", None))
     tags = list(getattr(r, "tags", None) or ())
     marks = m.from_tags(tags)
     if marks is not None or tags:  # tagged: by its tags alone (someone else's tags: not ours)
