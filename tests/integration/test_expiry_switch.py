@@ -31,6 +31,9 @@ from zenops.errors import ExitCode
 pytestmark = pytest.mark.integration
 
 DEP = "itswitch"
+# long enough that the switch is still armed when `up` is slow: a loaded CI machine (three lanes on 2 cores) took 126 s
+# from the servers' creation to arming, which left a 3m expiry under es.MIN_LEAD_S; short enough to wait for
+TTL = "4m"
 
 
 @pytest.fixture
@@ -121,7 +124,7 @@ def refused_but_for_its_delete(cred_id: str, secret: str, sibling_id: str) -> No
 def test_a_server_deletes_itself_at_its_expiry_with_no_controller(zenops, other, tenant, admin):
     started = time.monotonic()
     code, lines, err = zenops(
-        "up", "--cloud", "sandbox", "--flavor", SMALL, "--name", DEP, "--count", "2", "--ttl", "3m"
+        "up", "--cloud", "sandbox", "--flavor", SMALL, "--name", DEP, "--count", "2", "--ttl", TTL
     )  # fmt: skip
     assert code == 0, err[-3000:]
     up_s = time.monotonic() - started
@@ -189,4 +192,4 @@ def test_a_server_deletes_itself_at_its_expiry_with_no_controller(zenops, other,
     code, lines, err = zenops("leaks", "--cloud", "sandbox")
     assert code == 0, err
     assert lines[-1]["leaks"] == []
-    print(f"\nup --count 2 --ttl 3m (switches armed): {up_s:.0f}s; both deleted themselves {gone_after:.0f}s after")
+    print(f"\nup --count 2 --ttl {TTL} (switches armed): {up_s:.0f}s; both deleted themselves {gone_after:.0f}s after")
