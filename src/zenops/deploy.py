@@ -9,7 +9,7 @@ Expiry (``CloudRequest.ttl_s``, `up --ttl`): new servers carry ``zenops:expires_
 an existing deployment never moves its expiry silently: without a ttl the servers keep theirs (and new ones get the
 same); with one, every server of the deployment gets the new expiry, and the note says it moved. `reap` asks the
 cloud (not the ledger: the controller that made them may be gone) for deployments whose servers have all expired and
-removes each as `down --name` does.
+removes each as `down --deployment` does.
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def _write_inventory(
     }
     return statefile.write_text(
         inventory_path(state_dir, dep.cloud, dep.name, kind),
-        f"# written by zenops up --cloud {dep.cloud} --name {dep.name}\n"
+        f"# written by zenops up --cloud {dep.cloud} --deployment {dep.name}\n"
         + yaml.safe_dump({"all": {"hosts": hosts}}, sort_keys=True),
     )
 
@@ -149,7 +149,7 @@ def gateway_server_flavor(
         raise UsageError(
             f"deployment '{req.name or default_name(req.flavor)}' has its gateway on a server of flavor {had}, not "
             f"{req.gateway_flavor}",
-            hint=f"re-run with --gateway-flavor {had}, or remove the deployment first (zenops down --name ...)",
+            hint=f"re-run with --gateway-flavor {had}, or remove the deployment first (zenops down --deployment ...)",
         )
     return req.gateway_flavor or had
 
@@ -163,8 +163,8 @@ def check_count(serving: list[str], req: CloudRequest) -> None:
     raise UsageError(
         f"deployment '{name}' has {len(serving)} servers ({', '.join(sorted(serving))}); --count {req.count} would "
         "leave the others running outside it: zenops up adds servers, it does not remove them",
-        hint=f"re-run with --count {len(serving)}, or remove the deployment (zenops down --name {name}) and create "
-        f"it again with --count {req.count}",
+        hint=f"re-run with --count {len(serving)}, or remove the deployment (zenops down --deployment {name}) and "
+        f"create it again with --count {req.count}",
     )
 
 
@@ -275,7 +275,7 @@ def _preflight(
     if existing and (existing.flavor != req.flavor or existing.image != image):
         raise UsageError(
             f"deployment '{name}' exists with flavor {existing.flavor} and image {existing.image}",
-            hint=f"pick another --name, or remove it first: zenops down --name {name}",
+            hint=f"pick another --deployment, or remove it first: zenops down --deployment {name}",
         )
     in_cloud = next((_flavor_name(s) for s in owned.servers if _is_gateway(s)), None)
     check_count([str(s.name) for s in owned.servers if not _is_gateway(s)], req)
@@ -419,7 +419,7 @@ def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tupl
             ledger.save(config.state_dir, dep)
         e.hint = ((e.hint + "; ") if e.hint else "") + (
             f"what was created is marked as deployment '{name}': re-run the same `zenops up` to resume, or "
-            f"`zenops down --name {name} --cloud {req.cloud}` to remove it"
+            f"`zenops down --deployment {name} --cloud {req.cloud}` to remove it"
         )
         raise
     facts = run.host_facts.get("localhost", {})
@@ -451,8 +451,8 @@ def serve_request_for(req: ServeRequest, dep: ledger.Deployment) -> ServeRequest
             f"deployment '{dep.name}' has its gateway on a server of its own ({own}): "
             + ("--gateway off" if req.gateway == "off" else f"--gateway-host {req.gateway_host}")
             + " would leave that server running for nothing",
-            hint=f"drop the option; to go without that server, remove the deployment (zenops down --name {dep.name}) "
-            "and create it again without --gateway-flavor",
+            hint="drop the option; to go without that server, remove the deployment "
+            f"(zenops down --deployment {dep.name}) and create it again without --gateway-flavor",
         )
     return dataclasses.replace(
         req,
@@ -594,7 +594,7 @@ def down(
     ``keep_secrets``)."""
     if sum(bool(x) for x in (name, campaign, all_mine)) != 1:
         raise UsageError(
-            "say what to remove: exactly one of --name D, --campaign C, --all-mine",
+            "say what to remove: exactly one of --deployment D, --campaign C, --all-mine",
             hint="see `zenops status` for the deployments",
         )
     from zenops.cloud import expiry_switch, ops  # noqa: PLC0415
@@ -898,6 +898,9 @@ def status(config: Config, cloud: str | None = None) -> list[dict[str, Any]]:
     from zenops.cloud import ops  # noqa: PLC0415
 
     out = []
+    if cloud is not None:
+        listed = ledger.listing(config.state_dir)
+        ops.check_cloud_name(cloud, [d.cloud for d in listed.deployments] + [c for c, _ in listed.damaged])
     by_cloud: dict[str, list[ledger.Deployment]] = {}
     for d in ledger.all_deployments(config.state_dir, cloud):
         by_cloud.setdefault(d.cloud, []).append(d)

@@ -2,9 +2,9 @@
 `reap` and `campaign run|down` hold ``<state_dir>/locks/<key>.lock`` while they change a deployment.
 
 One key per deployment, however a command names it: a cloud deployment's is ``cloud-<cloud>-<name>`` (cloud_key)
-whether it is named by cloud and name (`up --cloud`, `down --name`, `reap`), by `--deployment`, or by the inventory
-`up --cloud` wrote for it (`up -i`, `bench -i`, `rollout -i`: inventory_key); your own hosts' is their inventory's
-(serving_record.deployment_key).
+whether it is named by cloud and name (`up --cloud`, `down --deployment`, `reap`), by `bench`/`rollout --deployment`,
+or by the inventory `up --cloud` wrote for it (`up -i`, `bench -i`, `rollout -i`: inventory_key); your own hosts'
+is their inventory's (serving_record.deployment_key).
 
 The lock file names its holder (pid, the pid's start time, host, command, start, a token). It appears whole: the
 record is written to a temp file first and linked into place (link() fails when a lock exists), so a reader never

@@ -65,11 +65,14 @@ class RichProgress:
 
     verbose=0: plays, changes, failures, warnings; verbose>=1: every host result too.
     On a non-terminal (CI logs) each task start is printed as a line instead of a spinner.
+    quiet (a read-only command: `status`, `facts`, `plan`): no play or task lines unless verbose, only failures and
+    warnings (the spinner still shows the running task on a terminal).
     """
 
-    def __init__(self, console: Console | None = None, verbose: int = 0) -> None:
+    def __init__(self, console: Console | None = None, verbose: int = 0, *, quiet: bool = False) -> None:
         self.console = console or Console(stderr=True)
         self.verbose = verbose
+        self.quiet = quiet and not verbose
         self.status = _Status()
         self.live: Live | None = None
 
@@ -88,10 +91,11 @@ class RichProgress:
         st = self.status
         if e.kind == "play":
             st.play = e.play
-            self.console.print(Text.assemble(("PLAY ", "bold blue"), (e.play, "bold")))
+            if not self.quiet:
+                self.console.print(Text.assemble(("PLAY ", "bold blue"), (e.play, "bold")))
         elif e.kind == "task":
             st.task, st.task_started, st.note = e.task, time.monotonic(), ""
-            if self.live is None:
+            if self.live is None and not self.quiet:
                 self.console.print(Text.assemble(("  task ", "dim"), e.task))
         elif e.kind == "retry":
             st.note = f"{e.host}: waiting, attempt {e.attempt}/{e.retries}"

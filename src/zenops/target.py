@@ -2,7 +2,7 @@
 `zenops up --cloud` made, found in the ledger, in --cloud or wherever the ledger says it is).
 
 `zenops bench` and `zenops rollout` use it; `campaign` will too. `zenops up` is the one command that makes its
-target (--cloud C --flavor F creates it) and `zenops down` the one that removes it (--name, --campaign, --all-mine
+target (--cloud C --flavor F creates it) and `zenops down` the one that removes it (--deployment, --campaign, --all-mine
 or --inventory), so they read their own flags. `facts` and `plan` take hosts only as --inventory (or --local,
 --facts), never a deployment, and `status` lists deployments (--cloud filters them; --inventory shows one):
 none has a deployment to resolve.

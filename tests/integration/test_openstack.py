@@ -121,7 +121,7 @@ def test_server_forced_to_error_is_reported_replaced_then_given_up(zenops, admin
     assert code == ExitCode.RUN_FAILED, err[-3000:]
     assert "went to ERROR 2 time(s)" in err
     assert "zenops_test" in err  # the fault names the injection
-    assert "zenops down --name iterr" in err
+    assert "zenops down --deployment iterr" in err
     code, _, err = zenops("down", "--name", "iterr", "--yes")
     assert code == 0, err
     no_leaks(zenops, admin, "iterr")
@@ -158,7 +158,7 @@ def test_interrupted_up_is_removed_by_down(zenops, admin):
     proc = zenops.popen("up", "--cloud", "sandbox", "--flavor", SMALL, "--count", "2", "--name", "itint")
     code, err = zenops.interrupt_when(proc, "Wait until SSH answers on every server")
     assert code == ExitCode.CANCELED, err
-    assert "zenops down --name itint" in err
+    assert "zenops down --deployment itint" in err
     assert ours(admin, "itint")  # something was created ...
     code, _, err = zenops("down", "--name", "itint", "--yes")
     assert code == 0, err
@@ -277,7 +277,7 @@ def test_human_output_names_the_deployment_and_how_to_remove_it(zenops, admin):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "preflight ok: 1 x gp.5.2.8" in proc.stderr
     assert "deployment ithuman on sandbox: 1 x gp.5.2.8" in proc.stdout
-    assert "zenops down --name ithuman --cloud sandbox" in proc.stdout
+    assert "zenops down --deployment ithuman --cloud sandbox" in proc.stdout
     code, _, err = zenops("down", "--name", "ithuman", "--yes")
     assert code == 0, err
     no_leaks(zenops, admin, "ithuman")

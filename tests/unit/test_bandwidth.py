@@ -317,10 +317,11 @@ def test_facts_bandwidth_failure_names_the_node_and_saves_nothing_new(run, monke
     assert "zenops_bandwidth_image" not in fake.specs[1].extravars
 
 
-def test_image_without_bandwidth_is_bad_usage(run, inventory):
-    r = run(["facts", "--inventory", str(inventory), "--image", "x"])
+@pytest.mark.parametrize("flag", ["--engine-image", "--image"])  # --image: the old spelling, still taken
+def test_image_without_bandwidth_is_bad_usage(run, inventory, flag):
+    r = run(["facts", "--inventory", str(inventory), flag, "x"])
     assert r.exit_code == ExitCode.USAGE
-    assert "--image goes with --bandwidth" in r.output
+    assert "--engine-image goes with --bandwidth" in r.output
 
 
 def test_local_without_image_or_torch_names_the_fix(monkeypatch, tmp_path):

@@ -226,7 +226,7 @@ BASE = "name: s\ncloud: sandbox\nflavors: [f]\nmodels: [m]\n"
         (BASE + "engine: {image_source: docker}\n", "engine.image_source", "pip, build, prebuilt", None),
         (BASE + "engine: {platform: zen}\n", "engine.platform", "unknown key", "valid keys here"),
         (BASE + "engine: {base_image_archive: no.tar}\n", "engine.base_image_archive", "does not exist", None),
-        (BASE + "engine: {health_timeout: 0}\n", "engine.health_timeout", "positive integer", None),
+        (BASE + "engine: {health_timeout: 0}\n", "engine.health_timeout", "must be a duration", None),
         (BASE + "engine: pip\n", "engine", "must be a mapping", "{image_source: pip}"),
         # bench
         (BASE + "bench: {concurrency: [1, 0]}\n", "bench.concurrency[1]", "positive integer", None),
@@ -237,7 +237,7 @@ BASE = "name: s\ncloud: sandbox\nflavors: [f]\nmodels: [m]\n"
         (BASE + "bench: {reps: 2}\n", "bench.reps", "unknown key", "did you mean 'repeats'"),
         # budget, prices, parallel
         (BASE + "budget: {max_usd: 0}\n", "budget.max_usd", "number above 0", "max_usd: 5.0"),
-        (BASE + "budget: {ttl: 2 hours}\n", "budget.ttl", "duration like 90s, 30m, 2h or 1d", "ttl: 2h"),
+        (BASE + "budget: {ttl: 2 hours}\n", "budget.ttl", "must be a duration: 90s, 30m", "ttl: 2h"),
         (BASE + "budget: {ttl: 0}\n", "budget.ttl", "duration", None),
         (BASE + "budget: {max_usdd: 3}\n", "budget.max_usdd", "unknown key", "did you mean 'max_usd'"),
         (BASE + "prices: {f: -1}\n", "prices.f", "0 or more", "0.79"),
@@ -302,13 +302,24 @@ def test_options_become_a_serve_request(campaign_dir: Path):
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("90s", 90), ("30m", 1800), ("2h", 7200), ("1d", 86400), (" 2h ", 7200), ("45", 45), (600, 600)],
+    [
+        ("90s", 90),
+        ("30m", 1800),
+        ("2h", 7200),
+        ("1d", 86400),
+        (" 2h ", 7200),
+        ("45", 45),
+        (600, 600),
+        ("1h30m", 5400),
+        ("2w", 14 * 86400),
+        ("7200s", 7200),
+    ],  # the grammar of --ttl too (zenops.durations)
 )
 def test_parse_duration(text, seconds):
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "h", "2 hours", "1.5h", "-1h", "0m", 0, -5, True, "2w", None, 1.5])
+@pytest.mark.parametrize("text", ["", "h", "2 hours", "1.5h", "-1h", "0m", 0, -5, True, "1y", None, 1.5, "3651d"])
 def test_parse_duration_refuses(text):
     with pytest.raises(ValueError, match="duration"):
         parse_duration(text)

@@ -27,7 +27,7 @@ def test_help_lists_commands_and_up_documents_the_serving_flags(run):
         assert command in r.output
     r = run(["up", "--help"])
     assert r.exit_code == 0
-    for flag in ("--inventory", "--cloud", "--flavor", "--model", "--image-source", "--vllm", "--check", "--json"):
+    for flag in ("--inventory", "--cloud", "--flavor", "--model", "--image-source", "--vllm", "--dry-run", "--json"):
         assert flag in r.output
     assert "not implemented" not in r.output
 

@@ -138,7 +138,7 @@ def _with_gateway_server() -> ledger.Deployment:
 def test_a_rerun_cannot_turn_away_from_the_gateway_server(req, says):
     with pytest.raises(UsageError, match=says) as e:
         serve_request_for(req, _with_gateway_server())
-    assert "zenops down --name demo" in (e.value.hint or "")
+    assert "zenops down --deployment demo" in (e.value.hint or "")
     same = serve_request_for(ServeRequest(model="m", gateway_host="zenops-demo-gw-1"), _with_gateway_server())
     assert same.gateway_host == "zenops-demo-gw-1"
 
@@ -223,4 +223,4 @@ def test_up_never_leaves_servers_outside_a_smaller_count():
         check_count(["zenops-demo-3", "zenops-demo-1", "zenops-demo-2"], req)
     assert "has 3 servers (zenops-demo-1, zenops-demo-2, zenops-demo-3); --count 2" in e.value.message
     assert "--count 3" in (e.value.hint or "")
-    assert "zenops down --name demo" in (e.value.hint or "")
+    assert "zenops down --deployment demo" in (e.value.hint or "")

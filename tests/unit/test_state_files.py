@@ -231,7 +231,7 @@ def test_status_with_a_truncated_ledger_file_lists_the_others_and_names_it(confi
     assert r.exit_code == 0, r.output
     assert "good" in r.stdout
     assert f"warning: {two_deployments}: damaged state file" in r.stderr
-    assert f"zenops down --name broken --cloud {CLOUD}" in r.stderr  # how to deal with it
+    assert f"zenops down --deployment broken --cloud {CLOUD}" in r.stderr  # how to deal with it
 
 
 def test_status_json_carries_the_warning_as_a_json_line(config, two_deployments):

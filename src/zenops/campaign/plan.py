@@ -21,7 +21,7 @@ from typing import Any
 
 from zenops.campaign.spec import BenchSpec, CampaignSpec
 from zenops.cloud.preflight import Limits, shortfalls
-from zenops.errors import OverBudgetError
+from zenops.errors import OverBudgetError, UsageError
 
 # estimates used until the campaign has measured its own (seconds)
 PROVISION_S = 300.0  # server ACTIVE + SSH + Docker (the sandbox: ~2 min; a public cloud: 2-5 min)
@@ -224,8 +224,19 @@ def project(
 
 
 def check_budget(projection: Projection, max_usd: float | None) -> None:
-    """Refuse a campaign projected over its cap (exit 17), naming the figures and the ways out."""
-    if max_usd is None or projection.usd <= max_usd:
+    """Refuse a campaign projected over its cap (exit 17), naming the figures and the ways out; and one with a cap
+    and a group whose price is unknown (exit 2): its cost would count as $0, so the cap would mean nothing."""
+    if max_usd is None:
+        return
+    if projection.unknown_prices:
+        raise UsageError(
+            f"budget.max_usd ${max_usd:.2f} cannot cap this campaign: no price per hour is known for "
+            f"{', '.join(projection.unknown_prices)}",
+            hint="give each its price under `prices:` in the campaign file (e.g. prices: {"
+            + ", ".join(f"{g}: 0.79" for g in projection.unknown_prices)
+            + "}), or remove budget.max_usd to run without a cap",
+        )
+    if projection.usd <= max_usd:
         return
     worst = max(projection.groups, key=lambda g: g.usd or 0.0, default=None)
     raise OverBudgetError(

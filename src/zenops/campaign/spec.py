@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zenops import schema
+from zenops import durations, schema
 from zenops.cloud.marks import check_name
 from zenops.errors import UsageError
 from zenops.schema import Entries, Field, Issue, ListOf, Problem, Schema, Section
@@ -64,24 +64,12 @@ DEFAULT_VARIANTS = (Variant("default", {}),)
 
 # --- durations --------------------------------------------------------------------------------------------------
 
-_DURATION = re.compile(r"^(\d+)([smhd]?)$")
-_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
 
 def parse_duration(text: str | int) -> int:
-    """Seconds in ``90s``, ``30m``, ``2h``, ``1d`` (or a whole number of seconds); ValueError for anything else,
-    zero included (an expiry of 0 would reap a server as it is created)."""
-    if isinstance(text, bool):
-        raise ValueError(f"not a duration: {text!r}")
-    if isinstance(text, int):
-        seconds = text
-    elif isinstance(text, str) and (m := _DURATION.match(text.strip())):
-        seconds = int(m[1]) * _UNIT_S[m[2]]
-    else:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 90s, 30m, 2h or 1d)")
-    if seconds <= 0:
-        raise ValueError(f"a duration must be above 0 (got {text!r})")
-    return seconds
+    """Seconds in ``90s``, ``30m``, ``1h30m``, ``2h``, ``1d`` or a whole number of seconds: zenops's one duration
+    grammar (zenops.durations); ValueError for anything else, zero included (an expiry of 0 would reap a server as it
+    is created)."""
+    return durations.parse(text)
 
 
 # --- checkers ---------------------------------------------------------------------------------------------------
@@ -102,7 +90,7 @@ def _duration(v: Any) -> str | None:
     try:
         parse_duration(v)
     except ValueError:
-        return "must be a duration like 90s, 30m, 2h or 1d"
+        return f"must be a duration: {durations.EXAMPLES}"
     return None
 
 
@@ -211,7 +199,7 @@ BENCH_SCHEMA = Section(
 BUDGET_SCHEMA = Section(
     {
         "max_usd": Field(schema.positive_number, "max_usd: 5.0  (no cap when absent)"),
-        "ttl": Field(_duration, "ttl: 2h  (every server's expiry: s, m, h or d)"),
+        "ttl": Field(_duration, "ttl: 2h  (every server's expiry: 90m, 1h30m, 2h, 7200 (seconds))"),
     },
     example="{max_usd: 5.0, ttl: 2h}",
 )
@@ -232,7 +220,7 @@ def _engine_schema(base: Path) -> Section:
             "prebuilt_ref": Field(schema.non_empty_str, "prebuilt_ref: registry.example.com/vllm-zen:0.11.0"),
             "engine_args": _ENGINE_ARGS,
             "served_model_name": Field(schema.non_empty_str, "served_model_name: model"),
-            "health_timeout": Field(schema.positive_int, "health_timeout: 900  (seconds)"),
+            "health_timeout": Field(_duration, "health_timeout: 15m  (or 900: seconds)"),
         },
         example="{image_source: pip}",
     )
@@ -358,6 +346,8 @@ def _option(key: str, value: Any, base: Path) -> Any:
         return None
     if key == "base_image_archive":
         return _resolve(base, value)
+    if key == "health_timeout":
+        return parse_duration(value)
     return value
 
 

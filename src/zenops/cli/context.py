@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from zenops.config import Config, load
+from zenops.errors import ConfigError
 
 if TYPE_CHECKING:  # zenops.progress imports ansible-runner: loaded by the commands that run Ansible, not by --help
     from zenops.context import RunContext
@@ -33,27 +34,30 @@ class App:
     config: Config
     json: bool = False
     verbose: int = 0
+    # the searched config file's error, kept for `zenops config` (which must run to check or show it)
+    config_error: ConfigError | None = None
     out: Console = field(default_factory=lambda: make_console(stderr=False))
     err: Console = field(default_factory=lambda: make_console(stderr=True))
 
-    def progress(self) -> RichProgress | JsonProgress:
+    def progress(self, *, quiet: bool = False) -> RichProgress | JsonProgress:
         from zenops.progress import JsonProgress, RichProgress  # noqa: PLC0415
 
-        return JsonProgress() if self.json else RichProgress(self.err, self.verbose)
+        return JsonProgress() if self.json else RichProgress(self.err, self.verbose, quiet=quiet)
 
     @contextmanager
-    def run_context(self, *, lock: str | None = None) -> Iterator[RunContext]:
+    def run_context(self, *, lock: str | None = None, read_only: bool = False) -> Iterator[RunContext]:
         """The run context of this command (zenops.context.RunContext), built here once: the config, live progress
         while it is open, Ansible's verbosity (-v shows every host result, so Ansible gets the -v after the first),
         notes on stderr (or as JSON). ``lock``: a deployment key (zenops.lock) this mutating command holds while
-        the context is open."""
+        the context is open. ``read_only``: a command that changes nothing prints no Ansible play or task lines
+        unless -v (failures and warnings still)."""
         from contextlib import nullcontext  # noqa: PLC0415
 
         from zenops.context import RunContext  # noqa: PLC0415
         from zenops.lock import deployment_lock  # noqa: PLC0415
 
         held = deployment_lock(self.config, lock, note=self.note) if lock else nullcontext()
-        with held, self.progress() as sink:
+        with held, self.progress(quiet=read_only) as sink:
             yield RunContext(self.config, sink=sink, verbosity=max(self.verbose - 1, 0), note=self.note)
 
     def note(self, text: str) -> None:

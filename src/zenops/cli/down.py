@@ -14,12 +14,12 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import inventory_option, json_option, limit_option
+from zenops.cli.options import deployment_name_option, inventory_option, json_option, limit_option
 from zenops.errors import UsageError
 
 
 @click.command()
-@click.option("--name", metavar="NAME", help="The deployment to remove.")
+@deployment_name_option("The deployment to remove.")
 @click.option("--campaign", metavar="ID", help="Every deployment of this campaign.")
 @click.option("--all-mine", is_flag=True, help="Every resource carrying zenops's marks in the cloud.")
 @click.option("--cloud", metavar="NAME", help="clouds.yaml entry (default: where the ledger says the deployment is).")
@@ -40,7 +40,7 @@ from zenops.errors import UsageError
 @click.pass_context
 def down(
     ctx: click.Context,
-    name: str | None,
+    deployment: str | None,
     campaign: str | None,
     all_mine: bool,
     cloud: str | None,
@@ -58,8 +58,8 @@ def down(
     afterwards zenops lists the cloud again and fails if anything of the selection is left.
 
     \b
-      zenops down --name demo --dry-run
-      zenops down --name demo --yes
+      zenops down --deployment demo --dry-run
+      zenops down --deployment demo --yes
       zenops down --campaign sweep-nov --cloud flex --yes
 
     \b
@@ -75,8 +75,10 @@ def down(
     """
     app = get_app(ctx)
     if inventory is not None:
-        if name or campaign or all_mine or cloud:
-            raise UsageError("--inventory and --name/--campaign/--all-mine/--cloud: choose your hosts or a deployment")
+        if deployment or campaign or all_mine or cloud:
+            raise UsageError(
+                "--inventory and --deployment/--campaign/--all-mine/--cloud: choose your hosts or a deployment"
+            )
         _down_inventory(app, inventory, images=images, data=data, limit=limit, keep_secrets=keep_secrets)
         return
     if images or data or limit:
@@ -98,7 +100,7 @@ def down(
     result = down_locked(
         app.config,
         cloud=cloud,
-        name=name,
+        name=deployment,
         campaign=campaign,
         all_mine=all_mine,
         dry_run=dry_run,

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import inventory_option, json_option, limit_option
+from zenops.cli.options import OldSpellingOption, inventory_option, json_option, limit_option
 from zenops.errors import UsageError
 
 _GIB_IN_KIB = 1024 * 1024
@@ -26,7 +26,15 @@ _GIB_IN_KIB = 1024 * 1024
     help="Also measure each NUMA node's memory bandwidth (GB/s) and bf16 GEMM throughput (GFLOP/s) with the engine "
     "image, for the plan's roofline (about 10-30 s per node).",
 )
-@click.option("--image", metavar="REF", help="With --bandwidth: the engine image (default: newest zenops/vllm-zen).")
+@click.option(
+    "--engine-image",
+    "--image",
+    "image",
+    cls=OldSpellingOption,
+    old=("--image",),
+    metavar="REF",
+    help="With --bandwidth: the engine image (default: newest zenops/vllm-zen). `up --image` is the cloud's OS image.",
+)
 @limit_option
 @json_option
 @click.pass_context
@@ -54,13 +62,13 @@ def facts(
 
     app = get_app(ctx)
     if image and not bandwidth:
-        raise UsageError("--image goes with --bandwidth", hint="add --bandwidth to measure with that image")
+        raise UsageError("--engine-image goes with --bandwidth", hint="add --bandwidth to measure with that image")
     if local == (inventory is not None):
         raise UsageError(
             "zenops facts needs exactly one of --inventory FILE and --local" + (" (both were given)" if local else ""),
             hint="pass --inventory hosts.yml for your hosts, or --local for this machine",
         )
-    with app.run_context() as run_ctx:
+    with app.run_context(read_only=True) as run_ctx:
         hosts = gather_facts(run_ctx, inventory, local=local, limit=limit, bandwidth=bandwidth, image=image)
     saved = {host: str(facts_path(app.config, host)) for host in hosts}
     if app.json:

@@ -13,13 +13,15 @@ from zenops.cli.options import json_option
 
 
 @click.command()
-@click.option("--cloud", required=True, metavar="NAME", help="clouds.yaml entry to inspect.")
+@click.option(
+    "--cloud", required=True, envvar="OS_CLOUD", show_envvar=True, metavar="NAME", help="clouds.yaml entry to inspect."
+)
 @json_option
 @click.pass_context
 def leaks(ctx: click.Context, cloud: str) -> None:
     """List every resource carrying zenops's marks whose deployment is not in this machine's ledger.
 
-    Exits 0 when there are none, 10 when there are (remove them with `zenops down --all-mine` or --name).
+    Exits 0 when there are none, 10 when there are (remove them with `zenops down --all-mine` or --deployment).
     """
     from zenops.deploy import LeaksFoundError  # noqa: PLC0415
     from zenops.deploy import leaks as leaks_lib  # noqa: PLC0415
@@ -35,5 +37,5 @@ def leaks(ctx: click.Context, cloud: str) -> None:
     if found:
         raise LeaksFoundError(
             f"{len(found)} zenops resource(s) on {cloud} belong to no live deployment",
-            hint=f"remove them: zenops down --cloud {cloud} --name <deployment> (or --all-mine)",
+            hint=f"remove them: zenops down --cloud {cloud} --deployment <deployment> (or --all-mine)",
         )

@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -33,11 +34,61 @@ from zenops.cli import (
 )
 from zenops.cli.context import App, make_console
 from zenops.cli.options import to_default_map
-from zenops.config import load
-from zenops.errors import ExitCode, ZenopsError
+from zenops.config import Config, load
+from zenops.errors import ConfigError, ExitCode, ZenopsError
+
+_GLOBAL_COUNTS = ("-v", "--verbose")  # the root's own options a user may also write after the subcommand
+_GLOBAL_VALUED = ("--config",)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+def _takes_value(command: click.Command, token: str) -> bool:
+    """Whether ``token`` is an option of ``command`` whose value is the next argument."""
+    for p in command.params:
+        if isinstance(p, click.Option) and token in (*p.opts, *p.secondary_opts):
+            return not p.is_flag and not p.count and token not in p.secondary_opts
+    return False
+
+
+def hoist_global_options(group: click.Group, ctx: click.Context, args: list[str]) -> list[str]:
+    """``zenops status -v --config f.yaml`` as ``zenops -v --config f.yaml status``: the root's options (-v, --config)
+    are taken wherever they are, up to ``--``. A subcommand's option that takes a value keeps it, even one like -v."""
+    front: list[str] = []
+    rest: list[str] = []
+    command: click.Command = group
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token == "--":
+            rest.extend(args[i:])
+            break
+        if command is not group and (token in _GLOBAL_COUNTS or (token.startswith("-v") and set(token[1:]) == {"v"})):
+            front.append(token)
+        elif command is not group and token in _GLOBAL_VALUED and i + 1 < len(args):
+            front += [token, args[i + 1]]
+            i += 1
+        elif command is not group and token.split("=", 1)[0] in _GLOBAL_VALUED and "=" in token:
+            front.append(token)
+        elif token.startswith("-") and "=" not in token and _takes_value(command, token) and i + 1 < len(args):
+            rest += [token, args[i + 1]]  # an option and its value, whatever the value looks like
+            i += 1
+        else:
+            if not token.startswith("-") and isinstance(command, click.Group):
+                sub = command.get_command(ctx, token)
+                if sub is not None:
+                    command = sub
+            rest.append(token)
+        i += 1
+    return front + rest
+
+
+class ZenopsGroup(click.Group):
+    """The root group: its global options may also come after the subcommand (hoist_global_options)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_options(self, ctx, args))
+
+
+@click.group(cls=ZenopsGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(__version__, "--version", prog_name="zenops")
 @click.option("-v", "--verbose", count=True, help="More detail: -v every host result, -vv also Ansible's -v.")
 @click.option("--json", "json_output", is_flag=True, help="Machine-readable JSON output (events as JSON lines).")
@@ -59,13 +110,27 @@ def cli(ctx: click.Context, verbose: int, json_output: bool, config_path: Path |
       zenops config show                   the configuration in effect and where it came from
 
     Configuration: ./zenops.yaml, then ~/.config/zenops/config.yaml (see `zenops config example`); flags win.
+    -v, --config and --json may also come after the subcommand (`zenops status -v`).
     """
-    loaded = load(config_path)
+    try:
+        loaded = load(config_path)
+        default_map = _default_map(ctx, loaded)
+    except ConfigError as e:
+        if ctx.invoked_subcommand != "config":  # every other command stops on a broken config (exit 3)
+            raise
+        # `config check FILE` checks its own file whatever the searched ones hold; `config show` says the error
+        ctx.obj = App(config=Config(), json=json_output, verbose=verbose, config_error=e)
+        return
     ctx.obj = App(config=loaded, json=json_output, verbose=verbose)
     statefile.set_warning_sink(ctx.obj.warn)  # a damaged state file is said once, on this command's channel
     ctx.call_on_close(lambda: statefile.set_warning_sink(None))
+    ctx.default_map = default_map
+
+
+def _default_map(ctx: click.Context, loaded: Config) -> dict[str, dict[str, Any]]:
+    """The config's ``defaults:`` as click's default_map, each checked against its command's option and type."""
     assert isinstance(ctx.command, click.Group)
-    ctx.default_map = to_default_map(
+    return to_default_map(
         ctx.command,
         ctx,
         {k: dict(v) for k, v in loaded.command_defaults.items()},

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import click
 from click.core import ParameterSource
 
+from zenops import durations
 from zenops.cli.context import get_app
 from zenops.errors import ConfigError, UsageError
 
@@ -53,8 +54,8 @@ limit_option = click.option("--limit", metavar="PATTERN", help="Only these hosts
 cloud_option = click.option(
     "--cloud",
     metavar="NAME",
-    help="clouds.yaml entry (e.g. flex, sandbox): where `up` creates servers; for a deployment, the cloud it is in "
-    "(default: where the ledger says).",
+    help="clouds.yaml entry (e.g. flex, sandbox): where `up` creates servers (default with --flavor: $OS_CLOUD); "
+    "for a deployment, the cloud it is in (default: where the ledger says).",
 )
 
 deployment_option = click.option(
@@ -76,6 +77,28 @@ price_option = click.option(
     metavar="USD",
     help="Price of one host per hour (wins over the flavor's and run manifests').",
 )
+
+
+class DurationType(click.ParamType[int, Any]):
+    """A duration option (zenops.durations: 90s, 30m, 1h30m, or a bare number of seconds) as whole seconds, at least
+    ``minimum``."""
+
+    name = "duration"
+
+    def __init__(self, minimum: int = 1) -> None:
+        self.minimum = minimum
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= self.minimum:
+            return value
+        try:
+            return durations.parse(value, minimum=self.minimum)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "DURATION"
+
 
 # --- serving ------------------------------------------------------------------------------------------------------
 
@@ -345,9 +368,41 @@ engine_arg_option = click.option(
     "(--max-num-seqs, --port, ...) is refused, naming its own option.",
 )
 
-check_option = click.option(
-    "--check", is_flag=True, help="Dry run: report what would change on the hosts, change nothing."
+
+class OldSpellingOption(click.Option):
+    """An option that also takes its old spellings (``old``): accepted on the command line and as config keys, not
+    shown in --help. One name per concept; scripts written against the old name keep working."""
+
+    def __init__(self, *args: Any, old: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.old = old
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        shown = self.opts
+        self.opts = [o for o in shown if o not in self.old]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = shown
+
+
+dry_run_option = click.option(
+    "--dry-run",
+    "--check",
+    "dry_run",
+    cls=OldSpellingOption,
+    old=("--check",),
+    is_flag=True,
+    help="Report what would change on the hosts; change nothing.",
 )
+
+
+def deployment_name_option(help: str) -> Callable[[F], F]:
+    """--deployment NAME for a command that names the deployment it makes or removes (`up`, `down`); --name is its
+    old spelling."""
+    return click.option(
+        "--deployment", "--name", "deployment", cls=OldSpellingOption, old=("--name",), metavar="NAME", help=help
+    )
 
 
 class LazyChoice(click.Choice[str]):
@@ -384,8 +439,11 @@ def command_option_names(command: click.Command) -> dict[str, click.Parameter]:
     names: dict[str, click.Parameter] = {}
     for p in command.params:
         if isinstance(p, click.Option) and p.expose_value and p.name:
-            names[p.name] = p
-            names[p.name.replace("_", "-")] = p
+            spellings = [p.name] + [o.lstrip("-") for o in p.opts if o.startswith("--")]  # old spellings too
+            for spelling in spellings:
+                names[spelling] = p
+                names[spelling.replace("_", "-")] = p
+                names[spelling.replace("-", "_")] = p
     return names
 
 
@@ -417,7 +475,12 @@ def to_default_map(
                     hint=f"valid keys: {', '.join(valid)}",
                 )
             try:
-                param.type.convert(value, param, ctx)
+                # a path is checked for its kind here, for its existence when the command runs (relative to where
+                # it runs: `defaults.up.inventory: hosts.yml` must not break every command elsewhere)
+                kind = param.type
+                if isinstance(kind, click.Path) and kind.exists:
+                    kind = click.Path(file_okay=kind.file_okay, dir_okay=kind.dir_okay, path_type=kind.type)
+                kind.convert(value, param, ctx)
             except click.BadParameter as e:
                 raise ConfigError(
                     where, f"defaults.{name}.{key}", e.format_message(), hint=f"see `zenops {name} --help`"

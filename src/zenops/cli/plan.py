@@ -152,7 +152,7 @@ def plan_cmd(
     if facts_file is not None:
         topologies[host or "facts"] = Topology.from_facts(load_facts_file(facts_file, host=host))
     elif inventory is not None or local:
-        with app.run_context() as run_ctx:
+        with app.run_context(read_only=True) as run_ctx:
             gathered = gather_facts(run_ctx, inventory, local=local, limit=limit)
         for name, facts in gathered.items():
             if host is None or name == host:

@@ -17,13 +17,15 @@ from zenops.errors import UsageError
 
 
 @click.command()
-@click.option("--cloud", required=True, metavar="NAME", help="clouds.yaml entry to reap.")
+@click.option(
+    "--cloud", required=True, envvar="OS_CLOUD", show_envvar=True, metavar="NAME", help="clouds.yaml entry to reap."
+)
 @click.option("--dry-run", is_flag=True, help="List the expired deployments and what would be removed; remove nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (needed when not on a terminal: cron).")
 @json_option
 @click.pass_context
 def reap(ctx: click.Context, cloud: str, dry_run: bool, yes: bool) -> None:
-    """Remove every deployment whose servers have all passed their expiry, as `zenops down --name D` does.
+    """Remove every deployment whose servers have all passed their expiry, as `zenops down --deployment D` does.
 
     The expiry is server metadata zenops:expires_at, set at creation by `zenops up --cloud C --ttl 2h` (or a
     campaign's budget.ttl). reap asks the cloud, not this machine's ledger, so it also removes what another

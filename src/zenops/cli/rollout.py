@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import (
+    DurationType,
     ServingFlags,
     cloud_option,
     deployment_option,
@@ -56,11 +57,10 @@ _ENGINE = {
 @click.option("--force-unsupported", is_flag=True, help="Accept a pair the table marks broken or unknown.")
 @click.option("--image-ref", metavar="REF", help="With --image-source prebuilt: the image.")
 @click.option("--served-model-name", metavar="NAME", help="Name clients use.")
-@click.option("--health-timeout", type=click.IntRange(min=10), help="Seconds a new server may take to be healthy.")
+@click.option("--health-timeout", type=DurationType(10), help="How long a new server may take to be healthy.")
 @click.option(
     "--shutdown-timeout",
-    type=click.IntRange(min=0),
-    metavar="S",
+    type=DurationType(0),
     help="The longest expected request, for the new servers' stop (vLLM's --shutdown-timeout; Docker's +15 s).",
 )
 @engine_arg_option
@@ -87,19 +87,17 @@ _ENGINE = {
 )
 @click.option(
     "--drain-timeout",
-    type=click.IntRange(min=0),
+    type=DurationType(0),
     default=600,
     show_default=True,
-    metavar="S",
     help="The longest expected request: how long a drained server's in-flight requests may take to finish.",
 )
 @click.option(
     "--min-healthy",
-    type=click.IntRange(min=0),
+    type=DurationType(0),
     default=10,
     show_default=True,
-    metavar="S",
-    help="Seconds a new server must stay healthy after its first good answer.",
+    help="How long a new server must stay healthy after its first good answer.",
 )
 @click.option(
     "--perf-gate/--no-perf-gate", default=True, show_default=True, help="Benchmark new servers against the baseline."

@@ -15,15 +15,17 @@ from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import inventory_option, json_option
+from zenops.errors import NoServerError, UsageError
 
 
 @click.command()
 @click.option("--cloud", metavar="NAME", help="Only this cloud.")
+@click.option("--deployment", metavar="NAME", help="Only this deployment (a name `zenops up --cloud` gave).")
 @inventory_option
 @click.option("--history", "last", type=click.IntRange(min=0), default=10, show_default=True, help="Rollout events.")
 @json_option
 @click.pass_context
-def status(ctx: click.Context, cloud: str | None, inventory: Path | None, last: int) -> None:
+def status(ctx: click.Context, cloud: str | None, deployment: str | None, inventory: Path | None, last: int) -> None:
     """List deployments: servers, addresses, flavor, age, cost so far, SSH reachability.
 
     \b
@@ -37,7 +39,16 @@ def status(ctx: click.Context, cloud: str | None, inventory: Path | None, last: 
     if inventory is not None:
         _serving_status(app, inventory, last)
         return
+    if deployment is not None and inventory is not None:
+        raise UsageError("--inventory and --deployment: your hosts or a deployment, not both")
     deps = status_lib(app.config, cloud)
+    if deployment is not None:
+        deps = [d for d in deps if d["name"] == deployment]
+        if not deps:
+            raise NoServerError(
+                f"no deployment named {deployment!r} is recorded here" + (f" in {cloud}" if cloud else ""),
+                hint="`zenops status` lists them all",
+            )
     if app.json:
         app.emit_json({"type": "result", "command": "status", "deployments": deps})
         return
@@ -90,7 +101,7 @@ def _serving_status(app: App, inventory: Path, last: int) -> None:
         statefile.warn_damaged(e)
         record = None
     out: dict[str, Any] = {"inventory": str(inventory), "serving": None, "gateway": None, "backends": []}
-    with app.run_context() as ctx:
+    with app.run_context(read_only=True) as ctx:
         if record is not None:
             out["serving"] = {"model": record.model, "endpoints": record.endpoints, "updated_at": record.updated_at}
             if record.gateway:

@@ -6,6 +6,7 @@ zenops.serve (``serve_inventory``: --model). Playbooks: playbooks/up.yml, then p
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,11 +15,13 @@ from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import (
+    DurationType,
     GatewayFlags,
     ServingFlags,
     TunedOptions,
-    check_option,
     cloud_option,
+    deployment_name_option,
+    dry_run_option,
     engine_arg_option,
     flavor_option,
     gateway_options,
@@ -76,8 +79,13 @@ def _apply_tuned(
 @cloud_option
 @flavor_option
 @click.option("--count", type=click.IntRange(1, 100), default=1, show_default=True, help="Servers (with --cloud).")
-@click.option("--name", metavar="NAME", help="Deployment name (default: from the flavor). Re-using a name adopts.")
-@click.option("--image", metavar="IMAGE", help="Image (default: the cloud profile's, debian-12).")
+@deployment_name_option("Deployment name (default: from the flavor). Re-using a name adopts.")
+@click.option(
+    "--image",
+    metavar="IMAGE",
+    help="With --cloud: the Glance image the servers boot (default: the cloud profile's, debian-12). The engine "
+    "image is set by --image-source/--image-ref.",
+)
 @click.option("--campaign", metavar="ID", help="Campaign the deployment belongs to (marks its resources).")
 @click.option(
     "--ttl",
@@ -125,17 +133,16 @@ def _apply_tuned(
 )
 @click.option(
     "--health-timeout",
-    type=click.IntRange(min=10),
+    type=DurationType(10),
     default=900,
     show_default=True,
-    help="Seconds a server may take to become healthy.",
+    help="How long a server may take to become healthy.",
 )
 @click.option(
     "--shutdown-timeout",
-    type=click.IntRange(min=0),
+    type=DurationType(0),
     default=30,
     show_default=True,
-    metavar="S",
     help="The longest expected request: how long a stopping server lets in-flight requests finish (vLLM's "
     "--shutdown-timeout; Docker's stop timeout is 15 s more). 0: vLLM aborts them.",
 )
@@ -143,7 +150,7 @@ def _apply_tuned(
 @tuned_option
 @gateway_options
 @limit_option
-@check_option
+@dry_run_option
 @json_option
 @click.pass_context
 def up(
@@ -152,7 +159,7 @@ def up(
     cloud: str | None,
     flavor: str | None,
     count: int,
-    name: str | None,
+    deployment: str | None,
     image: str | None,
     campaign: str | None,
     ttl: str | None,
@@ -175,22 +182,22 @@ def up(
     tuned_file: Path | None,
     gateway: GatewayFlags,
     limit: str | None,
-    check: bool,
+    dry_run: bool,
 ) -> None:
     """Bring hosts to a serving state: provision them (or take yours), wait for SSH, install the Docker engine.
 
     \b
     Your own hosts (bare metal, any SSH host):
       zenops up --inventory hosts.yml
-      zenops up -i hosts.yml --limit web-1 --check     show what would change, change nothing
+      zenops up -i hosts.yml --limit web-1 --dry-run   show what would change, change nothing
 
     \b
     OpenStack servers (clouds.yaml entry; see `zenops config example` for cloud profiles):
       zenops up --cloud flex --flavor gp.5.24.96                    one server, deployment gp-5-24-96
-      zenops up --cloud sandbox --flavor gp.5.2.8 --count 3 --name demo
+      zenops up --cloud sandbox --flavor gp.5.2.8 --count 3 --deployment demo
     Preflight runs first (cloud reachable, flavor, image, networks, quota room, cost per hour): nothing is created
-    unless it passes. Every resource is marked as zenops's; re-running with the same --name adopts what exists;
-    a failed or interrupted run is resumed by re-running, or removed by `zenops down --name NAME`.
+    unless it passes. Every resource is marked as zenops's; re-running with the same --deployment adopts what exists;
+    a failed or interrupted run is resumed by re-running, or removed by `zenops down --deployment NAME`.
 
     \b
     With --model, the hosts then serve it: facts -> plan -> engine image -> vLLM servers -> health gate.
@@ -222,6 +229,7 @@ def up(
     from zenops.serve import ServeRequest, check_engine_args, serve_inventory  # noqa: PLC0415
 
     app = get_app(ctx)
+    name, check = deployment, dry_run
     fields: dict[str, Any] = {
         "image_source": image_source,
         "vllm": vllm_version,
@@ -252,11 +260,17 @@ def up(
     check_engine_args(fields["engine_args"])  # before anything is provisioned (and again with the plans)
     serve_req = ServeRequest(model=serving.model, **fields) if serving.model else None
     reason = tuned.reason if tuned else None
+    if flavor and not cloud and inventory is None and os.environ.get("OS_CLOUD"):
+        cloud = os.environ["OS_CLOUD"]  # the default cloud, as the openstack CLI takes it
+        app.note(f"--cloud {cloud} (from OS_CLOUD)")
     if cloud or flavor:
         if inventory is not None:
             raise UsageError("--inventory and --cloud: choose your own hosts or new cloud servers, not both")
         if not (cloud and flavor):
-            raise UsageError("--cloud and --flavor go together", hint="e.g. --cloud flex --flavor gp.5.24.96")
+            raise UsageError(
+                "--cloud and --flavor go together",
+                hint="e.g. --cloud flex --flavor gp.5.24.96 (OS_CLOUD, when set, is the default --cloud)",
+            )
         from zenops.cloud.marks import parse_duration  # noqa: PLC0415
 
         _check_gateway_flavor(gateway, with_model=serve_req is not None)
@@ -361,7 +375,7 @@ def _report(app: App, result: UpResult, check: bool, dep: Deployment | None = No
         gw = f" + gateway server 1 x {dep.gateway_flavor}" if dep.gateway_servers else ""
         app.out.print(
             f"deployment {dep.name} on {dep.cloud}: {dep.count} x {dep.flavor}{gw}{cost}; inventory {dep.inventory}; "
-            f"remove with: zenops down --name {dep.name} --cloud {dep.cloud}"
+            f"remove with: zenops down --deployment {dep.name} --cloud {dep.cloud}"
         )
 
 
@@ -412,7 +426,7 @@ def _report_serve(app: App, served: ServeResult, check: bool, dep: Deployment | 
             f"endpoint: {escape(str(gw.get('url')))} (gateway on {gw.get('host')}: "
             f"{len(gw.get('backends') or [])} backend(s), least outstanding requests)"
         )
-    target = f"--name {dep.name} --cloud {dep.cloud}" if dep else f"--inventory {served.inventory}"
+    target = f"--deployment {dep.name} --cloud {dep.cloud}" if dep else f"--inventory {served.inventory}"
     app.out.print(f"stop the servers with: zenops down {target}")
 
 

@@ -70,7 +70,7 @@ def path(state_dir: Path, cloud: str, name: str) -> Path:
 def _hint(cloud: str, name: str) -> str:
     return (
         f"`zenops leaks --cloud {cloud}` lists what the cloud still has of it (its marks are the truth); "
-        f"`zenops down --name {name} --cloud {cloud}` removes that and this file"
+        f"`zenops down --deployment {name} --cloud {cloud}` removes that and this file"
     )
 
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from zenops import durations
 from zenops.errors import UsageError
 
 OWNER_TAG = "zenops"
@@ -129,25 +130,22 @@ def from_name(name: str | None) -> Marks | None:
 
 # --- expiry ----------------------------------------------------------------------------------------------------
 
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"(\d+)([smhdw])")
-MAX_TTL_S = 3650 * 86400  # ten years: beyond it, say "no --ttl" (no expiry)
+MAX_TTL_S = durations.MAX_S  # ten years: beyond it, say "no --ttl" (no expiry)
 _TTL_HINT = "write a number and a unit (s, m, h, d, w), e.g. --ttl 90m, --ttl 2h, --ttl 1d or --ttl 1h30m"
 
 
-def parse_duration(text: str, what: str = "--ttl") -> int:
-    """``90m`` -> 5400 seconds. Units s, m, h, d, w, combinable (``1h30m``); a bare number is refused (which unit?)."""
-    t = str(text).strip().lower().replace(" ", "")
-    parts = _DURATION.findall(t)
-    if not t or "".join(n + u for n, u in parts) != t:
-        hint = _TTL_HINT + (f" ({text}s for seconds)" if t.isdigit() else "")
-        raise UsageError(f"{what} {text!r} is not a duration", hint=hint)
-    seconds = sum(int(n) * _UNITS[u] for n, u in parts)
-    if seconds < 1:
-        raise UsageError(f"{what} {text!r} is zero", hint="give at least 1s; leave the option out for no expiry")
-    if seconds > MAX_TTL_S:
-        raise UsageError(f"{what} {text!r} is over ten years", hint="leave the option out for no expiry")
-    return seconds
+def parse_duration(text: str | int, what: str = "--ttl") -> int:
+    """``90m`` -> 5400 seconds, in zenops's one duration grammar (zenops.durations: units s, m, h, d, w, combinable
+    as ``1h30m``; a bare number is seconds). UsageError naming ``what`` and the fix otherwise."""
+    try:
+        return durations.parse(text)
+    except ValueError as e:
+        if "zero" in str(e) or "ten years" in str(e):
+            raise UsageError(
+                f"{what} {text!r}: {e}",
+                hint="leave the option out for no expiry" + ("; give at least 1s" if "zero" in str(e) else ""),
+            ) from None
+        raise UsageError(f"{what} {text!r} is not a duration", hint=_TTL_HINT + " (a bare number is seconds)") from None
 
 
 def format_duration(seconds: float) -> str:

@@ -28,6 +28,29 @@ def _quiet(_: str) -> None:
     pass
 
 
+def check_cloud_name(cloud: str, recorded: list[str]) -> None:
+    """``cloud`` is a clouds.yaml entry (OS_CLIENT_CONFIG_FILE and the usual places), or one the ledger records
+    (``recorded``: its deployments are still listed when its entry is gone). CloudError (exit 8) otherwise, naming
+    the entries there are: an unknown --cloud is an error, not an empty answer."""
+    if cloud in recorded:
+        return
+    from openstack.config import loader  # noqa: PLC0415
+
+    try:
+        names = loader.OpenStackConfig().get_cloud_names()
+    except sdk.ConfigException as e:
+        raise classify(e, cloud) from e
+    if cloud in names:
+        return
+    known = sorted((set(names) - {"defaults"}) | set(recorded))  # "defaults": the SDK's name for no clouds.yaml
+    raise CloudError(
+        f"no cloud named '{cloud}' in clouds.yaml, and no deployment of zenops recorded in it",
+        hint=f"pass one of: {', '.join(known)} (similar: {close_matches(cloud, known)})"
+        if known
+        else "add the entry to clouds.yaml (or set OS_CLIENT_CONFIG_FILE)",
+    )
+
+
 def connect(cloud: str) -> Connection:
     """Connect and authenticate now, so a bad clouds.yaml entry fails before anything else happens."""
     try:

@@ -228,8 +228,8 @@ class Rollout:
             raise UsageError(
                 f"deployment '{dep.name}' has one server and its gateway on it: a rollout surges (a new server, then "
                 "the old one goes), and the endpoint must outlive the old server",
-                hint=f"give the gateway a server of its own: zenops up --cloud {dep.cloud} --name {dep.name} --flavor "
-                f"{dep.flavor} --model ... --gateway-flavor SMALL_FLAVOR (same options as before); or pass "
+                hint=f"give the gateway a server of its own: zenops up --cloud {dep.cloud} --deployment {dep.name} "
+                f"--flavor {dep.flavor} --model ... --gateway-flavor SMALL_FLAVOR (same options as before); or pass "
                 "--allow-downtime (the only server is replaced in place: clients are refused meanwhile)",
             )
         serving = sorted(str(s["name"]) for s in dep.servers)
