@@ -199,14 +199,14 @@ def test_a_wrapped_401_is_still_an_auth_error():
 def test_cloud_inventories_pin_host_keys_per_deployment_by_server_id(tmp_path):
     """Every server of a cloud deployment is reached with its host key pinned in the deployment's known_hosts file
     (accept-new: recorded at the first connection, checked at every later one), under the server's ID."""
-    from zenops.deploy import _write_inventory, known_hosts_path  # noqa: PLC0415
+    from zenops.deploy import known_hosts_path, write_inventory  # noqa: PLC0415
 
     dep = ledger.Deployment(
         name="demo", cloud="flex", flavor="gp.5.2.8", image="debian-12", count=1, network_mode="provider",
         private_key_file="/k",
     )  # fmt: skip
     dep.servers = [{"name": "zenops-demo-1", "id": "uuid-1", "address": "10.0.0.5", "fixed_ip": "10.0.0.5"}]
-    inv = yaml.safe_load(_write_inventory(tmp_path, dep, "debian").read_text())
+    inv = yaml.safe_load(write_inventory(tmp_path, dep, "debian").read_text())
     args = inv["all"]["hosts"]["zenops-demo-1"]["ansible_ssh_common_args"].split()
     known = known_hosts_path(tmp_path, "flex", "demo")
     assert known.parent == ledger.path(tmp_path, "flex", "demo").parent

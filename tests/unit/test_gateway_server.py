@@ -15,8 +15,8 @@ from zenops.cloud import ledger
 from zenops.cloud.preflight import Limits, shortfalls
 from zenops.deploy import (
     CloudRequest,
-    _flavor_name,
     check_count,
+    flavor_name,
     gateway_server_flavor,
     inventory_path,
     serve_request_for,
@@ -115,7 +115,7 @@ def test_a_rerun_from_another_controller_keeps_the_gateway_server_the_cloud_hold
     ],
 )
 def test_flavor_name_of_a_listed_server(server, expected):
-    assert _flavor_name(server) == expected
+    assert flavor_name(server) == expected
 
 
 def _with_gateway_server() -> ledger.Deployment:

@@ -88,6 +88,7 @@ def nothing_runs(monkeypatch) -> None:
         "zenops.hosts.down_inventory",
         "zenops.deploy.up_cloud",
         "zenops.deploy.down",
+        "zenops.deploy.teardown.down",  # what down_locked calls
         "zenops.bench.run.bench_inventory",
         "zenops.rollout.rollout",
         "zenops.cloud.ops.connect",
@@ -173,7 +174,7 @@ def test_a_dry_run_of_down_takes_no_lock(run, config, hold, monkeypatch):
         seen.append(kw)
         return deploy.DownResult(CLOUD, [], True, ["camp-a"])
 
-    monkeypatch.setattr(deploy, "down", down)
+    monkeypatch.setattr(deploy.teardown, "down", down)  # what down_locked calls
     r = run(["down", "--campaign", "camp-1", "--cloud", CLOUD, "--dry-run"])
     assert r.exit_code == 0, r.output
     assert seen[0]["dry_run"] is True

@@ -29,7 +29,7 @@ from zenops.cloud import expiry_switch, ledger, ops
 from zenops.cloud.errors import CloudError
 from zenops.config import Config, load
 from zenops.context import RunContext
-from zenops.deploy import _write_inventory, inventory_path
+from zenops.deploy import inventory_path, write_inventory
 from zenops.errors import ZenopsError
 from zenops.facts import facts_path, save_facts, saved_facts
 from zenops.rollout.state import Ledger, RolloutState
@@ -123,7 +123,7 @@ def _writers(config: Config, tmp_path: Path) -> dict[str, Any]:
 
     return {
         "ledger": lambda: ledger.save(config.state_dir, dep),
-        "inventory": lambda: _write_inventory(config.state_dir, dep, "debian"),
+        "inventory": lambda: write_inventory(config.state_dir, dep, "debian"),
         "rollout state": rollout_state,
         "rollout history": history,
         "campaign": campaign,

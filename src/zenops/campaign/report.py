@@ -46,7 +46,7 @@ from typing import Any
 
 from zenops.errors import UsageError
 from zenops.report.comparison import Comparison, compare, host_totals
-from zenops.report.rendering import _csv, _md_table, cost_header, fmt, fmt_price, roofline_cell
+from zenops.report.rendering import cost_header, csv_text, fmt, fmt_price, md_table, roofline_cell
 from zenops.report.results import BenchResult
 
 HOURS_PER_MONTH = 730  # 365 x 24 / 12: a server billed around the clock
@@ -439,7 +439,7 @@ class CampaignReport:
             d["problems"] = "; ".join(r.result.problems)
             d["sources"] = "; ".join(d["sources"])
             rows.append(d)
-        return _csv(CSV_FIELDS, rows)
+        return csv_text(CSV_FIELDS, rows)
 
 
 CSV_FIELDS = (
@@ -548,7 +548,7 @@ def _markdown(rep: CampaignReport) -> str:
         cells += [roofline_cell(r)] if show_roof else []
         cells += [_spread_cell(row)]
         body.append(cells)
-    out.append("## Results\n\n" + _md_table(header, body))
+    out.append("## Results\n\n" + md_table(header, body))
     if any(row.bursty for row in rep.rows):
         out.append(
             "(bursts): the tokens of a request arrived in a few chunks (median TPOT under a quarter of the mean, or "
@@ -567,7 +567,7 @@ def _markdown(rep: CampaignReport) -> str:
     ]
     out.append(
         f"## Best configuration per model\n\nLowest $ per 1M output tokens, no failed requests{bound}.\n\n"
-        + _md_table([*config, "Output tok/s", "Median TPOT ms", "$ per 1M output tokens"], best_rows)
+        + md_table([*config, "Output tok/s", "Median TPOT ms", "$ per 1M output tokens"], best_rows)
     )
 
     front_rows = [
@@ -579,7 +579,7 @@ def _markdown(rep: CampaignReport) -> str:
         out.append(
             "## Non-dominated configurations\n\nPer model: no other configuration has both more output tok/s per "
             "server and more per-user speed (1000 / median TPOT).\n\n"
-            + _md_table([*config, "Output tok/s per server", "Per-user tok/s", "$ per 1M output tokens"], front_rows)
+            + md_table([*config, "Output tok/s per server", "Per-user tok/s", "$ per 1M output tokens"], front_rows)
         )
 
     if rep.api_price is not None:
@@ -603,7 +603,7 @@ def _markdown(rep: CampaignReport) -> str:
             f"Assumption: a server is billed {HOURS_PER_MONTH} h a month (kept up around the clock); it breaks even "
             f"at (price per hour x {HOURS_PER_MONTH} / API price) x 1M output tokens a month, and can serve at most "
             f"its output tok/s x 3600 x {HOURS_PER_MONTH} (100% use at that concurrency).\n\n"
-            + _md_table(
+            + md_table(
                 [*config, "$ a month", "Break-even tokens/month", "Capacity tokens/month", "Use needed"], be_rows
             )
         )
@@ -611,7 +611,7 @@ def _markdown(rep: CampaignReport) -> str:
     if rep.not_measured:
         out.append(
             "## Cells not measured\n\n"
-            + _md_table(
+            + md_table(
                 ["Flavor", "Model", "Variant", "Status", "Reason"],
                 [[c.flavor, c.model, c.variant, c.status, c.reason or "-"] for c in rep.not_measured],
             )

@@ -41,7 +41,7 @@ def _md_row(cells: Iterable[str]) -> str:
     return "| " + " | ".join(clean(c).replace("|", "\\|") for c in cells) + " |"
 
 
-def _md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+def md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     lines = [_md_row(header), "|" + "---|" * len(header)]
     lines.extend(_md_row(r) for r in rows)
     return "\n".join(lines) + "\n"
@@ -95,7 +95,7 @@ def markdown(results: Sequence[BenchResult], *, label_column: bool = False) -> s
         cells += [roofline_cell(r)] if show_roof else []
         cells.append(fmt(r.cost_per_million_output_tokens))
         body.append(cells)
-    return _md_table(header, body)
+    return md_table(header, body)
 
 
 COMPARISON_HEADER = (
@@ -142,7 +142,7 @@ def comparison_rows(comp: Comparison) -> list[list[str]]:
 
 
 def comparison_markdown(comp: Comparison) -> str:
-    out = _md_table(COMPARISON_HEADER, comparison_rows(comp))
+    out = md_table(COMPARISON_HEADER, comparison_rows(comp))
     for title, rs in (("Only in the report", comp.only_current), ("Only in the baseline", comp.only_baseline)):
         if rs:
             names = ", ".join(f"{r.model} (concurrency {r.max_concurrency or '-'})" for r in rs)
@@ -182,7 +182,7 @@ CSV_FIELDS = (
 )
 
 
-def _csv(fields: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
+def csv_text(fields: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
@@ -198,7 +198,7 @@ def to_csv(results: Sequence[BenchResult]) -> str:
         d = r.to_dict()
         d["problems"] = "; ".join(r.problems)
         rows.append(d)
-    return _csv(CSV_FIELDS, rows)
+    return csv_text(CSV_FIELDS, rows)
 
 
 COMPARISON_CSV_FIELDS = (
@@ -223,4 +223,4 @@ COMPARISON_CSV_FIELDS = (
 
 def comparison_csv(comp: Comparison) -> str:
     """One row per matched (model, concurrency): both values and the change in percent of the report's numbers."""
-    return _csv(COMPARISON_CSV_FIELDS, (d.to_dict() for d in comp.deltas))
+    return csv_text(COMPARISON_CSV_FIELDS, (d.to_dict() for d in comp.deltas))
