@@ -75,6 +75,15 @@ class HostFailure:
     unreachable: bool = False
 
 
+def in_one_line(message: str, width: int = 300) -> str:
+    """A multi-line error message as one line for a status line or a table cell: its lines joined with `` / ``,
+    whitespace collapsed, cut at ``width``. A RunFailedError's message keeps its cause so: the playbook, then each
+    failing host, its task and the task's message (``serve.yml failed (rc=2) / web-1: failed at task 'Build the
+    engine image': ... debian:bookworm-slim: ...``)."""
+    text = " / ".join(" ".join(line.split()) for line in message.splitlines() if line.strip())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 class RunFailedError(ZenopsError):
     """An Ansible run ended badly. ``failures`` names each failing host, task and message."""
 

@@ -13,7 +13,7 @@ import pytest
 from zenops.campaign.state import CampaignState, CellState, ServerState, Store
 from zenops.campaign.tuned import load_tuned
 from zenops.config import load
-from zenops.errors import ExitCode
+from zenops.errors import ExitCode, HostFailure, RunFailedError
 from zenops.tinymodel import generate
 
 BENCH = Path(__file__).resolve().parents[1] / "fixtures" / "campaign" / "bench"
@@ -107,6 +107,32 @@ def test_status_shows_cells_reasons_and_spend(run):
     r = run(["campaign", "status"])
     assert state.id in r.output
     assert "partial" in r.output
+
+
+def test_a_failed_cell_keeps_its_cause_in_status_and_report(run, tmp_path):
+    """The cause of a failed run (the task and its message, as `up` prints them) is in `campaign status` and the
+    report, not only in the live log: here the base image a pip build could not pull on an offline machine."""
+    state = fixture_campaign()
+    cause = "failed to resolve source metadata for docker.io/library/debian:bookworm-slim: dial tcp: lookup failed"
+    error = RunFailedError(
+        "serve.yml", [HostFailure("demo-gp-small-1a2b-1", "Build the engine image (pip)", cause)], rc=2
+    )
+    state.cells["cccccccccccc"].failure = "run-failed"
+    state.cells["cccccccccccc"].reason = error.message[:2000]  # what the run records (campaign.run._fail_cells)
+    Store(load()).save(state)
+    r = run(["campaign", "status", state.id])
+    assert r.exit_code == 0, r.output
+    line = next(x for x in r.output.splitlines() if "cccccccccccc" in x)
+    assert "Build the engine image (pip)" in line
+    assert "debian:bookworm-slim" in line
+    out = tmp_path / "report"
+    r = run(["campaign", "report", state.id, "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    row = next(
+        x for x in (out / "report.md").read_text().splitlines() if x.startswith("| gp.small") and "| failed |" in x
+    )
+    assert "Build the engine image (pip)" in row
+    assert "debian:bookworm-slim" in row
 
 
 def test_report_names_the_best_per_model_lists_the_failed_cell_and_writes_a_tuned_file(run, tmp_path):

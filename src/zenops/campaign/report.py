@@ -44,7 +44,7 @@ from pathlib import Path, PurePath
 from statistics import fmean
 from typing import Any
 
-from zenops.errors import UsageError
+from zenops.errors import UsageError, in_one_line
 from zenops.report.comparison import Comparison, compare, host_totals
 from zenops.report.rendering import cost_header, csv_text, fmt, fmt_price, md_table, roofline_cell
 from zenops.report.results import BenchResult
@@ -613,7 +613,10 @@ def _markdown(rep: CampaignReport) -> str:
             "## Cells not measured\n\n"
             + md_table(
                 ["Flavor", "Model", "Variant", "Status", "Reason"],
-                [[c.flavor, c.model, c.variant, c.status, c.reason or "-"] for c in rep.not_measured],
+                [
+                    [c.flavor, c.model, c.variant, c.status, in_one_line(c.reason, 600) if c.reason else "-"]
+                    for c in rep.not_measured
+                ],
             )
         )
     return "\n".join(out)

@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import json_option
+from zenops.errors import in_one_line
 
 if TYPE_CHECKING:
     from zenops.campaign.run import Planned
@@ -177,7 +178,7 @@ def _print_status(app: App, state: CampaignState, *, final: bool = False) -> Non
     out = app.err if final else app.out
     out.print(f"campaign {state.id} [{state.status}] {escape(progress_line(state))}")
     for c in state.cells.values():
-        why = f": {escape(c.failure or '')} {escape((c.reason or '').splitlines()[0][:160])}" if c.reason else ""
+        why = f": {escape(c.failure or '')} {escape(in_one_line(c.reason))}" if c.reason else ""
         out.print(f"  {c.key}  {escape(c.group)} / {escape(Path(c.model).name)} / {escape(c.variant)}  {c.status}{why}")
     running = state.running_servers()
     if running:
