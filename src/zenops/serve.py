@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from zenops import catalog, compat, statefile
+from zenops import catalog, compat, request_options, statefile
 from zenops.catalog import ModelSpec
 from zenops.config import Config
 from zenops.context import RunContext
@@ -32,7 +32,7 @@ from zenops.planner import ENGINE_FLAGS, Plan, PlanOptions, PlanRefusedError, To
 from zenops.runner import RunResult, RunSpec
 from zenops.serving_record import ServingRecord, api_key_path, load_serving_record, save_serving_record
 
-IMAGE_SOURCES = ("pip", "build", "prebuilt")
+IMAGE_SOURCES = request_options.IMAGE_SOURCES
 HF_TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
 
@@ -48,6 +48,8 @@ class ServeRequest:
     api_key_file: Path | None = None
     hf_token_file: Path | None = None
     platform: str = "auto"
+    dtype: str = "bfloat16"
+    tensor_parallel: int | None = None  # None: only when the model fits no NUMA node (the planner's)
     max_model_len: int | None = None
     max_num_seqs: int | None = None
     concurrency: int = 4
@@ -305,6 +307,8 @@ def plan_options(req: ServeRequest, vllm_version: str, *, tuned: str | None = No
     """The planner's options of a serve request (what `up` plans with, and what `rollout` plans ahead with);
     ``tuned``: the reason of the tuned file the request's options came from (the plans' first reason)."""
     return PlanOptions(
+        dtype=req.dtype,
+        tensor_parallel=req.tensor_parallel,
         max_model_len=req.max_model_len,
         max_num_seqs=req.max_num_seqs,
         concurrency=req.concurrency,
@@ -397,13 +401,10 @@ def serve_inventory(
         "vllm_server_model": model.name if model_dir is None else str(model_dir),
         "vllm_server_model_dir": str(model_dir) if model_dir else "",
         "vllm_server_deployment": inventory.stem,
-        "vllm_server_health_timeout": req.health_timeout,
         "vllm_server_health_min_healthy": min_healthy,
-        "vllm_server_shutdown_timeout": req.shutdown_timeout,
-        "vllm_server_extra_args": list(req.engine_args),
+        # the pass-through options (health and shutdown timeouts, engine args, served model name): from the table
+        **request_options.role_vars(vars(req)),
     }
-    if req.served_model_name:
-        extravars["vllm_server_served_model_name"] = req.served_model_name
     if req.image_source == "pip":
         extravars.update(pip_settings())
         if req.base_image_archive is not None:

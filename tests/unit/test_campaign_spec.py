@@ -204,8 +204,8 @@ BASE = "name: s\ncloud: sandbox\nflavors: [f]\nmodels: [m]\n"
             "did you mean 'platform'",
         ),
         (
-            BASE + "variants: {zen: {dtype: bf16}}\n",
-            "variants.zen.dtype",
+            BASE + "variants: {zen: {quant: int4}}\n",
+            "variants.zen.quant",
             "unknown key",
             "valid keys here: concurrency",
         ),

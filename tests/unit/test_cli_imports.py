@@ -178,9 +178,9 @@ def test_plan_takes_the_default_vllm_and_a_config_default_over_it(run, tmp_path,
 
 
 def test_up_image_sources_are_the_ones_serve_accepts(run):
-    from zenops.cli import up  # noqa: PLC0415
+    from zenops.request_options import BY_FIELD  # noqa: PLC0415
     from zenops.serve import IMAGE_SOURCES  # noqa: PLC0415
 
-    assert up.IMAGE_SOURCES == IMAGE_SOURCES
+    assert BY_FIELD["image_source"].choices == IMAGE_SOURCES  # --image-source's choices: the table's
     r = run(["up", "--help"])
     assert f"[{'|'.join(IMAGE_SOURCES)}]" in r.output

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zenops import durations, schema
+from zenops import durations, request_options, schema
 from zenops.cloud.marks import check_name
 from zenops.errors import UsageError
 from zenops.schema import Entries, Field, Issue, ListOf, Problem, Schema, Section
@@ -168,20 +168,43 @@ def _engine_arg(v: Any) -> str | Problem | None:
 _ENGINE_ARGS = ListOf(
     Field(_engine_arg, "--enforce-eager"), example="engine_args: [--enforce-eager]  (more `vllm serve` args)"
 )
-_VERSION_FIX = "(quoted: YAML reads 0.11 as a number)"
 
-# variants.<name>: `zenops up` options (ServeRequest fields) that change from one cell to the next
-VARIANT_OPTIONS: dict[str, schema.Node] = {
-    "platform": Field(schema.choice("auto", "zen", "cpu"), "platform: zen"),
-    "objective": Field(schema.choice("auto", "latency", "throughput"), "objective: throughput"),
-    "instances": Field(_instances, "instances: 2  (or auto)"),
-    "max_num_seqs": Field(schema.positive_int, "max_num_seqs: 8"),
-    "max_model_len": Field(schema.positive_int, "max_model_len: 4096"),
-    "concurrency": Field(schema.positive_int, "concurrency: 4  (the load the planner sizes for)"),
-    "engine_args": _ENGINE_ARGS,
-    "vllm": Field(schema.non_empty_str, f'vllm: "0.11.0"  {_VERSION_FIX}'),
-    "zentorch": Field(schema.non_empty_str, f'zentorch: "5.1.0"  {_VERSION_FIX}'),
-}
+
+def _int_at_least(n: int) -> schema.Checker:
+    def check(v: Any) -> str | None:
+        problem = schema.positive_int(v)
+        if problem is None and v < n:
+            return f"must be an integer of at least {n}"
+        return problem
+
+    return check
+
+
+def _field(option: request_options.Option, base: Path | None) -> schema.Node:
+    """The campaign file's check of one option of the table (zenops.request_options): from its kind."""
+    if option.kind == "args":
+        return _ENGINE_ARGS
+    check: schema.Checker
+    if option.kind == "choice":
+        check = schema.choice(*option.choices)
+    elif option.kind == "int":
+        check = _int_at_least(option.minimum or 1)
+    elif option.kind == "instances":
+        check = _instances
+    elif option.kind == "duration":
+        check = _duration
+    elif option.kind == "path":
+        assert base is not None, "a path option is an engine key: its file is relative to the campaign file"
+        check = _existing_file(base, option.field.replace("_", " "), option.example)
+    elif option.kind == "bool":
+        check = schema.boolean
+    else:
+        check = schema.non_empty_str
+    return Field(check, option.example)
+
+
+# variants.<name>: `zenops up` options (ServeRequest fields) that change from one cell to the next: the table's
+VARIANT_OPTIONS: dict[str, schema.Node] = {o.field: _field(o, None) for o in request_options.campaign_keys("variant")}
 
 VARIANT_SCHEMA = Section(VARIANT_OPTIONS, example="{platform: zen}", problem="must be a mapping of option: value")
 
@@ -208,20 +231,7 @@ BUDGET_SCHEMA = Section(
 def _engine_schema(base: Path) -> Section:
     """engine: the `zenops up` options every cell shares (the image route, the engine pair, its arguments)."""
     return Section(
-        {
-            "image_source": Field(schema.choice("pip", "build", "prebuilt"), "image_source: pip"),
-            "base_image": Field(schema.non_empty_str, "base_image: debian:bookworm-slim"),
-            "base_image_archive": Field(
-                _existing_file(base, "base image archive", "base_image_archive: images/base.tar"),
-                "base_image_archive: images/base.tar  (a `docker save` tarball, relative to this file)",
-            ),
-            "vllm": VARIANT_OPTIONS["vllm"],
-            "zentorch": VARIANT_OPTIONS["zentorch"],
-            "prebuilt_ref": Field(schema.non_empty_str, "prebuilt_ref: registry.example.com/vllm-zen:0.11.0"),
-            "engine_args": _ENGINE_ARGS,
-            "served_model_name": Field(schema.non_empty_str, "served_model_name: model"),
-            "health_timeout": Field(_duration, "health_timeout: 15m  (or 900: seconds)"),
-        },
+        {o.field: _field(o, base) for o in request_options.campaign_keys("engine")},
         example="{image_source: pip}",
     )
 
@@ -340,13 +350,14 @@ def _options(raw: Mapping[str, Any], base: Path) -> dict[str, Any]:
 
 
 def _option(key: str, value: Any, base: Path) -> Any:
-    if key == "engine_args":
+    kind = request_options.BY_FIELD[key].kind
+    if kind == "args":
         return tuple(value)
-    if key == "instances" and value == "auto":
+    if kind == "instances" and value == "auto":
         return None
-    if key == "base_image_archive":
+    if kind == "path":
         return _resolve(base, value)
-    if key == "health_timeout":
+    if kind == "duration":
         return parse_duration(value)
     return value
 

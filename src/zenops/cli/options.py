@@ -3,7 +3,8 @@ flags win.
 
 * target   ``inventory_option``, ``cloud_option``, ``deployment_option``, ``limit_option``: which hosts (from flags to
            hosts: zenops.target.resolve_target)
-* serving  ``serving_options(model_required=...)``: what to serve and how (`plan`, `up`; next `rollout`, `campaign`)
+* request  ``request_options(command)``: what to serve and how, from zenops.request_options.OPTIONS (`plan`, `up`,
+           `rollout`: one table of options)
 * pricing  ``flavor_option``, ``price_option``: what a host costs (`plan`, `up`, `bench`, `report`)
 * tuned    ``tuned_option``, ``tuned_options``: a campaign's best configuration per model (`plan`, `up`, `rollout`)
 """
@@ -22,6 +23,7 @@ from click.core import ParameterSource
 from zenops import durations
 from zenops.cli.context import get_app
 from zenops.errors import ConfigError, UsageError
+from zenops.request_options import BY_FIELD, CHANGEABLE, Option, for_command
 
 if TYPE_CHECKING:
     from zenops.campaign.tuned import TunedConfig
@@ -124,74 +126,15 @@ class InstancesType(click.ParamType[int | None, Any]):
         return n
 
 
-def model_option(*, required: bool) -> Callable[[F], F]:
-    return click.option(
-        "--model",
-        "-m",
-        required=required,
-        metavar="MODEL",
-        help="A catalogue model id (e.g. Qwen/Qwen3-4B) or a local model directory with config.json (copied to the "
-        "hosts when served).",
-    )
-
-
-@dataclass(frozen=True)
-class ServingFlags:
-    """What :func:`serving_options` hands the command, as one ``serving`` argument."""
-
-    model: str | None
-    platform: str
-    max_model_len: int | None
-    max_num_seqs: int | None
-    concurrency: int
-    objective: str
-    instances: int | None
-
-
-def serving_options(*, model_required: bool) -> Callable[[F], F]:
-    """--model and the options that shape the serving plan, in this order: --platform, --max-model-len,
-    --max-num-seqs, --concurrency, --objective, --instances. The command receives them as one argument,
-    ``serving: ServingFlags`` (each is still its own option, for --help and ``defaults.<command>`` in the config)."""
-    options = [
-        model_option(required=model_required),
-        click.option(
-            "--platform",
-            type=click.Choice(["auto", "zen", "cpu"]),
-            default="auto",
-            show_default=True,
-            help="zen = vLLM + zentorch (AMD with AVX-512), cpu = stock vLLM CPU backend.",
-        ),
-        click.option("--max-model-len", type=click.IntRange(min=16), help="Tokens per request (default: what fits)."),
-        click.option(
-            "--max-num-seqs", type=click.IntRange(min=1), help="Concurrent sequences (default: concurrency + 1)."
-        ),
-        click.option(
-            "--concurrency",
-            type=click.IntRange(min=1),
-            default=4,
-            show_default=True,
-            help="Expected concurrent requests (sizes max-num-seqs and KV; picks the default objective).",
-        ),
-        click.option(
-            "--objective",
-            type=click.Choice(["auto", "latency", "throughput"]),
-            default="auto",
-            show_default=True,
-            help="latency: one instance per NUMA node; throughput: big nodes split into several instances "
-            "(auto: throughput from concurrency 6).",
-        ),
-        click.option(
-            "--instances", type=InstancesType(), default="auto", show_default=True, help="Server instances per host."
-        ),
-    ]
-
-    names = [f.name for f in fields(ServingFlags)]
+def option_group(argument: str, cls: type[Any], options: list[Callable[[F], F]]) -> Callable[[F], F]:
+    """Declare ``options`` on a command that receives them as one argument, ``argument``: an instance of the
+    dataclass ``cls``, whose fields are the options' parameter names."""
+    names = [f.name for f in fields(cls)]
 
     def apply(f: F) -> F:
         @functools.wraps(f)
         def command(*args: Any, **kwargs: Any) -> Any:
-            serving = ServingFlags(**{name: kwargs.pop(name) for name in names})
-            return f(*args, serving=serving, **kwargs)
+            return f(*args, **{argument: cls(**{n: kwargs.pop(n) for n in names})}, **kwargs)
 
         decorated = cast(F, command)
         for option in reversed(options):
@@ -199,6 +142,110 @@ def serving_options(*, model_required: bool) -> Callable[[F], F]:
         return decorated
 
     return apply
+
+
+class TableOption(click.Option):
+    """A click option made from a row of zenops.request_options.OPTIONS. ``old_keys``: earlier names of its config
+    key (``defaults.plan.vllm_version``), still taken."""
+
+    def __init__(self, *args: Any, old_keys: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.old_keys = old_keys
+
+
+def _default_vllm_version() -> str:
+    from zenops.planner import DEFAULT_VLLM_VERSION  # noqa: PLC0415
+
+    return DEFAULT_VLLM_VERSION
+
+
+# what one command shows as a default where the table has none: `plan` plans for the planner's default release
+_COMMAND_DEFAULTS: dict[tuple[str, str], Callable[[], Any]] = {("plan", "vllm"): _default_vllm_version}
+
+
+def table_option(row: Option, command: str, *, required: bool = False) -> Callable[[F], F]:
+    """The click option of ``row`` on ``command``. `rollout` gives no option a default: what is deployed stays
+    unless an option is given."""
+    decls = [row.flag, *([row.short] if row.short else []), row.param]
+    kw: dict[str, Any] = {"help": row.help, "metavar": row.metavar, "required": required, "old_keys": row.old_keys}
+    default = None if command == "rollout" else row.default
+    if row.kind == "choice":
+        kw["type"] = click.Choice(row.choices)
+    elif row.kind == "int":
+        kw["type"] = click.IntRange(min=row.minimum)
+    elif row.kind == "duration":
+        kw["type"] = DurationType(row.minimum or 0)
+    elif row.kind == "path":
+        kw["type"] = click.Path(exists=True, dir_okay=False, path_type=Path)
+    elif row.kind == "instances":
+        kw["type"] = InstancesType()
+        default = None if command == "rollout" else "auto"
+    elif row.kind == "bool":
+        kw["is_flag"] = True
+        default = None if command == "rollout" else bool(row.default)
+    elif row.kind == "args":
+        kw["multiple"] = True
+        default = None
+    if (command, row.field) in _COMMAND_DEFAULTS:
+        kw["cls"] = type("LazyTableOption", (LazyDefaultOption, TableOption), {})
+        default = _COMMAND_DEFAULTS[(command, row.field)]
+    else:
+        kw["cls"] = TableOption
+    if default is not None:
+        kw["default"] = default
+        kw["show_default"] = not isinstance(default, bool) and default != ()
+    return click.option(*decls, **kw)
+
+
+@dataclass(frozen=True)
+class RequestFlags:
+    """What :func:`request_options` hands the command, as one ``request`` argument: every option of the table the
+    command takes, by its field (a ServeRequest field)."""
+
+    values: Mapping[str, Any]  # field -> value (the default when not given)
+    given: frozenset[str]  # fields set by a flag, its environment variable or a config default
+
+    @property
+    def model(self) -> str | None:
+        return cast("str | None", self.values.get("model"))
+
+    def changes(self) -> dict[str, Any]:
+        """Only what was given (a rollout changes nothing else; a value may be None: --instances auto)."""
+        return {f: self.values[f] for f in self.values if f in self.given}
+
+
+def request_options(command: str, *, model_required: bool = False) -> Callable[[F], F]:
+    """Every serving and engine option ``command`` takes, from zenops.request_options.OPTIONS, in its order. The
+    command receives them as one argument, ``request: RequestFlags`` (each is still its own option, for --help and
+    ``defaults.<command>`` in the config)."""
+    rows = for_command(command)
+    options = [table_option(r, command, required=model_required and r.field == "model") for r in rows]
+    names = [r.param for r in rows]
+
+    def apply(f: F) -> F:
+        @functools.wraps(f)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            ctx = click.get_current_context()
+            values = {name: kwargs.pop(name) for name in names}
+            if "engine_args" in values:
+                values["engine_args"] = tuple(values["engine_args"] or ())
+            given = frozenset(n for n in names if ctx.get_parameter_source(n) not in (None, ParameterSource.DEFAULT))
+            return f(*args, request=RequestFlags(values, given), **kwargs)
+
+        decorated = cast(F, wrapped)
+        for option in reversed(options):
+            decorated = option(decorated)
+        return decorated
+
+    return apply
+
+
+def tuned_fields(command: str) -> dict[str, str | None]:
+    """The options a tuned file may set on ``command`` (field -> its parameter there; None: the command has no flag
+    for it, yet a rollout may change it)."""
+    if command == "rollout":
+        return {f: (f if BY_FIELD[f].takes(command) else None) for f in CHANGEABLE if f != "model"}
+    return {r.field: r.param for r in for_command(command) if r.field not in ("model", "api_key_file", "hf_token_file")}
 
 
 # --- tuned --------------------------------------------------------------------------------------------------------
@@ -358,17 +405,6 @@ def gateway_options(f: F) -> F:
     return decorated
 
 
-engine_arg_option = click.option(
-    "--engine-arg",
-    "engine_args",
-    multiple=True,
-    metavar="ARG",
-    help="One more `vllm serve` argument after the planned ones, repeatable: --engine-arg=--enforce-eager "
-    "(no torch.compile: faster start, slower decode), --engine-arg=--enable-prefix-caching. What zenops sets itself "
-    "(--max-num-seqs, --port, ...) is refused, naming its own option.",
-)
-
-
 class OldSpellingOption(click.Option):
     """An option that also takes its old spellings (``old``): accepted on the command line and as config keys, not
     shown in --help. One name per concept; scripts written against the old name keep working."""
@@ -440,6 +476,7 @@ def command_option_names(command: click.Command) -> dict[str, click.Parameter]:
     for p in command.params:
         if isinstance(p, click.Option) and p.expose_value and p.name:
             spellings = [p.name] + [o.lstrip("-") for o in p.opts if o.startswith("--")]  # old spellings too
+            spellings += list(getattr(p, "old_keys", ()))
             for spelling in spellings:
                 names[spelling] = p
                 names[spelling.replace("_", "-")] = p

@@ -14,13 +14,13 @@ from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import (
-    LazyDefaultOption,
-    ServingFlags,
+    RequestFlags,
     flavor_option,
     inventory_option,
     json_option,
     limit_option,
-    serving_options,
+    request_options,
+    tuned_fields,
     tuned_option,
     tuned_options,
 )
@@ -28,19 +28,6 @@ from zenops.errors import UsageError
 
 if TYPE_CHECKING:
     from zenops.planner import Plan
-
-# the planner's options a tuned file may set (ServeRequest field -> this command's parameter); the rest of a tuned
-# entry (image route, engine args, ...) is `zenops up`'s, not the plan's
-_TUNED = {
-    "platform": "platform", "max_model_len": "max_model_len", "max_num_seqs": "max_num_seqs",
-    "concurrency": "concurrency", "objective": "objective", "instances": "instances", "vllm": "vllm_version",
-}  # fmt: skip
-
-
-def _default_vllm_version() -> str:
-    from zenops.planner import DEFAULT_VLLM_VERSION  # noqa: PLC0415
-
-    return DEFAULT_VLLM_VERSION
 
 
 @click.command("plan")
@@ -52,24 +39,8 @@ def _default_vllm_version() -> str:
 )
 @inventory_option
 @click.option("--local", is_flag=True, help="Gather the facts of this machine.")
-@serving_options(model_required=True)
+@request_options("plan", model_required=True)
 @flavor_option
-@click.option("--dtype", type=click.Choice(["bfloat16", "float16", "float32"]), default="bfloat16", show_default=True)
-@click.option(
-    "--tensor-parallel",
-    type=click.IntRange(min=1),
-    metavar="N",
-    help="Tensor-parallel ranks per instance (default: only when the model fits no NUMA node).",
-)
-@click.option(
-    "--vllm",
-    "vllm_version",
-    cls=LazyDefaultOption,
-    default=_default_vllm_version,
-    show_default=True,
-    metavar="VERSION",
-    help="vLLM release the settings are for (env var semantics changed across releases).",
-)
 @click.option("--host", metavar="HOST", help="With a multi-host facts file or inventory: only this host.")
 @tuned_option
 @limit_option
@@ -80,11 +51,8 @@ def plan_cmd(
     facts_file: Path | None,
     inventory: Path | None,
     local: bool,
-    serving: ServingFlags,
+    request: RequestFlags,
     flavor: str | None,
-    dtype: str,
-    tensor_parallel: int | None,
-    vllm_version: str,
     host: str | None,
     tuned_file: Path | None,
     limit: str | None,
@@ -125,18 +93,19 @@ def plan_cmd(
         raise UsageError(
             "no facts to plan from", hint="pass --facts FILE, --inventory FILE, --local, or --flavor F for a projection"
         )
-    assert serving.model is not None  # required=True
-    model_spec = catalog.get_model(serving.model)
-    values = {**vars(serving), "vllm": vllm_version}
+    model = request.model
+    assert model is not None  # required=True
+    model_spec = catalog.get_model(model)
+    values = dict(request.values)
     tuned = None
     if tuned_file is not None:
-        tuned = tuned_options(ctx, tuned_file, serving.model, _TUNED)
+        tuned = tuned_options(ctx, tuned_file, model, tuned_fields("plan"))
         values.update(tuned.values)
         app.note(tuned.describe("zenops plan"))
         if flavor_spec is not None and tuned.config.flavor and tuned.config.flavor != flavor_spec.name:
             app.note(f"note: measured on {tuned.config.flavor}, planned for {flavor_spec.name}: the figures may differ")
     opts = PlanOptions(
-        dtype=dtype,
+        dtype=values["dtype"],
         max_model_len=values["max_model_len"],
         max_num_seqs=values["max_num_seqs"],
         concurrency=values["concurrency"],
@@ -144,7 +113,7 @@ def plan_cmd(
         platform=values["platform"],
         vllm_version=values["vllm"],
         objective=values["objective"],
-        tensor_parallel=tensor_parallel,
+        tensor_parallel=values["tensor_parallel"],
         tuned=tuned.reason if tuned else None,
     )
 

@@ -7,23 +7,24 @@ performance gate). Plain Ansible users: playbooks/rollout.yml.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
-from click.core import ParameterSource
 from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import (
     DurationType,
-    ServingFlags,
+    RequestFlags,
     cloud_option,
     deployment_option,
-    engine_arg_option,
     inventory_option,
     json_option,
-    serving_options,
+    option_group,
+    request_options,
+    tuned_fields,
     tuned_option,
     tuned_options,
 )
@@ -33,121 +34,158 @@ if TYPE_CHECKING:
     from zenops.rollout import RolloutResult
     from zenops.rollout.state import RolloutState
 
-_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
-# ServeRequest field <- this command's parameter, for the options a rollout can change
-_SERVING = {
-    "model": "model", "platform": "platform", "max_model_len": "max_model_len", "max_num_seqs": "max_num_seqs",
-    "concurrency": "concurrency", "objective": "objective", "instances": "instances",
-}  # fmt: skip
-_ENGINE = {
-    "image_source": "image_source", "vllm": "vllm_version", "zentorch": "zentorch",
-    "force_unsupported": "force_unsupported", "prebuilt_ref": "image_ref", "served_model_name": "served_model_name",
-    "health_timeout": "health_timeout", "shutdown_timeout": "shutdown_timeout", "engine_args": "engine_args",
-}  # fmt: skip
+
+@dataclass(frozen=True)
+class BatchFlags:
+    """How the fleet is cut into batches (one ``batch`` argument)."""
+
+    batch: str
+    canary: int
+    max_unavailable: int | None
+    allow_downtime: bool
+    revert: bool
+
+
+@dataclass(frozen=True)
+class GateFlags:
+    """The drain and the gates of each batch (one ``gate`` argument)."""
+
+    drain_timeout: int
+    min_healthy: int
+    perf_gate: bool
+    max_tps_drop: float
+    max_ttft_rise: float
+    max_spread: float
+    gate_concurrency: int
+    gate_prompts: int
+    gate_output_len: int
+    gate_warmups: int
+    runs_dir: Path
+
+
+_batch_options = option_group(
+    "batch",
+    BatchFlags,
+    [
+        click.option(
+            "--batch",
+            default="1",
+            show_default=True,
+            metavar="N|P%",
+            help="Hosts per batch, or a percentage of the fleet.",
+        ),
+        click.option(
+            "--canary",
+            type=click.IntRange(min=0),
+            default=1,
+            show_default=True,
+            help="Hosts of the first batch (0: none).",
+        ),
+        click.option(
+            "--max-unavailable",
+            type=click.IntRange(min=1),
+            metavar="N",
+            help="Instances out of rotation at once, at most (cuts batches). The last serving instance is never "
+            "drained.",
+        ),
+        click.option(
+            "--allow-downtime",
+            is_flag=True,
+            help="Allow a batch that takes every instance out (a one-host fleet that cannot surge: replaced in place).",
+        ),
+        click.option(
+            "--revert/--no-revert", default=True, show_default=True, help="Send changed hosts back when a gate fails."
+        ),
+    ],
+)
+_gate_options = option_group(
+    "gate",
+    GateFlags,
+    [
+        click.option(
+            "--drain-timeout",
+            type=DurationType(0),
+            default=600,
+            show_default=True,
+            help="The longest expected request: how long a drained server's in-flight requests may take to finish.",
+        ),
+        click.option(
+            "--min-healthy",
+            type=DurationType(0),
+            default=10,
+            show_default=True,
+            help="How long a new server must stay healthy after its first good answer.",
+        ),
+        click.option(
+            "--perf-gate/--no-perf-gate",
+            default=True,
+            show_default=True,
+            help="Benchmark new servers against the baseline.",
+        ),
+        click.option(
+            "--max-tps-drop",
+            type=click.FloatRange(0, 1),
+            default=0.10,
+            show_default=True,
+            help="Fail on output tok/s lower by more than this (fraction) beyond the measured spread.",
+        ),
+        click.option(
+            "--max-ttft-rise",
+            type=click.FloatRange(min=0),
+            default=0.25,
+            show_default=True,
+            help="Fail on median TTFT higher by more than this (fraction) beyond the measured spread.",
+        ),
+        click.option(
+            "--max-spread",
+            type=click.FloatRange(min=0),
+            default=0.25,
+            show_default=True,
+            help="Run-to-run spread above which the gate cannot tell: the rollout pauses (exit 16).",
+        ),
+        click.option(
+            "--gate-concurrency",
+            type=click.IntRange(min=1),
+            default=4,
+            show_default=True,
+            help="The gate's concurrency.",
+        ),
+        click.option(
+            "--gate-prompts",
+            type=click.IntRange(min=1),
+            default=32,
+            show_default=True,
+            help="Prompts per gate run (long enough that servers measured together overlap).",
+        ),
+        click.option(
+            "--gate-output-len", type=click.IntRange(min=1), default=64, show_default=True, help="Tokens per reply."
+        ),
+        click.option(
+            "--gate-warmups",
+            type=click.IntRange(min=0),
+            default=8,
+            show_default=True,
+            help="Unmeasured requests before each gate run: a server just started answers its first requests slower.",
+        ),
+        click.option(
+            "--runs-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=Path("runs"),
+            show_default=True,
+            help="Where the gates' bench artifacts go (<runs-dir>/<rollout id>/).",
+        ),
+    ],
+)
 
 
 @click.command()
 @inventory_option
 @deployment_option
 @cloud_option
-@serving_options(model_required=False)
-@click.option("--image-source", type=click.Choice(["pip", "build", "prebuilt"]), help="Engine image route.")
-@click.option("--vllm", "vllm_version", metavar="VERSION", help="vLLM release to move to.")
-@click.option("--zentorch", metavar="VERSION", help="zentorch release to pair with --vllm.")
-@click.option("--force-unsupported", is_flag=True, help="Accept a pair the table marks broken or unknown.")
-@click.option("--image-ref", metavar="REF", help="With --image-source prebuilt: the image.")
-@click.option("--served-model-name", metavar="NAME", help="Name clients use.")
-@click.option("--health-timeout", type=DurationType(10), help="How long a new server may take to be healthy.")
-@click.option(
-    "--shutdown-timeout",
-    type=DurationType(0),
-    help="The longest expected request, for the new servers' stop (vLLM's --shutdown-timeout; Docker's +15 s).",
-)
-@engine_arg_option
+@request_options("rollout")
 @tuned_option
-@click.option(
-    "--batch", default="1", show_default=True, metavar="N|P%", help="Hosts per batch, or a percentage of the fleet."
-)
-@click.option(
-    "--canary", type=click.IntRange(min=0), default=1, show_default=True, help="Hosts of the first batch (0: none)."
-)
-@click.option(
-    "--max-unavailable",
-    type=click.IntRange(min=1),
-    metavar="N",
-    help="Instances out of rotation at once, at most (cuts batches). The last serving instance is never drained.",
-)
-@click.option(
-    "--allow-downtime",
-    is_flag=True,
-    help="Allow a batch that takes every instance out (a one-host fleet that cannot surge: replaced in place).",
-)
-@click.option(
-    "--revert/--no-revert", default=True, show_default=True, help="Send changed hosts back when a gate fails."
-)
-@click.option(
-    "--drain-timeout",
-    type=DurationType(0),
-    default=600,
-    show_default=True,
-    help="The longest expected request: how long a drained server's in-flight requests may take to finish.",
-)
-@click.option(
-    "--min-healthy",
-    type=DurationType(0),
-    default=10,
-    show_default=True,
-    help="How long a new server must stay healthy after its first good answer.",
-)
-@click.option(
-    "--perf-gate/--no-perf-gate", default=True, show_default=True, help="Benchmark new servers against the baseline."
-)
-@click.option(
-    "--max-tps-drop",
-    type=click.FloatRange(0, 1),
-    default=0.10,
-    show_default=True,
-    help="Fail on output tok/s lower by more than this (fraction) beyond the measured spread.",
-)
-@click.option(
-    "--max-ttft-rise",
-    type=click.FloatRange(min=0),
-    default=0.25,
-    show_default=True,
-    help="Fail on median TTFT higher by more than this (fraction) beyond the measured spread.",
-)
-@click.option(
-    "--max-spread",
-    type=click.FloatRange(min=0),
-    default=0.25,
-    show_default=True,
-    help="Run-to-run spread above which the gate cannot tell: the rollout pauses (exit 16).",
-)
-@click.option(
-    "--gate-concurrency", type=click.IntRange(min=1), default=4, show_default=True, help="The gate's concurrency."
-)
-@click.option(
-    "--gate-prompts",
-    type=click.IntRange(min=1),
-    default=32,
-    show_default=True,
-    help="Prompts per gate run (long enough that servers measured together overlap).",
-)
-@click.option("--gate-output-len", type=click.IntRange(min=1), default=64, show_default=True, help="Tokens per reply.")
-@click.option(
-    "--gate-warmups",
-    type=click.IntRange(min=0),
-    default=8,
-    show_default=True,
-    help="Unmeasured requests before each gate run: a server just started answers its first requests slower.",
-)
-@click.option(
-    "--runs-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=Path("runs"),
-    show_default=True,
-    help="Where the gates' bench artifacts go (<runs-dir>/<rollout id>/).",
-)
+@_batch_options
+@_gate_options
 @click.option("--dry-run", is_flag=True, help="Print the batches and what changes on each host; change nothing.")
 @click.option("--abort", is_flag=True, help="Send the hosts the rollout in progress changed back, and stop it.")
 @json_option
@@ -157,33 +195,10 @@ def rollout(
     inventory: Path | None,
     deployment: str | None,
     cloud: str | None,
-    serving: ServingFlags,
-    image_source: str | None,
-    vllm_version: str | None,
-    zentorch: str | None,
-    force_unsupported: bool,
-    image_ref: str | None,
-    served_model_name: str | None,
-    health_timeout: int | None,
-    shutdown_timeout: int | None,
-    engine_args: tuple[str, ...],
+    request: RequestFlags,
     tuned_file: Path | None,
-    batch: str,
-    canary: int,
-    max_unavailable: int | None,
-    allow_downtime: bool,
-    revert: bool,
-    drain_timeout: int,
-    min_healthy: int,
-    perf_gate: bool,
-    max_tps_drop: float,
-    max_ttft_rise: float,
-    max_spread: float,
-    gate_concurrency: int,
-    gate_prompts: int,
-    gate_output_len: int,
-    gate_warmups: int,
-    runs_dir: Path,
+    batch: BatchFlags,
+    gate: GateFlags,
     dry_run: bool,
     abort: bool,
 ) -> None:
@@ -230,31 +245,29 @@ def rollout(
 
     app = get_app(ctx)
     target = resolve_target(app.config, inventory=inventory, deployment=deployment, cloud=cloud, command="rollout")
-    params: dict[str, Any] = {**vars(serving), **locals()}
-    # only what was given changes (a value may be None: --instances auto goes back to the planner's choice)
-    changes = {field: params[name] for field, name in {**_SERVING, **_ENGINE}.items() if _given(ctx, name)}
+    changes = request.changes()  # only what was given (--instances auto: back to the planner's choice)
     tuned = None
     if tuned_file is not None:
-        tuned = _tuned(ctx, app, tuned_file, serving.model, target.inventory)
+        tuned = _tuned(ctx, app, tuned_file, request.model, target.inventory)
         if tuned is not None:
             changes.update(tuned.values)
     req = RolloutRequest(
         changes=changes,
-        batch=batch,
-        canary=canary,
-        max_unavailable=max_unavailable,
-        allow_downtime=allow_downtime,
-        revert=revert,
-        drain_timeout=drain_timeout,
-        min_healthy=min_healthy,
-        perf_gate=perf_gate,
-        limits=GateLimits(max_tps_drop=max_tps_drop, max_ttft_rise=max_ttft_rise, max_spread=max_spread),
-        gate_concurrency=gate_concurrency,
-        gate_prompts=gate_prompts,
-        gate_output_len=gate_output_len,
-        gate_warmups=gate_warmups,
+        batch=batch.batch,
+        canary=batch.canary,
+        max_unavailable=batch.max_unavailable,
+        allow_downtime=batch.allow_downtime,
+        revert=batch.revert,
+        drain_timeout=gate.drain_timeout,
+        min_healthy=gate.min_healthy,
+        perf_gate=gate.perf_gate,
+        limits=GateLimits(max_tps_drop=gate.max_tps_drop, max_ttft_rise=gate.max_ttft_rise, max_spread=gate.max_spread),
+        gate_concurrency=gate.gate_concurrency,
+        gate_prompts=gate.gate_prompts,
+        gate_output_len=gate.gate_output_len,
+        gate_warmups=gate.gate_warmups,
         dry_run=dry_run,
-        runs_dir=runs_dir,
+        runs_dir=gate.runs_dir,
         tuned_reason=tuned.reason if tuned is not None else None,
     )
     lock = None if dry_run else inventory_key(app.config, target.inventory)
@@ -268,7 +281,6 @@ def rollout(
 def _tuned(ctx: click.Context, app: App, path: Path, model: str | None, inventory: Path) -> TunedOptions | None:
     """The changes a tuned file brings: the entry of --model, else of the model the deployment serves (None: no
     serving record, the rollout refuses with its own error). What no rollout can change is left out, with a note."""
-    from zenops.rollout.run import CHANGEABLE  # noqa: PLC0415
     from zenops.serving_record import load_serving_record  # noqa: PLC0415
 
     if model is None:
@@ -276,16 +288,9 @@ def _tuned(ctx: click.Context, app: App, path: Path, model: str | None, inventor
         if record is None:
             return None
         model = str(record.request.get("model") or record.model_spec)
-    flags = {**_SERVING, **_ENGINE}
-    accepted = {field: flags.get(field) for field in CHANGEABLE if field != "model"}
-    tuned = tuned_options(ctx, path, model, accepted)
+    tuned = tuned_options(ctx, path, model, tuned_fields("rollout"))
     app.note(tuned.describe("zenops rollout"))
     return tuned
-
-
-def _given(ctx: click.Context, name: str) -> bool:
-    source = ctx.get_parameter_source(name)
-    return source not in (None, ParameterSource.DEFAULT)
 
 
 def _print_plan(app: App, state: RolloutState) -> None:

@@ -7,6 +7,7 @@ zenops.serve (``serve_inventory``: --model). Playbooks: playbooks/up.yml, then p
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,20 +16,21 @@ from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import (
-    DurationType,
+    F,
     GatewayFlags,
-    ServingFlags,
+    RequestFlags,
     TunedOptions,
     cloud_option,
     deployment_name_option,
     dry_run_option,
-    engine_arg_option,
     flavor_option,
     gateway_options,
     inventory_option,
     json_option,
     limit_option,
-    serving_options,
+    option_group,
+    request_options,
+    tuned_fields,
     tuned_option,
     tuned_options,
 )
@@ -37,21 +39,7 @@ from zenops.errors import UsageError
 if TYPE_CHECKING:
     from zenops.cloud.ledger import Deployment
     from zenops.hosts import UpResult
-    from zenops.serve import ServeResult
-
-_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
-# zenops.serve.IMAGE_SOURCES, spelled out: importing zenops.serve for it would load the whole serving path on every
-# `zenops up --help` (tests/unit/test_cli_imports.py checks the two are the same)
-IMAGE_SOURCES = ("pip", "build", "prebuilt")
-# ServeRequest field <- this command's parameter: what a tuned file (--tuned) may set, a flag given winning over it
-_TUNED = {
-    "platform": "platform", "max_model_len": "max_model_len", "max_num_seqs": "max_num_seqs",
-    "concurrency": "concurrency", "objective": "objective", "instances": "instances",
-    "image_source": "image_source", "vllm": "vllm_version", "zentorch": "zentorch",
-    "force_unsupported": "force_unsupported", "prebuilt_ref": "image_ref", "served_model_name": "served_model_name",
-    "base_image": "base_image", "base_image_archive": "base_image_archive", "health_timeout": "health_timeout",
-    "shutdown_timeout": "shutdown_timeout", "engine_args": "engine_args", "measure": "measure",
-}  # fmt: skip
+    from zenops.serve import ServeRequest, ServeResult
 
 
 def _apply_tuned(
@@ -66,7 +54,7 @@ def _apply_tuned(
             hint=f"add --model with one of {', '.join(sorted(load_tuned(tuned_file)))}",
         )
     app = get_app(ctx)
-    tuned = tuned_options(ctx, tuned_file, model, _TUNED)
+    tuned = tuned_options(ctx, tuned_file, model, tuned_fields("up"))
     fields.update(tuned.values)
     app.note(tuned.describe("zenops up"))
     if flavor and tuned.config.flavor and tuned.config.flavor != flavor:
@@ -74,79 +62,56 @@ def _apply_tuned(
     return tuned
 
 
+@dataclass(frozen=True)
+class CloudFlags:
+    """Where `up` makes its hosts: --cloud and what goes with it (handed to the command as one ``cloud`` argument)."""
+
+    cloud: str | None
+    flavor: str | None
+    count: int
+    deployment: str | None
+    image: str | None
+    campaign: str | None
+    ttl: str | None
+    network_mode: str | None
+
+
+def _cloud_options(f: F) -> F:
+    options = [
+        cloud_option,
+        flavor_option,
+        click.option(
+            "--count", type=click.IntRange(1, 100), default=1, show_default=True, help="Servers (with --cloud)."
+        ),
+        deployment_name_option("Deployment name (default: from the flavor). Re-using a name adopts."),
+        click.option(
+            "--image",
+            metavar="IMAGE",
+            help="With --cloud: the Glance image the servers boot (default: the cloud profile's, debian-12). The "
+            "engine image is set by --image-source/--image-ref.",
+        ),
+        click.option("--campaign", metavar="ID", help="Campaign the deployment belongs to (marks its resources)."),
+        click.option(
+            "--ttl",
+            metavar="DURATION",
+            help="With --cloud: the servers expire after this long (90m, 2h, 1d; metadata zenops:expires_at) and "
+            "`zenops reap` removes them then; each server also gets a dead-man's switch that deletes it at its expiry "
+            "(where the servers reach Keystone and Nova: the cloud profile's expiry_switch). Default: no expiry; "
+            "re-running without --ttl keeps the existing one.",
+        ),
+        click.option(
+            "--network-mode",
+            type=click.Choice(["provider", "floating"]),
+            help="provider network, or tenant network + router + floating IPs (default: the cloud profile's).",
+        ),
+    ]
+    return option_group("cloud", CloudFlags, options)(f)
+
+
 @click.command()
 @inventory_option
-@cloud_option
-@flavor_option
-@click.option("--count", type=click.IntRange(1, 100), default=1, show_default=True, help="Servers (with --cloud).")
-@deployment_name_option("Deployment name (default: from the flavor). Re-using a name adopts.")
-@click.option(
-    "--image",
-    metavar="IMAGE",
-    help="With --cloud: the Glance image the servers boot (default: the cloud profile's, debian-12). The engine "
-    "image is set by --image-source/--image-ref.",
-)
-@click.option("--campaign", metavar="ID", help="Campaign the deployment belongs to (marks its resources).")
-@click.option(
-    "--ttl",
-    metavar="DURATION",
-    help="With --cloud: the servers expire after this long (90m, 2h, 1d; metadata zenops:expires_at) and "
-    "`zenops reap` removes them then; each server also gets a dead-man's switch that deletes it at its expiry "
-    "(where the servers reach Keystone and Nova: the cloud profile's expiry_switch). Default: no expiry; "
-    "re-running without --ttl keeps the existing one.",
-)
-@click.option(
-    "--network-mode",
-    type=click.Choice(["provider", "floating"]),
-    help="provider network, or tenant network + router + floating IPs (default: the cloud profile's).",
-)
-@serving_options(model_required=False)
-@click.option(
-    "--image-source",
-    type=click.Choice(IMAGE_SOURCES),
-    default="build",
-    show_default=True,
-    help="How the engine image is made: build from vLLM's source, a prebuilt image, or pip from a package index.",
-)
-@click.option("--vllm", "vllm_version", metavar="VERSION", help="vLLM release (default: the table's default pair).")
-@click.option("--zentorch", metavar="VERSION", help="zentorch release to pair with --vllm.")
-@click.option("--force-unsupported", is_flag=True, help="Accept a pair the table marks broken or unknown (warns).")
-@click.option("--image-ref", metavar="REF", help="With --image-source prebuilt: the image to use.")
-@click.option("--served-model-name", metavar="NAME", help="Name clients use (default: the model id or dir name).")
-@click.option("--api-key-file", type=_FILE, help="File (mode 0600) with the API key (default: one zenops generates).")
-@click.option("--hf-token-file", type=_FILE, help="File (mode 0600) with a Hugging Face token (default: $HF_TOKEN).")
-@click.option(
-    "--measure/--no-measure",
-    default=False,
-    show_default=True,
-    help="With --model: measure the memory bandwidth and GEMM throughput of hosts whose facts have none, once, with "
-    "the engine image (as `zenops facts --bandwidth`; ~10-30 s per NUMA node), so the plan shows the measured "
-    "ceiling. Off by default; a measurement kept with the facts is always used.",
-)
-@click.option(
-    "--base-image", metavar="REF", help="With --image-source pip: the base image (default debian:bookworm-slim)."
-)
-@click.option(
-    "--base-image-archive",
-    type=_FILE,
-    help="With --image-source pip: a `docker save` tarball of the base image (no registry needed).",
-)
-@click.option(
-    "--health-timeout",
-    type=DurationType(10),
-    default=900,
-    show_default=True,
-    help="How long a server may take to become healthy.",
-)
-@click.option(
-    "--shutdown-timeout",
-    type=DurationType(0),
-    default=30,
-    show_default=True,
-    help="The longest expected request: how long a stopping server lets in-flight requests finish (vLLM's "
-    "--shutdown-timeout; Docker's stop timeout is 15 s more). 0: vLLM aborts them.",
-)
-@engine_arg_option
+@_cloud_options
+@request_options("up")
 @tuned_option
 @gateway_options
 @limit_option
@@ -156,29 +121,8 @@ def _apply_tuned(
 def up(
     ctx: click.Context,
     inventory: Path | None,
-    cloud: str | None,
-    flavor: str | None,
-    count: int,
-    deployment: str | None,
-    image: str | None,
-    campaign: str | None,
-    ttl: str | None,
-    network_mode: str | None,
-    serving: ServingFlags,
-    image_source: str,
-    vllm_version: str | None,
-    zentorch: str | None,
-    force_unsupported: bool,
-    image_ref: str | None,
-    served_model_name: str | None,
-    api_key_file: Path | None,
-    hf_token_file: Path | None,
-    measure: bool,
-    base_image: str | None,
-    base_image_archive: Path | None,
-    health_timeout: int,
-    shutdown_timeout: int,
-    engine_args: tuple[str, ...],
+    cloud: CloudFlags,
+    request: RequestFlags,
     tuned_file: Path | None,
     gateway: GatewayFlags,
     limit: str | None,
@@ -224,85 +168,37 @@ def up(
 
     Docker settings (source distro|upstream, users, log rotation) come from the `docker:` section of the config.
     """
-    from zenops.deploy import CloudRequest, serve_request_for, up_cloud  # noqa: PLC0415
     from zenops.hosts import up_inventory  # noqa: PLC0415
     from zenops.serve import ServeRequest, check_engine_args, serve_inventory  # noqa: PLC0415
 
     app = get_app(ctx)
-    name, check = deployment, dry_run
-    fields: dict[str, Any] = {
-        "image_source": image_source,
-        "vllm": vllm_version,
-        "zentorch": zentorch,
-        "force_unsupported": force_unsupported,
-        "prebuilt_ref": image_ref,
-        "served_model_name": served_model_name,
-        "api_key_file": api_key_file,
-        "hf_token_file": hf_token_file,
-        "platform": serving.platform,
-        "max_model_len": serving.max_model_len,
-        "max_num_seqs": serving.max_num_seqs,
-        "concurrency": serving.concurrency,
-        "objective": serving.objective,
-        "instances": serving.instances,
-        "base_image": base_image,
-        "base_image_archive": base_image_archive,
-        "health_timeout": health_timeout,
-        "shutdown_timeout": shutdown_timeout,
-        "engine_args": engine_args,
-        "measure": measure,
-        "gateway": gateway.mode,
-        "gateway_host": gateway.host,
-        "gateway_port": gateway.port,
-        "gateway_tls_cert_file": gateway.tls_cert_file,
-    }
-    tuned = _apply_tuned(ctx, tuned_file, serving.model, flavor, fields) if tuned_file is not None else None
+    check = dry_run
+    where = cloud
+    cloud_name, flavor, ttl = where.cloud, where.flavor, where.ttl
+    model = request.model
+    fields: dict[str, Any] = {k: v for k, v in request.values.items() if k != "model"}
+    fields.update(
+        gateway=gateway.mode,
+        gateway_host=gateway.host,
+        gateway_port=gateway.port,
+        gateway_tls_cert_file=gateway.tls_cert_file,
+    )
+    tuned = _apply_tuned(ctx, tuned_file, model, flavor, fields) if tuned_file is not None else None
     check_engine_args(fields["engine_args"])  # before anything is provisioned (and again with the plans)
-    serve_req = ServeRequest(model=serving.model, **fields) if serving.model else None
+    serve_req = ServeRequest(model=model, **fields) if model else None
     reason = tuned.reason if tuned else None
-    if flavor and not cloud and inventory is None and os.environ.get("OS_CLOUD"):
-        cloud = os.environ["OS_CLOUD"]  # the default cloud, as the openstack CLI takes it
-        app.note(f"--cloud {cloud} (from OS_CLOUD)")
-    if cloud or flavor:
+    if flavor and not cloud_name and inventory is None and os.environ.get("OS_CLOUD"):
+        cloud_name = os.environ["OS_CLOUD"]  # the default cloud, as the openstack CLI takes it
+        app.note(f"--cloud {cloud_name} (from OS_CLOUD)")
+    if cloud_name or flavor:
         if inventory is not None:
             raise UsageError("--inventory and --cloud: choose your own hosts or new cloud servers, not both")
-        if not (cloud and flavor):
+        if not (cloud_name and flavor):
             raise UsageError(
                 "--cloud and --flavor go together",
                 hint="e.g. --cloud flex --flavor gp.5.24.96 (OS_CLOUD, when set, is the default --cloud)",
             )
-        from zenops.cloud.marks import parse_duration  # noqa: PLC0415
-
-        _check_gateway_flavor(gateway, with_model=serve_req is not None)
-        request = CloudRequest(
-            cloud=cloud,
-            flavor=flavor,
-            count=count,
-            name=name,
-            image=image,
-            campaign=campaign,
-            network_mode=network_mode,
-            ttl_s=parse_duration(ttl) if ttl else None,
-            gateway_flavor=gateway.flavor,
-            gateway_port=gateway.port,
-            gateway_fronts=serve_req is not None and (gateway.mode == "on" or (gateway.mode == "auto" and count > 1)),
-        )
-
-        from zenops.deploy import default_name  # noqa: PLC0415
-        from zenops.lock import cloud_key  # noqa: PLC0415
-
-        key = None if check else cloud_key(cloud, name or default_name(flavor))
-        with app.run_context(lock=key) as run_ctx:
-            result, dep = up_cloud(run_ctx, request, check=check)
-            served = (
-                None
-                if serve_req is None or check
-                else serve_inventory(run_ctx, Path(dep.inventory), serve_request_for(serve_req, dep), tuned=reason)
-            )
-        if served is None:
-            _report(app, result, check, dep)
-            return
-        _report_serve(app, served, check, dep)
+        _up_cloud(app, where, cloud_name, gateway, serve_req, reason, check=check)
         return
     if gateway.flavor:
         raise UsageError("--gateway-flavor goes with --cloud: on your own hosts, pick one with --gateway-host")
@@ -325,6 +221,52 @@ def up(
     with app.run_context(lock=key) as run_ctx:
         result = up_inventory(run_ctx, inventory, limit=limit, check=check)
     _report(app, result, check)
+
+
+def _up_cloud(
+    app: App,
+    where: CloudFlags,
+    cloud_name: str,
+    gateway: GatewayFlags,
+    serve_req: ServeRequest | None,
+    reason: str | None,
+    *,
+    check: bool,
+) -> None:
+    """`up --cloud`: the servers (zenops.deploy.up_cloud), then, with --model, what serves on them."""
+    from zenops.cloud.marks import parse_duration  # noqa: PLC0415
+    from zenops.deploy import CloudRequest, default_name, serve_request_for, up_cloud  # noqa: PLC0415
+    from zenops.lock import cloud_key  # noqa: PLC0415
+    from zenops.serve import serve_inventory  # noqa: PLC0415
+
+    assert where.flavor is not None
+    flavor, name, ttl = where.flavor, where.deployment, where.ttl
+    _check_gateway_flavor(gateway, with_model=serve_req is not None)
+    cloud_req = CloudRequest(
+        cloud=cloud_name,
+        flavor=flavor,
+        count=where.count,
+        name=name,
+        image=where.image,
+        campaign=where.campaign,
+        network_mode=where.network_mode,
+        ttl_s=parse_duration(ttl) if ttl else None,
+        gateway_flavor=gateway.flavor,
+        gateway_port=gateway.port,
+        gateway_fronts=serve_req is not None and (gateway.mode == "on" or (gateway.mode == "auto" and where.count > 1)),
+    )
+    key = None if check else cloud_key(cloud_name, name or default_name(flavor))
+    with app.run_context(lock=key) as run_ctx:
+        result, dep = up_cloud(run_ctx, cloud_req, check=check)
+        served = (
+            None
+            if serve_req is None or check
+            else serve_inventory(run_ctx, Path(dep.inventory), serve_request_for(serve_req, dep), tuned=reason)
+        )
+    if served is None:
+        _report(app, result, check, dep)
+    else:
+        _report_serve(app, served, check, dep)
 
 
 def _check_gateway_flavor(gateway: GatewayFlags, *, with_model: bool) -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from zenops import gateway as gw_lib
+from zenops import request_options
 from zenops.context import RunContext
 from zenops.errors import (
     CanceledError,
@@ -38,11 +39,8 @@ from zenops.rollout.state import BatchState, Ledger, RolloutState, now
 from zenops.serving_record import deployment_key, load_serving_record, save_serving_record
 
 # ServeRequest fields a rollout may change (the same model/engine/plan options as `zenops up`)
-CHANGEABLE = (
-    "model", "image_source", "vllm", "zentorch", "force_unsupported", "prebuilt_ref", "served_model_name",
-    "platform", "max_model_len", "max_num_seqs", "concurrency", "objective", "instances", "base_image",
-    "base_image_archive", "health_timeout", "shutdown_timeout", "engine_args",
-)  # fmt: skip
+# what a rollout may change: the table's changeable options (zenops.request_options, one declaration each)
+CHANGEABLE = request_options.CHANGEABLE
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,208 @@
+"""The serving and engine options, each declared once: its flag, type, default, help, which commands take it, whether
+a rollout may change it, where a campaign file may set it, and the role variable it becomes.
+
+Everything else is derived from :data:`OPTIONS`:
+
+* the click options of `plan`, `up` and `rollout` (zenops.cli.options.request_options);
+* the request a command builds (its values are ServeRequest fields: the option's ``field``);
+* what a tuned file may set on each command (zenops.cli.options.tuned_options), and what `rollout` may change
+  (:data:`CHANGEABLE`);
+* the keys of a campaign file's ``variants`` and ``engine`` sections (zenops.campaign.spec);
+* the role variables of the plain pass-through options (:func:`role_vars`, zenops.serve).
+
+Pure: no click, no I/O. One name per concept: the ``field`` is the option's name in requests, serving records,
+campaign and tuned files; the flag is the same words with dashes, except where noted (``vllm`` is --vllm and
+``prebuilt_ref`` is --image-ref: the flags operators know).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+PLAN, UP, ROLLOUT = "plan", "up", "rollout"
+SERVING_COMMANDS = (PLAN, UP, ROLLOUT)
+DTYPES = ("bfloat16", "float16", "float32")
+IMAGE_SOURCES = ("pip", "build", "prebuilt")
+
+
+@dataclass(frozen=True)
+class Option:
+    field: str  # the ServeRequest field; the key in campaign and tuned files and in the serving record
+    flag: str  # the command-line flag
+    kind: str  # str | int | choice | bool | duration | path | instances | args
+    help: str
+    commands: tuple[str, ...] = SERVING_COMMANDS
+    default: Any = None  # `up`'s (and `plan`'s) default; `rollout` has none: what is deployed stays
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None  # int and duration: the least value taken
+    metavar: str | None = None
+    short: str | None = None  # a one-letter flag too (-m)
+    changeable: bool = True  # `rollout` may change it (in a rollout's request, from a flag or a tuned file)
+    campaign: tuple[str, ...] = ()  # the campaign file's sections that may set it: variant, engine
+    example: str = ""  # for a campaign file's error message: the key with a value
+    role_var: str | None = None  # the vllm_server role variable it is passed as, unchanged (role_vars)
+    old_keys: tuple[str, ...] = ()  # earlier names of its config key (defaults.<command>.<key>), still taken
+
+    @property
+    def param(self) -> str:
+        """The click parameter's name: the field (--image-ref's is prebuilt_ref, --vllm's is vllm)."""
+        return self.field
+
+    def takes(self, command: str) -> bool:
+        return command in self.commands
+
+
+_VERSION_FIX = "(quoted: YAML reads 0.10 as the number 0.1)"
+
+OPTIONS: tuple[Option, ...] = (
+    # --- what to serve and how: the planner's options -------------------------------------------------------------
+    Option(
+        "model", "--model", "str", short="-m", metavar="MODEL",
+        help="A catalogue model id (e.g. Qwen/Qwen3-4B) or a local model directory with config.json (copied to the "
+        "hosts when served).",
+    ),
+    Option(
+        "platform", "--platform", "choice", default="auto", choices=("auto", "zen", "cpu"),
+        help="zen = vLLM + zentorch (AMD with AVX-512), cpu = stock vLLM CPU backend.",
+        campaign=("variant",), example="platform: zen",
+    ),
+    Option(
+        "dtype", "--dtype", "choice", default="bfloat16", choices=DTYPES,
+        help="Weights and activations (bfloat16: native on AVX-512 BF16 CPUs; float32: twice the memory).",
+        campaign=("variant",), example="dtype: bfloat16",
+    ),
+    Option(
+        "max_model_len", "--max-model-len", "int", minimum=16, help="Tokens per request (default: what fits).",
+        campaign=("variant",), example="max_model_len: 4096",
+    ),
+    Option(
+        "max_num_seqs", "--max-num-seqs", "int", minimum=1,
+        help="Concurrent sequences (default: concurrency + 1).", campaign=("variant",), example="max_num_seqs: 8",
+    ),
+    Option(
+        "concurrency", "--concurrency", "int", default=4, minimum=1,
+        help="Expected concurrent requests (sizes max-num-seqs and KV; picks the default objective).",
+        campaign=("variant",), example="concurrency: 4  (the load the planner sizes for)",
+    ),
+    Option(
+        "objective", "--objective", "choice", default="auto", choices=("auto", "latency", "throughput"),
+        help="latency: one instance per NUMA node; throughput: big nodes split into several instances "
+        "(auto: throughput from concurrency 6).",
+        campaign=("variant",), example="objective: throughput",
+    ),
+    Option(
+        "instances", "--instances", "instances", default=None, metavar="auto|N",
+        help="Server instances per host (auto: the plan decides).", campaign=("variant",),
+        example="instances: 2  (or auto)",
+    ),
+    Option(
+        "tensor_parallel", "--tensor-parallel", "int", minimum=1, metavar="N",
+        help="Tensor-parallel ranks per instance (default: only when the model fits no NUMA node).",
+        campaign=("variant",), example="tensor_parallel: 2",
+    ),
+    # --- the engine: its image, its pair, how it runs ---------------------------------------------------------------
+    Option(
+        "vllm", "--vllm", "str", metavar="VERSION", old_keys=("vllm_version",),
+        help="vLLM release (default: the compatibility table's).",
+        campaign=("variant", "engine"), example=f'vllm: "0.11.0"  {_VERSION_FIX}',
+    ),
+    Option(
+        "zentorch", "--zentorch", "str", metavar="VERSION", help="zentorch release to pair with --vllm.",
+        commands=(UP, ROLLOUT), campaign=("variant", "engine"), example=f'zentorch: "5.1.0"  {_VERSION_FIX}',
+    ),
+    Option(
+        "image_source", "--image-source", "choice", default="build", choices=IMAGE_SOURCES, commands=(UP, ROLLOUT),
+        help="How the engine image is made: build from vLLM's source, a prebuilt image, or pip from a package index.",
+        campaign=("engine",), example="image_source: pip",
+    ),
+    Option(
+        "force_unsupported", "--force-unsupported", "bool", default=False, commands=(UP, ROLLOUT),
+        help="Accept a vLLM/zentorch pair the compatibility table marks broken or does not know (warns).",
+    ),
+    Option(
+        "prebuilt_ref", "--image-ref", "str", metavar="REF", commands=(UP, ROLLOUT),
+        help="With --image-source prebuilt: the engine image to use.",
+        campaign=("engine",), example="prebuilt_ref: registry.example.com/vllm-zen:0.11.0",
+    ),
+    Option(
+        "served_model_name", "--served-model-name", "str", metavar="NAME", commands=(UP, ROLLOUT),
+        help="Name clients use (default: the model id or dir name).", campaign=("engine",),
+        example="served_model_name: model", role_var="vllm_server_served_model_name",
+    ),
+    Option(
+        "base_image", "--base-image", "str", metavar="REF", commands=(UP,),
+        help="With --image-source pip: the base image (default debian:bookworm-slim).",
+        campaign=("engine",), example="base_image: debian:bookworm-slim",
+    ),
+    Option(
+        "base_image_archive", "--base-image-archive", "path", commands=(UP,),
+        help="With --image-source pip: a `docker save` tarball of the base image (no registry needed).",
+        campaign=("engine",),
+        example="base_image_archive: images/base.tar  (a `docker save` tarball, relative to this file)",
+    ),
+    Option(
+        "health_timeout", "--health-timeout", "duration", default=900, minimum=10, commands=(UP, ROLLOUT),
+        help="How long a server may take to become healthy.", campaign=("engine",),
+        example="health_timeout: 15m  (or 900: seconds)", role_var="vllm_server_health_timeout",
+    ),
+    Option(
+        "shutdown_timeout", "--shutdown-timeout", "duration", default=30, minimum=0, commands=(UP, ROLLOUT),
+        help="The longest expected request: how long a stopping server lets in-flight requests finish (vLLM's "
+        "--shutdown-timeout; Docker's stop timeout is 15 s more). 0: vLLM aborts them.",
+        role_var="vllm_server_shutdown_timeout",
+    ),
+    Option(
+        "engine_args", "--engine-arg", "args", default=(), metavar="ARG", commands=(UP, ROLLOUT),
+        help="One more `vllm serve` argument after the planned ones, repeatable: --engine-arg=--enforce-eager "
+        "(no torch.compile: faster start, slower decode), --engine-arg=--enable-prefix-caching. What zenops sets "
+        "itself (--max-num-seqs, --port, ...) is refused, naming its own option.",
+        campaign=("variant", "engine"), example="engine_args: [--enforce-eager]", role_var="vllm_server_extra_args",
+    ),
+    Option(
+        "measure", "--measure/--no-measure", "bool", default=False, commands=(UP,),
+        help="With --model: measure the memory bandwidth and GEMM throughput of hosts whose facts have none, once, "
+        "with the engine image (as `zenops facts --bandwidth`; ~10-30 s per NUMA node), so the plan shows the "
+        "measured ceiling. Off by default; a measurement kept with the facts is always used.",
+        changeable=False,
+    ),
+    Option(
+        "api_key_file", "--api-key-file", "path", commands=(UP,), changeable=False,
+        help="File (mode 0600) with the API key (default: one zenops generates).",
+    ),
+    Option(
+        "hf_token_file", "--hf-token-file", "path", commands=(UP,), changeable=False,
+        help="File (mode 0600) with a Hugging Face token (default: $HF_TOKEN).",
+    ),
+)  # fmt: skip
+
+BY_FIELD: Mapping[str, Option] = {o.field: o for o in OPTIONS}
+
+# what a rollout may change: every option it can be given, and what only a tuned file brings it (the pip base image)
+CHANGEABLE: tuple[str, ...] = tuple(o.field for o in OPTIONS if o.changeable)
+
+
+def for_command(command: str) -> tuple[Option, ...]:
+    """The options ``command`` takes, in the table's order (their --help order)."""
+    return tuple(o for o in OPTIONS if o.takes(command))
+
+
+def campaign_keys(section: str) -> tuple[Option, ...]:
+    """The options a campaign file's ``section`` (variant or engine) may set."""
+    return tuple(o for o in OPTIONS if section in o.campaign)
+
+
+def role_vars(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The role variables of the pass-through options among ``values`` (ServeRequest fields): each set one under
+    its ``role_var`` (engine_args as a list), an unset name left out (the role's default)."""
+    out: dict[str, Any] = {}
+    for o in OPTIONS:
+        if o.role_var is None or o.field not in values:
+            continue
+        value = values[o.field]
+        if o.kind == "args":
+            out[o.role_var] = list(value or ())
+        elif value is not None and value != "":
+            out[o.role_var] = value
+    return out
