@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.conftest import REPO
 from zenops.campaign.state import deployment_name
@@ -250,6 +251,13 @@ def check_report(env: dict[str, str], campaign: str, work: Path, models: list[Pa
     assert not_measured == {(BROKEN, "failed"), (EXPENSIVE, "skipped")}
     assert tuned.is_file()
     assert all(str(m) in tuned.read_text() for m in models)
+    # the tuned file pins the engine the cells ran (the file's engine named no pair: the pip route's default)
+    from zenops.compat import table  # noqa: PLC0415
+
+    pair = table().test_default
+    for entry in yaml.safe_load(tuned.read_text())["models"].values():
+        options = entry["options"]
+        assert (options["vllm"], options["zentorch"], options["image_source"]) == (pair.vllm, pair.zentorch, "pip")
 
 
 def test_campaign_over_budget_interrupted_resumed_reported_and_torn_down(env, broken_flavor, tmp_path):

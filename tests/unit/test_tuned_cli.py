@@ -108,6 +108,25 @@ def test_plan_takes_the_tuned_options_and_names_the_campaign(run, tuned):
     assert "max_num_seqs=7" in said
 
 
+def test_the_tuned_file_pins_the_engine_pair_the_cells_ran(run, tmp_path):
+    """A campaign whose engine named no pair ran the table's default of its route: its state (and so its tuned file)
+    pins that pair and the route, and `plan --tuned` plans for it, not for the planner's default release."""
+    from zenops import compat  # noqa: PLC0415
+    from zenops.campaign.run import pinned_engine  # noqa: PLC0415
+    from zenops.planner import DEFAULT_VLLM_VERSION  # noqa: PLC0415
+
+    pair = compat.table().test_default
+    assert pair.vllm != DEFAULT_VLLM_VERSION  # else this test could not tell the two apart
+    engine = pinned_engine({"image_source": "pip"}, pair.id)
+    assert (engine["vllm"], engine["zentorch"], engine["image_source"]) == (pair.vllm, pair.zentorch, "pip")
+    assert pinned_engine({"vllm": "0.11.0", "zentorch": "5.1.0"}, pair.id)["vllm"] == "0.11.0"  # as the file named
+    assert pinned_engine({}, pair.id)["image_source"] == "build"  # the route's default, said
+    path = write_tuned(tmp_path / "t.yaml", {"Qwen/Qwen3-4B": {**engine, "platform": "cpu"}})
+    r = run(["plan", "--facts", str(FACTS), "--model", "Qwen/Qwen3-4B", "--tuned", str(path), "--json"])
+    assert r.exit_code == 0, r.output
+    assert last_json(r.output)["vllm_version"] == pair.vllm
+
+
 def test_plan_text_output_shows_the_tuned_reason(run, tuned):
     r = plan(run, "--tuned", str(tuned))
     assert r.exit_code == 0, r.output

@@ -20,7 +20,7 @@ import hashlib
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
@@ -106,6 +106,20 @@ def engine_pair(ctx: RunContext, spec: CampaignSpec) -> str:
 
     req = serve.request_from_dict({**dict(spec.engine), "model": spec.models[0]})
     return serve.resolve_combo(req, ctx.warn).id
+
+
+def pinned_engine(engine: Mapping[str, Any], pair: str) -> dict[str, Any]:
+    """The campaign's engine options with what the cells ran pinned: the vLLM/zentorch pair (``pair``, resolved
+    from the table when the file named none) and the image route, so a tuned file deploys what was measured, not
+    the default pair of whatever zenops reads it later. A variant's own vllm/zentorch still wins over them."""
+    from zenops import compat, request_options  # noqa: PLC0415
+
+    combo = compat.table().by_id(pair)
+    pinned = {"image_source": request_options.BY_FIELD["image_source"].default, **dict(engine)}
+    if combo is not None:
+        pinned.setdefault("vllm", combo.vllm)
+        pinned.setdefault("zentorch", combo.zentorch)
+    return pinned
 
 
 def _todo(cells: list[plan_lib.Cell], state: CampaignState | None) -> list[plan_lib.Cell]:
@@ -213,7 +227,7 @@ class Campaign:
             state.spec_digest = spec_digest(self.spec)
         state.max_usd = self.spec.budget.max_usd
         state.variants = {v.name: _jsonable(v.options) for v in self.spec.variants}
-        state.engine = _jsonable(self.spec.engine)
+        state.engine = _jsonable(pinned_engine(self.spec.engine, planned.engine_pair))
         for c in planned.cells:
             cs = state.cells.get(c.key)
             if cs is None:
