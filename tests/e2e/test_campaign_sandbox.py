@@ -321,7 +321,23 @@ def test_campaign_over_budget_interrupted_resumed_reported_and_torn_down(env, br
     assert campaign_resources(campaign) == []
     assert 0 < final["spent_usd"] < MAX_USD
 
-    # 4. the report
+    # 4. the report; 5. a new campaign of the same flavors and image route, projected from this one's durations
     check_report(env, campaign, work, models)
+    check_projection_from_history(env, spec, work, campaign, final)
+
+
+def check_projection_from_history(env, spec: Path, work: Path, campaign: str, final: dict) -> None:
+    """`campaign plan` of a new campaign of the same flavors and image route projects from what ``campaign``
+    measured, and its projection for the measured flavors is put beside what they cost here (a figure for the
+    notes, not a timed assertion)."""
+    again = work / "again.yaml"
+    again.write_text(spec.read_text().replace("name: e2e-sweep", "name: e2e-again"))
+    out = zenops(env, "campaign", "plan", str(again), cwd=work, rc=17)
+    projection = next(x for x in out if x.get("type") == "result")["projection"]
+    assert projection["durations_from"] == campaign, projection
+    projected_usd = sum(g["usd"] for g in projection["groups"] if g["group"] in FLAVORS)
+    spent_usd = sum(s["cost_usd"] for s in final["servers"] if s["flavor"] in FLAVORS)
+    FIGURES["projection_vs_spend"] = {"projected_usd": projected_usd, "spent_usd": spent_usd}
+    print(f"\nmeasured flavors: projected ${projected_usd:.4f} from {campaign}'s durations, spent ${spent_usd:.4f}")
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     REPORT.write_text(json.dumps(FIGURES, indent=2))

@@ -209,3 +209,44 @@ def test_fitting_parallel_keeps_the_biggest_servers_inside_the_quota():
     # not even the biggest fits: 0 (its own preflight names the limit)
     none = Limits(max_cores=4, cores_used=0, max_ram_mib=10**6, ram_used_mib=0, max_instances=10, instances_used=0)
     assert plan_lib.fitting_parallel(3, sizes, none) == 0
+
+
+# --- a new campaign projected from what earlier ones measured here ---------------------------------------------
+
+
+def test_durations_from_earlier_campaigns_are_the_median_and_say_whose():
+    d = plan_lib.Durations.from_history(
+        [("c-2", {"provision_s": [100.0, 120.0], "bench_s": [30.0]}), ("c-1", {"provision_s": [200.0]}), ("c-0", {})]
+    )
+    assert d.provision_s == 120.0  # the median of 100, 120 and 200: neither the slowest nor the fastest
+    assert d.bench_s == 30.0
+    assert d.serve_s == plan_lib.SERVE_S  # measured by none: the estimate
+    assert d.measured == ("bench_s", "provision_s")
+    assert d.source == "c-2, c-1"  # c-0 measured nothing
+    spec = make_spec()
+    cells = plan_lib.cells(spec)
+    assert plan_lib.project(spec, cells, PRICES.get, d).usd < plan_lib.project(spec, cells, PRICES.get).usd
+    assert plan_lib.project(spec, cells, PRICES.get, d).to_dict()["durations_from"] == "c-2, c-1"
+    assert plan_lib.project(spec, cells, PRICES.get).to_dict()["durations_from"] == "estimates"
+
+
+def test_only_earlier_campaigns_of_the_same_flavors_and_image_route_count():
+    from zenops.campaign.run import earlier_measurements  # noqa: PLC0415
+    from zenops.campaign.state import CellState  # noqa: PLC0415
+
+    store = Store(Config())
+    spec = make_spec(engine={"image_source": "pip"})
+    cells = plan_lib.cells(spec)
+
+    def earlier(cid: str, group: str, route: str, samples: dict) -> None:
+        state = CampaignState(cid, cid, "/x.yaml", "d", "2026-11-21T12:00:00+00:00", status="done")
+        state.cells["k"] = CellState("k", group, "/m/tiny-a", "zen", status="done")
+        state.engine, state.samples = {"image_source": route}, samples
+        store.save(state)
+
+    earlier("a-1", "f.small", "pip", {"provision_s": [90.0]})
+    earlier("b-1", "f.other", "pip", {"provision_s": [900.0]})  # another flavor
+    earlier("c-1", "f.big", "build", {"provision_s": [800.0]})  # another image route
+    earlier("d-1", "f.big", "pip", {})  # measured nothing
+    earlier("e-1", "f.big", "pip", {"provision_s": [110.0]})
+    assert [cid for cid, _ in earlier_measurements(store, spec, cells)] == ["e-1", "a-1"]

@@ -17,6 +17,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from statistics import median
 from typing import Any
 
 from zenops.campaign.spec import BenchSpec, CampaignSpec
@@ -105,6 +106,9 @@ def bench_seconds(b: BenchSpec, tok_s: float = BENCH_TOK_S) -> float:
     return per_level * len(b.concurrency) * b.repeats
 
 
+PHASES = ("provision_s", "teardown_s", "first_serve_s", "serve_s", "bench_s")  # Durations' measured fields
+
+
 @dataclass(frozen=True)
 class Durations:
     """Seconds per phase: measured by this campaign where it has measured them, else the estimates."""
@@ -115,16 +119,35 @@ class Durations:
     serve_s: float = SERVE_S
     bench_s: float | None = None  # None: bench_seconds(spec.bench)
     measured: tuple[str, ...] = ()  # which of them are measurements
+    source: str = ""  # whose measurements: "this campaign", or the earlier campaigns' ids ("": the estimates)
 
     @classmethod
     def from_measurements(cls, samples: Mapping[str, Sequence[float]]) -> Durations:
         """``samples``: phase name (a field above) -> the seconds measured so far; the slowest one counts."""
         values: dict[str, float] = {}
-        for name in ("provision_s", "teardown_s", "first_serve_s", "serve_s", "bench_s"):
+        for name in PHASES:
             got = [s for s in samples.get(name, ()) if s >= 0]
             if got:
                 values[name] = max(got)
-        return cls(**values, measured=tuple(sorted(values)))
+        return cls(**values, measured=tuple(sorted(values)), source="this campaign" if values else "")
+
+    @classmethod
+    def from_history(cls, campaigns: Sequence[tuple[str, Mapping[str, Sequence[float]]]]) -> Durations:
+        """What earlier campaigns on this controller measured (``campaigns``: id, samples), for a new campaign of
+        the same flavors and image route: the median of each phase over all of them (a projection close to what
+        the run will spend, not the slowest case), the estimates for a phase none measured."""
+        pooled: dict[str, list[float]] = {}
+        used: list[str] = []
+        for campaign_id, samples in campaigns:
+            got = False
+            for name in PHASES:
+                seconds = [s for s in samples.get(name, ()) if s >= 0]
+                pooled.setdefault(name, []).extend(seconds)
+                got = got or bool(seconds)
+            if got:
+                used.append(campaign_id)
+        values = {name: float(median(v)) for name, v in pooled.items() if v}
+        return cls(**values, measured=tuple(sorted(values)), source=", ".join(used))
 
     def cell_s(self, bench: BenchSpec, *, first: bool) -> float:
         serve = self.first_serve_s if first else self.serve_s
@@ -175,6 +198,7 @@ class Projection:
             "server_hours": round(self.hours, 3),
             "unknown_prices": self.unknown_prices,
             "measured": list(self.durations.measured),
+            "durations_from": self.durations.source or "estimates",
         }
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zenops import catalog
+from zenops import catalog, request_options
 from zenops.campaign import plan as plan_lib
 from zenops.campaign.spec import CampaignSpec
 from zenops.campaign.state import CampaignState, CellState, ServerState, Store, deployment_name, new_id, now_iso
@@ -112,7 +112,7 @@ def pinned_engine(engine: Mapping[str, Any], pair: str) -> dict[str, Any]:
     """The campaign's engine options with what the cells ran pinned: the vLLM/zentorch pair (``pair``, resolved
     from the table when the file named none) and the image route, so a tuned file deploys what was measured, not
     the default pair of whatever zenops reads it later. A variant's own vllm/zentorch still wins over them."""
-    from zenops import compat, request_options  # noqa: PLC0415
+    from zenops import compat  # noqa: PLC0415
 
     combo = compat.table().by_id(pair)
     pinned = {"image_source": request_options.BY_FIELD["image_source"].default, **dict(engine)}
@@ -135,6 +135,30 @@ def _todo(cells: list[plan_lib.Cell], state: CampaignState | None) -> list[plan_
     return out
 
 
+HISTORY = 5  # earlier campaigns whose measurements project a new one's durations, the latest first
+
+
+def earlier_measurements(
+    store: Store, spec: CampaignSpec, cells: list[plan_lib.Cell]
+) -> list[tuple[str, dict[str, list[float]]]]:
+    """The measured phase durations of the latest earlier campaigns on this controller that ran the same image
+    route on the same kind of servers (a cloud campaign: a flavor of this one; own hosts: own hosts), newest
+    first, at most HISTORY of them."""
+    route = spec.engine.get("image_source", request_options.BY_FIELD["image_source"].default)
+    groups = {c.group for c in cells}
+    out: list[tuple[str, dict[str, list[float]]]] = []
+    for state in reversed(store.all()):
+        if state.engine.get("image_source", request_options.BY_FIELD["image_source"].default) != route:
+            continue
+        ran = {c.group for c in state.cells.values()}
+        if not ran & groups or not state.samples:
+            continue
+        out.append((state.id, state.samples))
+        if len(out) == HISTORY:
+            break
+    return out
+
+
 def plan_campaign(ctx: RunContext, spec: CampaignSpec, store: Store) -> Planned:
     from zenops import serve  # noqa: PLC0415
 
@@ -144,7 +168,10 @@ def plan_campaign(ctx: RunContext, spec: CampaignSpec, store: Store) -> Planned:
     cells = plan_lib.cells(spec, pair)
     state = store.resumable(spec.name)
     todo = _todo(cells, state)
-    durations = plan_lib.Durations.from_measurements(state.samples) if state else plan_lib.Durations()
+    if state is not None:  # a campaign going on: what it measured itself
+        durations = plan_lib.Durations.from_measurements(state.samples)
+    else:  # a new one: what earlier campaigns of the same flavors and image route measured here
+        durations = plan_lib.Durations.from_history(earlier_measurements(store, spec, cells))
     started = frozenset(s.group for s in state.running_servers()) if state else frozenset()
     projection = plan_lib.project(
         spec,

@@ -85,10 +85,13 @@ def _print_plan(app: App, planned: Planned) -> None:
         )
     cap = f" of budget ${spec.budget.max_usd:.2f}" if spec.budget.max_usd is not None else " (no budget cap)"
     spent = f" (${proj.spent_usd:.2f} spent)" if proj.spent_usd else ""
-    est = "measured" if proj.durations.measured else "estimated"
-    app.err.print(
-        f"projected ${proj.usd:.2f}{spent}{cap}; durations {est}; servers expire after {spec.budget.ttl_s // 60} min"
+    d = proj.durations
+    est = (
+        f"durations measured by {d.source} ({', '.join(d.measured)}; the rest estimated)"
+        if d.measured
+        else "durations estimated (no earlier campaign of these flavors and image route here)"
     )
+    app.err.print(f"projected ${proj.usd:.2f}{spent}{cap}; {est}; servers expire after {spec.budget.ttl_s // 60} min")
     if proj.unknown_prices:
         app.err.print(
             f"[yellow]no price for {', '.join(proj.unknown_prices)}: counted as $0 (set prices: in the file)[/]"
@@ -170,6 +173,10 @@ def _print_status(app: App, state: CampaignState, *, final: bool = False) -> Non
                 "command": "campaign status",
                 **summary,
                 "cell_states": [vars(c) for c in state.cells.values()],
+                "servers": [
+                    {**vars(s), "hours": round(s.hours(), 4), "cost_usd": round(s.cost(), 4)}
+                    for s in state.servers.values()
+                ],
             }
         )
         return
