@@ -141,6 +141,7 @@ def _flag(argv: list[str], flag: str) -> str:
 def test_client_runs_in_the_servers_image_with_its_volumes_on_spare_cpus():
     argv = _argv(timeout=600)
     assert argv[:6] == ["timeout", "--kill-after=30", "600", "docker", "run", "--rm"]  # stopped when over time
+    assert argv[6] == "--init"  # an init as PID 1: the SIGTERM reaches the client, its children are reaped
     assert _flag(argv, "--name") == "zenops-bench-r1-0-zen-c4"  # one client per run, instance and level
     assert _flag(argv, "--entrypoint") == "/bin/sh"  # reads the key file, then execs vllm with the arguments
     image_at = argv.index("sha256:abc")  # the image the server runs, by id

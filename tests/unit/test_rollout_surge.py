@@ -19,7 +19,7 @@ from zenops import gateway as gw_lib
 from zenops.cloud import ledger
 from zenops.cloud.errors import QuotaExceededError
 from zenops.config import load
-from zenops.errors import ExitCode, RunFailedError
+from zenops.errors import ExitCode, HostFailure, RunFailedError
 from zenops.rollout import run as rollout_run
 from zenops.rollout.plan import Sample
 from zenops.rollout.state import Ledger
@@ -233,6 +233,35 @@ def test_a_new_server_that_cannot_start_fails_the_health_gate_and_is_deleted(run
     dep = ledger.load(cloud_fleet.config.state_dir, "c", "fle")
     assert dep is not None
     assert [s["name"] for s in dep.servers] == [OLD]
+
+
+def test_a_container_that_cannot_be_stopped_is_reported_as_such_not_as_a_health_gate(run, cloud_fleet, monkeypatch):
+    """Docker's words for a container whose PID 1 is a zombie (started without an init): the rollout names the stop,
+    the host and the container, and goes back as for any failed replacement."""
+    double = Surge(cloud_fleet, monkeypatch)
+    zombie = (
+        "Error response from daemon: cannot stop container: 4f2a9c: PID 1976 is zombie and can not be killed. "
+        "Use the --init option when creating containers"
+    )
+    double.fail["serve"] = RunFailedError(
+        "serve.yml", [HostFailure(NEW, "Fail when a server could not be started", zombie)], rc=2
+    )
+    r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), *ROLL)
+    assert r.exit_code == ExitCode.ROLLOUT_GATE, r.output
+    said = flat(r.output)
+    assert f"stopping the old server failed on {NEW}" in said
+    assert "4f2a9c" in said  # the container Docker named
+    assert "health gate failed" not in said
+    assert f"retire {NEW}" in double.calls
+
+
+def test_replace_failure_tells_a_stop_from_a_health_gate():
+    def failure(message: str) -> RunFailedError:
+        return RunFailedError("serve.yml", [HostFailure("h", "t", message)], rc=2)
+
+    assert rollout_run.replace_failure(failure("cannot stop container: abc: PID 7 is zombie")) == rollout_run.STOP
+    assert rollout_run.replace_failure(failure("server did not become healthy in 900 s")) == "health"
+    assert rollout_run.replace_failure(RunFailedError("serve.yml", [], rc=2)) == "health"
 
 
 def test_interrupted_while_switching_then_resumed_makes_no_second_server(run, cloud_fleet, monkeypatch):

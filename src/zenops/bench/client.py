@@ -87,6 +87,7 @@ def bench_argv(
         docker,
         "run",
         "--rm",
+        "--init",  # an init as PID 1: the timeout's SIGTERM reaches the client, its children are reaped
         "--name",
         client_name(run_id, server, stem),
         "--label",

@@ -43,6 +43,18 @@ from zenops.serving_record import deployment_key, load_serving_record, save_serv
 CHANGEABLE = request_options.CHANGEABLE
 
 
+STOP = "stop"  # not a gate: the old container could not be stopped (what replace_failure tells from the health gate)
+# what Docker says when a container cannot be stopped (a zombie PID 1: a container started without an init)
+_STOP_FAILURES = ("cannot stop container", "can not be killed", "is zombie")
+
+
+def replace_failure(error: RunFailedError) -> str:
+    """Why replacing a batch's servers failed: STOP when the old container could not be stopped (reported as that,
+    with the host and the container Docker names, not as a failed health gate), else "health"."""
+    text = " ".join(f.message for f in error.failures) or error.message
+    return STOP if any(s in text for s in _STOP_FAILURES) else "health"
+
+
 @dataclass(frozen=True)
 class RolloutRequest:
     changes: Mapping[str, Any]  # ServeRequest field -> new value (only what the operator asked to change)
@@ -518,7 +530,9 @@ class Rollout:
         try:
             served = self._serve(self.state.to_request, batch.hosts, min_healthy=self.req.min_healthy)
         except RunFailedError as e:
-            self._gate_failed(i, batch, "health", e.failures[0].host if e.failures else batch.hosts[0], e.message)
+            self._gate_failed(
+                i, batch, replace_failure(e), e.failures[0].host if e.failures else batch.hosts[0], e.message
+            )
         self._keep_served(served)
         new_names = self._update_gateway_backends(batch.hosts)
         if self.req.perf_gate:
@@ -599,7 +613,7 @@ class Rollout:
         try:
             served = self._serve(self.state.to_request, [new], min_healthy=self.req.min_healthy)
         except RunFailedError as e:
-            self._gate_failed(i, batch, "health", new, e.message)
+            self._gate_failed(i, batch, replace_failure(e), new, e.message)
         self._keep_served(served)
         if self.req.perf_gate:
             batch.status = "gating"
@@ -777,7 +791,8 @@ class Rollout:
         """Record the failure, send the changed batches back (unless --no-revert) and raise the gate's error."""
         self.ledger.event(self.state.id, "gate failed", gate=gate, batch=i + 1, host=host, detail=detail)
         changed = [b for b in self.state.batches[: i + 1] if b.status != "pending"]
-        where = f"{gate} gate failed on {host} (batch {i + 1} of {len(self.state.batches)})"
+        what = "stopping the old server failed" if gate == STOP else f"{gate} gate failed"
+        where = f"{what} on {host} (batch {i + 1} of {len(self.state.batches)})"
         if not self.req.revert:
             self.state.status = "failed"
             self.state.message = f"{where}: {detail}"
