@@ -302,10 +302,14 @@ def test_campaign_over_budget_interrupted_resumed_reported_and_torn_down(env, br
     out = zenops(env, "campaign", "run", str(spec), "--within-budget", cwd=work, rc=17)
     FIGURES["resume_s"] = round(time.monotonic() - t1, 1)
     done_n, other_n = 2 * per_flavor, per_flavor
-    assert f"stopped at its budget: {done_n} cell(s) done, {other_n} skipped, {other_n} failed" in out[-1]["message"], (
-        out[-1]
-    )
     final = zenops(env, "campaign", "status", campaign, cwd=work)[-1]
+    why = [
+        (c["group"], c["variant"], c["failure"], c["reason"]) for c in final["cell_states"] if c["status"] == "failed"
+    ]
+    assert f"stopped at its budget: {done_n} cell(s) done, {other_n} skipped, {other_n} failed" in out[-1]["message"], (
+        out[-1],
+        why,  # each failed cell's cause, for a failure here
+    )
     FIGURES["final"] = {k: final[k] for k in ("status", "cells", "spent_usd", "leaks")}
     assert final["status"] == "over-budget", final
     assert final["cells"] == {"done": done_n, "failed": other_n, "skipped": other_n}
