@@ -359,8 +359,11 @@ def _report_serve(app: App, served: ServeResult, check: bool, dep: Deployment | 
     changed = served.changed_total
     app.out.print(f"{'no changes' if changed == 0 else f'{changed} change(s)'}; served model name: {served.model}")
     if served.api_key_file:
+        # curl reads the header from a file descriptor: the key is never in an argv (readable by every user)
         app.out.print(
-            f'API key: {served.api_key_file} (send it as: -H "Authorization: Bearer $(cat {served.api_key_file})")'
+            f"API key: {served.api_key_file} (send it without putting it on a command line: curl -H "
+            f"@<(printf 'Authorization: Bearer %s' \"$(<{served.api_key_file})\") ...)",
+            highlight=False,
         )
     if served.gateway:
         gw = served.gateway
