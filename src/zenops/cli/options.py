@@ -91,8 +91,6 @@ class DurationType(click.ParamType[int, Any]):
         self.minimum = minimum
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int) and not isinstance(value, bool) and value >= self.minimum:
-            return value
         try:
             return durations.parse(value, minimum=self.minimum)
         except ValueError as e:
