@@ -67,6 +67,7 @@ FLAVORS = ("gp.5.2.8", "gp.5.4.16") if FULL else ("gp.5.2.8",)
 BROKEN = "e2e.error.2.8"  # its servers go to ERROR (created by the test, removed after it)
 EXPENSIVE = "gp.5.8.32"  # priced over the whole budget in the campaign file
 MAX_USD = 5.0
+PRICES = {BROKEN: 0.10, "gp.5.2.8": 0.10, "gp.5.4.16": 0.20, EXPENSIVE: 5000}  # USD per hour
 FIGURES: dict[str, Any] = {}
 N_MODELS = 2 if FULL else 1
 PARALLEL = 2 if FULL else 1
@@ -93,7 +94,7 @@ engine:
   health_timeout: 600
 bench: {{concurrency: [1, 2], input_len: 32, output_len: 16, prompts: 6, repeats: 1}}
 budget: {{max_usd: {MAX_USD}, ttl: 2h}}
-prices: {{{BROKEN}: 0.10, {FLAVORS[0]}: 0.10, {FLAVORS[1]}: 0.20, {EXPENSIVE}: 5000}}
+prices: {{{", ".join(f"{f}: {PRICES[f]}" for f in (BROKEN, *FLAVORS, EXPENSIVE))}}}
 parallel: {PARALLEL}
 """
     )
