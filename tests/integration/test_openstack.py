@@ -11,7 +11,7 @@ import openstack
 import pytest
 import yaml
 
-from tests.integration.conftest import SMALL, ZENOPS, ours
+from tests.integration.conftest import SMALL, ZENOPS, no_leaks_of, ours
 from zenops.cloud import marks as m
 from zenops.errors import ExitCode
 
@@ -24,9 +24,7 @@ def result(lines: list[dict]) -> dict:
 
 
 def no_leaks(zenops, admin, deployment: str) -> None:
-    code, lines, err = zenops("leaks", "--cloud", "sandbox")
-    assert code == 0, err
-    assert result(lines)["leaks"] == []
+    no_leaks_of(zenops, deployment)
     assert ours(admin, deployment) == []
 
 
