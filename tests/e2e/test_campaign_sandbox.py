@@ -63,11 +63,12 @@ REPORT = REPO / ".cache" / "e2e" / "campaign.json"
 FULL = os.environ.get("ZENOPS_E2E_FULL") == "1"
 # measured: a server lifetime each (boot, the Docker engine's install, the engine image's copy, a vLLM server, the
 # bench); the landing run measures one flavor before the interruption, --full a second one after the resume
-FLAVORS = ("gp.5.2.8", "gp.5.4.16") if FULL else ("gp.5.2.8",)
+MEASURED_PRICES = {"gp.5.2.8": 0.10, "gp.5.4.16": 0.20}  # USD per hour
+FLAVORS = tuple(MEASURED_PRICES)[: 2 if FULL else 1]
 BROKEN = "e2e.error.2.8"  # its servers go to ERROR (created by the test, removed after it)
 EXPENSIVE = "gp.5.8.32"  # priced over the whole budget in the campaign file
 MAX_USD = 5.0
-PRICES = {BROKEN: 0.10, "gp.5.2.8": 0.10, "gp.5.4.16": 0.20, EXPENSIVE: 5000}  # USD per hour
+PRICES = {BROKEN: 0.10, **MEASURED_PRICES, EXPENSIVE: 5000}
 FIGURES: dict[str, Any] = {}
 N_MODELS = 2 if FULL else 1
 PARALLEL = 2 if FULL else 1
