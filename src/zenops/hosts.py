@@ -10,8 +10,10 @@ from typing import Any
 
 from zenops import statefile
 from zenops.context import RunContext
+from zenops.deployment import services
+from zenops.deployment.record import ServingRecord
+from zenops.deployment.store import Store
 from zenops.runner import HostStats, RunResult, RunSpec
-from zenops.serving_record import ServingRecord, forget_api_key, load_serving_record, serving_record_path
 
 
 @dataclass(frozen=True)
@@ -92,8 +94,9 @@ def down_inventory(
     limit: str | None = None,
     keep_secrets: bool = False,
 ) -> tuple[RunResult, list[DownHost]]:
-    """Remove zenops's servers (the gateway first) from the hosts of ``inventory``. Without ``limit`` the whole
-    deployment is gone: its serving record, and its API key file unless ``keep_secrets``."""
+    """Remove zenops's servers from the hosts of ``inventory``, the deployment's services (zenops.deployment.services:
+    the gateway...) first. Without ``limit`` the whole deployment is gone: its serving record, and its API key file
+    unless ``keep_secrets``."""
     spec = RunSpec(
         playbook="down",
         inventory=inventory,
@@ -101,18 +104,15 @@ def down_inventory(
         limit=limit,
         verbosity=ctx.verbosity,
     )
-    record = _record_for_down(ctx, inventory) if limit is None else None
-    if record is not None and record.gateway:  # the fleet endpoint first: clients get refused, not half-served
-        from zenops import gateway  # noqa: PLC0415
-
-        gw = gateway.Gateway.from_dict(record.gateway)
-        ctx.note(f"removing the gateway on {gw.host} ({gw.url})")
-        gateway.remove(ctx, inventory, gw)
+    store = Store(ctx.config, inventory)
+    record = _record_for_down(store) if limit is None else None
+    if record is not None:  # the services first (the fleet endpoint: clients get refused, not half-served)
+        services.remove(ctx, inventory, record.services)
     run = ctx.run(spec)
     if limit is None:  # every host's servers are gone: nothing left to benchmark or restart
-        serving_record_path(ctx.config, inventory).unlink(missing_ok=True)
+        store.remove_record()
         if not keep_secrets:
-            forget_api_key(ctx.config, inventory, ctx.note)
+            store.forget_api_key(ctx.note)
     hosts = []
     for host in sorted(run.stats):
         fact = run.host_facts.get(host, {}).get("zenops_down") or {}
@@ -127,12 +127,12 @@ def down_inventory(
     return run, hosts
 
 
-def _record_for_down(ctx: RunContext, inventory: Path) -> ServingRecord | None:
-    """The serving record, for finding the gateway to remove first; a damaged one is warned about and the servers
+def _record_for_down(store: Store) -> ServingRecord | None:
+    """The serving record, for finding the services to remove first; a damaged one is warned about and the servers
     are removed all the same."""
     try:
-        return load_serving_record(ctx.config, inventory)
+        return store.record()
     except statefile.DamagedStateError as e:
-        hint = "the servers are removed anyway; a gateway (HAProxy) zenops set up is not: its host was in that file"
+        hint = "the servers are removed anyway; the services zenops set up (the gateway: HAProxy) are not"
         statefile.warn_damaged(statefile.DamagedStateError(e.path, e.reason, hint=hint))
         return None

@@ -1,10 +1,9 @@
 """One mutating operation per deployment at a time (Terraform's state lock): `up`, `down`, `rollout`, `bench`,
 `reap` and `campaign run|down` hold ``<state_dir>/locks/<key>.lock`` while they change a deployment.
 
-One key per deployment, however a command names it: a cloud deployment's is ``cloud-<cloud>-<name>`` (cloud_key)
-whether it is named by cloud and name (`up --cloud`, `down --deployment`, `reap`), by `bench`/`rollout --deployment`,
-or by the inventory `up --cloud` wrote for it (`up -i`, `bench -i`, `rollout -i`: inventory_key); your own hosts'
-is their inventory's (serving_record.deployment_key).
+One key per deployment, however a command names it: zenops.deployment.identity derives it (``DeploymentId.key``) from
+the deployment's one identity, whether it is named by cloud and name (`up --cloud`, `down --deployment`, `reap`,
+`bench`/`rollout --deployment`) or by its inventory (`up -i`, `bench -i`, `rollout -i`).
 
 The lock file names its holder (pid, the pid's start time, host, command, start, a token). It appears whole: the
 record is written to a temp file first and linked into place (link() fails when a lock exists), so a reader never
@@ -60,22 +59,6 @@ class Holder:
 
 def lock_path(config: Config, key: str) -> Path:
     return config.state_dir / "locks" / f"{key}.lock"
-
-
-def cloud_key(cloud: str, name: str) -> str:
-    """The lock key of the cloud deployment ``name`` on ``cloud``."""
-    return f"cloud-{cloud}-{name}"
-
-
-def inventory_key(config: Config, inventory: Path) -> str:
-    """The lock key of the deployment on ``inventory``: the inventory `up --cloud` wrote for a deployment (as this
-    machine's ledger records it) gives that deployment's cloud_key, so `up -i` of it and `up --cloud` exclude each
-    other; any other inventory (your own hosts) its deployment_key."""
-    from zenops.deploy import deployment_of_inventory  # noqa: PLC0415
-    from zenops.serving_record import deployment_key  # noqa: PLC0415
-
-    dep = deployment_of_inventory(config, inventory)
-    return cloud_key(dep.cloud, dep.name) if dep is not None else deployment_key(inventory)
 
 
 def _stat(pid: int, proc: Path = Path("/proc")) -> list[str] | None:

@@ -1,6 +1,6 @@
 """`zenops up --model`: ready -> docker -> facts (playbooks/up.yml), then plan (here, pure Python), then image ->
 server -> health gate (playbooks/serve.yml). Only serving: the hosts' own up and down are zenops.hosts, the serving
-record it leaves is zenops.serving_record.
+record it leaves is zenops.deployment.record.
 
 The plan is made between the two runs, so a refusal (model too big, CPU without AVX2, a broken vLLM/zentorch pair)
 stops zenops before an image is built or a container started. Secrets go to Ansible only as paths of 0600 files.
@@ -25,12 +25,14 @@ from zenops import catalog, compat, request_options, statefile
 from zenops.catalog import ModelSpec
 from zenops.config import Config
 from zenops.context import RunContext
+from zenops.deployment import services as services_lib
+from zenops.deployment.record import ServingRecord
+from zenops.deployment.store import Store
 from zenops.errors import UsageError, ZenopsError
 from zenops.facts import FACT_NAME, check_topology, save_facts
 from zenops.hosts import UpResult, up_inventory
 from zenops.planner import ENGINE_FLAGS, Plan, PlanOptions, PlanRefusedError, Topology, plan
 from zenops.runner import RunResult, RunSpec
-from zenops.serving_record import ServingRecord, api_key_path, load_serving_record, save_serving_record
 
 IMAGE_SOURCES = request_options.IMAGE_SOURCES
 HF_TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -60,7 +62,7 @@ class ServeRequest:
     health_timeout: int = 900
     shutdown_timeout: int = 30  # vLLM's --shutdown-timeout: the longest expected request (Docker's stop: +15 s)
     measure: bool = False  # hosts whose facts have no bandwidth measurement are measured once (zenops.bandwidth)
-    gateway: str = "auto"  # auto | on | off: the fleet endpoint (zenops.gateway); auto: on with more than 1 instance
+    gateway: str = "auto"  # auto | on | off: the fleet endpoint (services/gateway.py); on with more than 1 instance
     gateway_host: str | None = None  # the inventory host running it (default: the first host)
     gateway_port: int = 8080
     gateway_tls_cert_file: Path | None = None
@@ -83,7 +85,12 @@ class ServeResult:
     model: str
     inventory: Path
     warnings: list[str] = field(default_factory=list)
-    gateway: dict[str, Any] | None = None  # zenops.gateway.Gateway.to_dict() when the deployment has one
+    services: dict[str, dict[str, Any]] = field(default_factory=dict)  # zenops.deployment.services: name -> state
+
+    @property
+    def gateway(self) -> dict[str, Any] | None:
+        """The gateway's state when the deployment has one (what `up` reports as its endpoint)."""
+        return self.services.get("gateway")
 
     @property
     def changed_total(self) -> int:
@@ -102,6 +109,7 @@ class ServeResult:
             "api_key_file": str(self.api_key_file) if self.api_key_file else None,
             "inventory": str(self.inventory),
             "warnings": self.warnings,
+            "services": self.services,
             "gateway": self.gateway,
         }
 
@@ -191,7 +199,7 @@ def check_secret_file(path: Path, what: str) -> Path:
 def ensure_api_key(config: Config, inventory: Path, given: Path | None) -> Path:
     if given is not None:
         return check_secret_file(given, "--api-key-file")
-    path = api_key_path(config, inventory)
+    path = Store(config, inventory).api_key_path
     if not path.exists():
         _write_secret(path, "zk-" + secrets.token_urlsafe(32))
     return check_secret_file(path, "API key file")
@@ -377,11 +385,10 @@ def serve_inventory(
         )
 
     # plan (refusals stop here: nothing built, nothing started)
-    if req.gateway_host and limit is None and req.gateway_inventory is None and req.gateway_host not in topologies:
-        raise UsageError(
-            f"--gateway-host {req.gateway_host} is not a host of {inventory}",
-            hint=f"one of: {', '.join(sorted(topologies))}",
-        )
+    store = Store(config, inventory)
+    services_lib.preflight(
+        services_lib.View(inventory, request=req, hosts=frozenset(topologies), limited=limit is not None)
+    )
     plans = make_plans(topologies, model, opts, config)
     check_engine_args(req.engine_args, {h: p.to_dict() for h, p in plans.items()})
     for host, p in plans.items():
@@ -432,13 +439,11 @@ def serve_inventory(
     if req.measure and not check:
         plans = measure_missing(ctx, inventory, topologies, images, lambda t: make_plans(t, model, opts, config), plans)
     served_name = req.served_model_name or (model_dir.name if model_dir else model.name)
-    gw = _gateway_step(
-        ctx, inventory, req, endpoints, limit, apply=gateway and record and not check, api_key_file=api_key
+    services = _services_step(
+        ctx, store, req, endpoints, limit, apply=gateway and record and not check, api_key_file=api_key
     )
     if record and not check:  # not for a temporary state (`zenops bench --compare-platforms`'s other platform)
-        save_serving_record(
-            config,
-            inventory,
+        store.save_record(
             ServingRecord(
                 inventory=str(inventory.resolve()),
                 request=request_to_dict(req, hf_token_given=req.hf_token_file is not None, model_dir=model_dir),
@@ -451,7 +456,7 @@ def serve_inventory(
                 api_key_file=str(api_key),
                 deployment=inventory.stem,
                 updated_at=datetime.now(UTC).isoformat(timespec="seconds"),
-                gateway=gw or {},
+                services=services,
             ),
         )
     return ServeResult(
@@ -465,61 +470,31 @@ def serve_inventory(
         model=served_name,
         inventory=inventory,
         warnings=ctx.warnings[first_warning:],
-        gateway=gw,
+        services=services,
     )
 
 
-def _gateway_step(
+def _services_step(
     ctx: RunContext,
-    inventory: Path,
+    store: Store,
     req: ServeRequest,
     endpoints: Mapping[str, list[dict[str, Any]]],
     limit: str | None,
     *,
     apply: bool,
     api_key_file: Path | None = None,
-) -> dict[str, Any] | None:
-    """The fleet endpoint after a serve: on, updated with every server of the deployment (a --limit run keeps the
-    other hosts' servers of the record); off: removed when there was one. Not ``apply``: the record's, unchanged."""
-    from zenops import gateway as gw_lib  # noqa: PLC0415
-
-    previous = load_serving_record(ctx.config, inventory)
+) -> dict[str, dict[str, Any]]:
+    """The deployment's services after a serve (zenops.deployment.services: the gateway...), given every server of
+    the deployment (a --limit run keeps the other hosts' servers of the record). Not ``apply``: the record's,
+    unchanged."""
+    previous = store.record()
+    had = {k: dict(v) for k, v in previous.services.items()} if previous else {}
     if not apply:
-        return dict(previous.gateway) if previous and previous.gateway else None
-
+        return had
     everything = dict(previous.endpoints) if previous and limit else {}
     everything.update(endpoints)
-    instances = sum(len(v) for v in everything.values())
-    had = gw_lib.Gateway.from_dict(previous.gateway) if previous and previous.gateway else None
-    if not gw_lib.wanted(req.gateway, instances):
-        if had is not None:
-            ctx.note(f"gateway: off (--gateway {req.gateway}); removing it from {had.host}")
-            gw_lib.remove(ctx, inventory, had)
-        elif req.gateway == "auto":
-            ctx.note("gateway: off (one instance; --gateway on adds one)")
-        return None
-    host = req.gateway_host or (had.host if had else sorted(everything)[0])
-    own = req.gateway_inventory
-    if own is None and had is not None and had.host == host and had.own_server:
-        own = Path(had.inventory)  # e.g. `up -i <a cloud deployment's inventory>`: its gateway keeps its server
-    addresses = dict(req.gateway_addresses) or (dict(had.addresses) if had else {})
-    why = "--gateway on" if req.gateway == "on" else f"{instances} instances"
-    where = "its own server " if own is not None else ""
-    ctx.note(f"gateway: on ({why}); HAProxy on {where}{host}, port {req.gateway_port}")
-    if had is not None and had.host != host:
-        gw_lib.remove(ctx, inventory, had)
-    made = gw_lib.apply(
-        ctx,
-        inventory,
-        host,
-        gw_lib.backends_from_endpoints(everything, addresses),
-        port=req.gateway_port,
-        tls_cert_file=req.gateway_tls_cert_file,
-        own_inventory=own,
-        addresses=addresses,
-        api_key_file=api_key_file,
-    )
-    return made.to_dict()
+    view = services_lib.View(store.inventory, everything, request=req, api_key_file=api_key_file)
+    return services_lib.apply(ctx, view, had)
 
 
 def measure_missing(

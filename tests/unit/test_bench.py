@@ -17,10 +17,10 @@ from zenops import bench, report
 from zenops.bench import run as bench_run
 from zenops.config import Config
 from zenops.context import RunContext
+from zenops.deployment.record import ServingRecord, load_serving_record, save_serving_record, serving_record_path
 from zenops.errors import BenchFailedError, ExitCode, HostFailure, NoServerError, RunFailedError, UsageError
 from zenops.runner import HostStats, RunResult, RunSpec
 from zenops.serve import ServeRequest, request_from_dict
-from zenops.serving_record import ServingRecord, load_serving_record, save_serving_record, serving_record_path
 
 KEY = "zk-0123456789abcdefghijklmnop"
 TOKEN = "hf_abcdefghijklmnopqrstuvwxyz"
@@ -728,7 +728,7 @@ def test_gateway_bench_runs_one_client_on_the_gateway_host_against_its_port(tmp_
     record = load_serving_record(config, inv)
     assert record is not None
     gw = {"host": "h1", "port": 8080, "url": "http://192.0.2.1:8080/v1", "backends": [], "tls": False}
-    save_serving_record(config, inv, replace(record, gateway=gw))
+    save_serving_record(config, inv, record.with_services({"gateway": gw}))
     seen: list[RunSpec] = []
     monkeypatch.setattr("zenops.context.run_playbook", bench_playbook(GOOD, seen=seen))
     req = bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="g1", gateway=True)
@@ -754,7 +754,7 @@ def test_gateway_bench_on_its_own_server_runs_the_client_on_a_serving_host_again
         "host": "gw-1", "port": 8080, "url": "http://203.0.113.9:8080/v1", "backends": [], "tls": False,
         "inventory": str(tmp_path / "gw.inventory.yml"), "addresses": addresses,
     }  # fmt: skip
-    save_serving_record(config, inv, replace(record, gateway=gw))
+    save_serving_record(config, inv, record.with_services({"gateway": gw}))
     seen: list[RunSpec] = []
     monkeypatch.setattr("zenops.context.run_playbook", bench_playbook(GOOD, seen=seen))
     req = bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="g3", gateway=True)
@@ -783,7 +783,7 @@ def test_gateway_bench_refusals_come_before_any_run(tmp_path, monkeypatch, gatew
     config, inv = _served(tmp_path)
     record = load_serving_record(config, inv)
     assert record is not None
-    save_serving_record(config, inv, replace(record, gateway=gateway))
+    save_serving_record(config, inv, record.with_services({"gateway": gateway}))
     monkeypatch.setattr("zenops.context.run_playbook", no_playbook)
     req = bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id="g2", gateway=True)
     with pytest.raises(UsageError, match=says):

@@ -33,7 +33,7 @@ NEVER_ON_HELP = (
     "zenops.report",
     "zenops.facts",
     "zenops.hosts",
-    "zenops.serving_record",
+    "zenops.deployment.record",
     "zenops.tinymodel",
     "zenops.devhost",
     "zenops.compat",

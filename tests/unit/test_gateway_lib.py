@@ -7,8 +7,16 @@ import json
 
 import pytest
 
+from zenops.deployment.services.gateway import (
+    DEFAULT_PORT,
+    MODES,
+    Backend,
+    Gateway,
+    backend_name,
+    backends_from_endpoints,
+    wanted,
+)
 from zenops.errors import UsageError
-from zenops.gateway import DEFAULT_PORT, MODES, Backend, Gateway, backend_name, backends_from_endpoints, wanted
 
 ENDPOINTS = {
     "node-b": [{"instance": 0, "port": 8000, "url": "http://10.0.0.2:8000/v1"}],

@@ -21,8 +21,8 @@ from zenops.deploy import (
     inventory_path,
     serve_request_for,
 )
+from zenops.deployment.services.gateway import Gateway, backends_from_endpoints
 from zenops.errors import ExitCode, UsageError
-from zenops.gateway import Gateway, backends_from_endpoints
 from zenops.serve import ServeRequest, request_from_dict, request_to_dict
 
 

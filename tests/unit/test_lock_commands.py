@@ -25,9 +25,9 @@ from zenops.campaign.state import CampaignState, Store, deployment_name
 from zenops.cloud import ledger
 from zenops.config import Config, load
 from zenops.context import RunContext
+from zenops.deployment.identity import DeploymentId, inventory_name, of_cloud, of_inventory
 from zenops.errors import ExitCode, LockedError
-from zenops.lock import Holder, cloud_key, inventory_key, lock_path
-from zenops.serving_record import deployment_key
+from zenops.lock import Holder, lock_path
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 
@@ -105,17 +105,19 @@ def flat(text: str) -> str:
 
 
 def test_a_cloud_deployment_has_one_key_by_name_or_by_its_inventory(config, deployment, tmp_path, monkeypatch):
-    assert cloud_key(CLOUD, NAME) == KEY
-    assert deployment_key(deployment) != KEY  # what `up -i` of it took before: another lock than `up --cloud`'s
-    assert inventory_key(config, deployment) == KEY
+    assert of_cloud(config, CLOUD, NAME).key == KEY
+    assert of_cloud(config, CLOUD, NAME).inventory == deployment  # one identity: named by cloud and name...
+    assert of_inventory(config, deployment) == of_cloud(config, CLOUD, NAME)  # ...or by its inventory
+    assert inventory_name(deployment) != KEY  # what `up -i` of it took before: another lock than `up --cloud`'s
+    assert of_inventory(config, deployment).key == KEY
     monkeypatch.chdir(deployment.parent)
-    assert inventory_key(config, Path(deployment.name)) == KEY  # relative
+    assert of_inventory(config, Path(deployment.name)).key == KEY  # relative
     link = tmp_path / "mine.yml"
     link.symlink_to(deployment)
-    assert inventory_key(config, link) == KEY  # another name for the same file
+    assert of_inventory(config, link).key == KEY  # another name for the same file
     own = tmp_path / "hosts.yml"
     own.write_text("all:\n  hosts:\n    h1:\n")
-    assert inventory_key(config, own) == deployment_key(own)  # your own hosts: their inventory's key
+    assert of_inventory(config, own).key == inventory_name(own)  # your own hosts: their inventory's key
 
 
 # --- each command spelling takes it ---------------------------------------------------------------------------------
@@ -147,7 +149,7 @@ def test_every_spelling_of_a_cloud_deployment_waits_for_its_one_lock(run, deploy
 def test_a_bench_waits_for_another_bench_on_your_own_hosts(run, config, tmp_path, hold, nothing_runs):
     inv = tmp_path / "hosts.yml"
     inv.write_text("all:\n  hosts:\n    h1:\n")
-    pid = hold(deployment_key(inv), "zenops bench -i hosts.yml")
+    pid = hold(inventory_name(inv), "zenops bench -i hosts.yml")
     r = run(["bench", "-i", str(inv)])
     assert r.exit_code == 14, r.output
     assert f"locked by pid {pid}" in flat(r.output)
@@ -158,16 +160,16 @@ def test_a_bench_waits_for_another_bench_on_your_own_hosts(run, config, tmp_path
 def test_down_of_several_deployments_takes_each_ones_lock(run, config, hold, nothing_runs, what):
     _record(config, "camp-a", campaign="camp-1")
     _record(config, "camp-b", campaign="camp-1")
-    pid = hold(cloud_key(CLOUD, "camp-b"), "zenops bench --deployment camp-b")
+    pid = hold(DeploymentId("camp-b", CLOUD).key, "zenops bench --deployment camp-b")
     r = run(["down", *what, "--cloud", CLOUD, "--yes"])
     assert r.exit_code == 14, r.output
     assert f"deployment cloud-c-camp-b is locked by pid {pid}" in flat(r.output)
-    assert not lock_path(config, cloud_key(CLOUD, "camp-a")).exists()  # the one taken first was let go
+    assert not lock_path(config, DeploymentId("camp-a", CLOUD).key).exists()  # the one taken first was let go
 
 
 def test_a_dry_run_of_down_takes_no_lock(run, config, hold, monkeypatch):
     _record(config, "camp-a", campaign="camp-1")
-    hold(cloud_key(CLOUD, "camp-a"))
+    hold(DeploymentId("camp-a", CLOUD).key)
     seen: list[dict[str, Any]] = []
 
     def down(config: Config, **kw: Any) -> deploy.DownResult:
@@ -196,7 +198,7 @@ def _holder_pid(config: Config, key: str) -> int | None:
 
 def test_a_campaign_group_holds_its_servers_lock_from_provisioning_to_teardown(config, tmp_path, monkeypatch):
     campaign = _campaign(config)
-    key = cloud_key("sandbox", deployment_name("sweep-1", "f.small"))
+    key = DeploymentId(deployment_name("sweep-1", "f.small"), "sandbox").key
     held: dict[str, int | None] = {}
 
     def step(name: str, value: Any = None) -> Callable[..., Any]:
@@ -218,7 +220,7 @@ def test_a_campaign_on_your_own_hosts_refuses_while_their_lock_is_held(config, t
     inv = tmp_path / "hosts.yml"
     inv.write_text("all:\n  hosts:\n    h1:\n")
     campaign = _campaign(config, cloud=None, inventory=inv, flavors=())
-    pid = hold(inventory_key(config, inv), "zenops up -i hosts.yml -m ./tiny")
+    pid = hold(of_inventory(config, inv).key, "zenops up -i hosts.yml -m ./tiny")
     monkeypatch.setattr(campaign, "_cell", lambda *a, **k: pytest.fail("a cell ran on locked hosts"))
     monkeypatch.setattr(campaign, "_stop_servers", lambda *a, **k: pytest.fail("the hosts' servers were stopped"))
     with pytest.raises(LockedError, match=f"locked by pid {pid}"):

@@ -10,16 +10,17 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from zenops import gateway as gw_lib
 from zenops import serve, tinymodel
 from zenops.cli.main import cli
 from zenops.config import Config, load
+from zenops.deployment.identity import inventory_name
+from zenops.deployment.record import ServingRecord, save_serving_record
+from zenops.deployment.rollouts import BatchState, Ledger, RolloutState
+from zenops.deployment.services import gateway as gw_lib
 from zenops.errors import ExitCode, NoServerError
 from zenops.facts import load_facts_file, save_facts
 from zenops.planner import PlanOptions
 from zenops.rollout import RolloutResult
-from zenops.rollout.state import BatchState, Ledger, RolloutState
-from zenops.serving_record import ServingRecord, deployment_key, save_serving_record
 
 FACTS = Path(__file__).resolve().parents[1] / "fixtures" / "facts" / "gp-5-24-96.json"  # 1 instance by default
 HOSTS = ["h1", "h2", "h3"]
@@ -77,7 +78,7 @@ class Fleet:
             endpoints=endpoints,
             images={h: {"ref": "zenops/vllm:test"} for h in hosts},
             deployment=self.inventory.stem,
-            gateway=gw.to_dict() if gateway else {},
+            services={"gateway": gw.to_dict()} if gateway else {},
         )
         save_serving_record(self.config, self.inventory, record)
         return record
@@ -178,7 +179,7 @@ def test_the_same_model_is_nothing_to_roll_out(run, fleet):
     r = rollout(run, fleet, "--model", str(fleet.models / "tiny-a"))
     assert r.exit_code == ExitCode.USAGE, r.output
     assert "nothing to roll out" in r.output
-    assert not Ledger(fleet.config, deployment_key(fleet.inventory)).state_path.exists()
+    assert not Ledger(fleet.config, inventory_name(fleet.inventory)).state_path.exists()
 
 
 def test_no_options_is_nothing_to_roll_out(run, fleet):
@@ -242,7 +243,7 @@ def test_dry_run_args_change_one_host_at_a_time_canary_first(run, fleet):
     assert data["from_request"] == dict(record.request)
     assert data["to_request"] == {**record.request, "max_num_seqs": 17}
     # a dry run changes nothing: no ledger, no lock
-    assert Ledger(fleet.config, deployment_key(fleet.inventory)).load() is None
+    assert Ledger(fleet.config, inventory_name(fleet.inventory)).load() is None
     assert not (fleet.config.state_dir / "locks").exists()
 
 

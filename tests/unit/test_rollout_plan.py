@@ -1,4 +1,4 @@
-"""zenops.rollout.plan (batches, what changes on a host, the performance gate's verdict) and zenops.rollout.state
+"""zenops.rollout.plan (batches, what changes on a host, the performance gate's verdict) and zenops.deployment.rollouts
 (the ledger): pure logic and files in a tmp state dir, nothing runs."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import json
 import pytest
 
 from zenops.config import load
+from zenops.deployment.rollouts import BatchState, Ledger, RolloutState, ledger_dir
 from zenops.errors import UsageError
 from zenops.rollout.plan import (
     GateLimits,
@@ -19,7 +20,6 @@ from zenops.rollout.plan import (
     spread,
     verdict,
 )
-from zenops.rollout.state import BatchState, Ledger, RolloutState, ledger_dir
 
 # --- batch_size ---------------------------------------------------------------------------------------------------
 
@@ -430,7 +430,7 @@ def test_verdict_to_dict_is_json_ready():
     assert Verdict(**data) == v
 
 
-# --- the ledger (zenops.rollout.state) -----------------------------------------------------------------------------
+# --- the ledger (zenops.deployment.rollouts) --------------------------------------------------------------------------
 
 
 @pytest.fixture

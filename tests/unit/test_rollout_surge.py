@@ -15,15 +15,16 @@ import pytest
 
 from tests.unit.test_rollout_cli import Fleet, flat, models, result_of, rollout  # noqa: F401  (models: a fixture)
 from zenops import deploy
-from zenops import gateway as gw_lib
 from zenops.cloud import ledger
 from zenops.cloud.errors import QuotaExceededError
 from zenops.config import load
+from zenops.deployment.identity import inventory_name
+from zenops.deployment.record import load_serving_record
+from zenops.deployment.rollouts import Ledger
+from zenops.deployment.services import gateway as gw_lib
 from zenops.errors import ExitCode, HostFailure, RunFailedError
 from zenops.rollout import run as rollout_run
 from zenops.rollout.plan import Sample
-from zenops.rollout.state import Ledger
-from zenops.serving_record import deployment_key, load_serving_record
 
 OLD, NEW = "fle-1", "fle-2"
 
@@ -113,9 +114,9 @@ def cloud_fleet(isolated_home, tmp_path, monkeypatch, models) -> Fleet:  # noqa:
     gw = gw_lib.Gateway.from_dict(record.gateway)
     gw = dataclasses.replace(gw, host="fle-gw-1", inventory=str(tmp_path / "fle.gateway.inventory.yml"),
                              addresses={OLD: "10.0.0.1"})  # fmt: skip
-    from zenops.serving_record import save_serving_record  # noqa: PLC0415
+    from zenops.deployment.record import save_serving_record  # noqa: PLC0415
 
-    save_serving_record(config, fleet.inventory, dataclasses.replace(record, gateway=gw.to_dict()))
+    save_serving_record(config, fleet.inventory, record.with_services({"gateway": gw.to_dict()}))
     dep = ledger.Deployment(
         name="fle", cloud="c", flavor="gp.5.2.8", image="debian-12", count=1, network_mode="provider",
         price_per_hour=0.1, status="ready", inventory=str(fleet.inventory),
@@ -160,7 +161,7 @@ def test_no_room_for_the_surge_server_is_refused_before_anything(run, cloud_flee
     assert r.exit_code == ExitCode.QUOTA, r.output
     assert "no room for the surge's new server" in flat(r.output)
     assert double.calls == ["preflight 2"]
-    assert Ledger(cloud_fleet.config, deployment_key(cloud_fleet.inventory)).load() is None  # no rollout begun
+    assert Ledger(cloud_fleet.config, inventory_name(cloud_fleet.inventory)).load() is None  # no rollout begun
 
 
 def test_dry_run_plans_a_surge(run, cloud_fleet, monkeypatch):
@@ -270,7 +271,7 @@ def test_interrupted_while_switching_then_resumed_makes_no_second_server(run, cl
     r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), *ROLL)
     assert r.exit_code == ExitCode.CANCELED, r.output
     assert double.calls[-2:] == [f"drain {OLD}-8000", f"ready {OLD}-8000"]  # put back on the way out
-    state = Ledger(cloud_fleet.config, deployment_key(cloud_fleet.inventory)).load()
+    state = Ledger(cloud_fleet.config, inventory_name(cloud_fleet.inventory)).load()
     assert state is not None
     assert state.batches[0].status == "switching"
     assert state.batches[0].surge == {"old": OLD, "new": NEW, "new_address": "10.0.0.2", "old_retired": False}
@@ -323,7 +324,7 @@ def test_interrupted_while_the_old_server_is_deleted_only_finishes_and_cannot_be
     r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), *ROLL)
     assert r.exit_code == ExitCode.CANCELED, r.output
     assert double.calls[-1] == f"retire {OLD}"  # not put back in rotation on the way out: it is being deleted
-    state = Ledger(cloud_fleet.config, deployment_key(cloud_fleet.inventory)).load()
+    state = Ledger(cloud_fleet.config, inventory_name(cloud_fleet.inventory)).load()
     assert state is not None
     assert state.batches[0].surge is not None
     assert (state.batches[0].surge["retiring"], state.batches[0].surge["old_retired"]) == (True, False)
@@ -386,4 +387,4 @@ def test_a_multi_host_cloud_rollout_is_refused_while_up_cloud_holds_the_deployme
     assert r.exit_code == ExitCode.LOCKED, r.output
     assert "deployment cloud-c-fle is locked by" in flat(r.output)
     assert "zenops up --cloud c --name fle" in flat(r.output)
-    assert Ledger(config, deployment_key(fleet.inventory)).load() is None  # no rollout was recorded
+    assert Ledger(config, inventory_name(fleet.inventory)).load() is None  # no rollout was recorded

@@ -11,13 +11,13 @@ import pytest
 from zenops import compat, serve
 from zenops.catalog import get_model
 from zenops.config import Config
+from zenops.deployment.record import api_key_path
 from zenops.errors import UsageError
 from zenops.facts import load_facts_file
 from zenops.planner import PlanOptions, PlanRefusedError
 from zenops.runner import check_no_secrets
 from zenops.serve import (
     ServeRequest,
-    api_key_path,
     check_secret_file,
     ensure_api_key,
     hf_token_file,

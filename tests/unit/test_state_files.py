@@ -30,12 +30,13 @@ from zenops.cloud.errors import CloudError
 from zenops.config import Config, load
 from zenops.context import RunContext
 from zenops.deploy import inventory_path, write_inventory
+from zenops.deployment.identity import inventory_name
+from zenops.deployment.record import ServingRecord, save_serving_record, serving_record_path
+from zenops.deployment.rollouts import Ledger, RolloutState
 from zenops.errors import ZenopsError
 from zenops.facts import facts_path, save_facts, saved_facts
-from zenops.rollout.state import Ledger, RolloutState
 from zenops.runner import HostStats, RunResult
 from zenops.serve import ensure_api_key
-from zenops.serving_record import ServingRecord, deployment_key, save_serving_record, serving_record_path
 
 CLOUD = "fakecloud"
 
@@ -303,7 +304,7 @@ def test_history_skips_a_partial_last_line_with_a_warning(config, capsys):
 def test_status_of_an_inventory_with_damaged_rollout_and_serving_files_warns_and_goes_on(config, tmp_path):
     inv = tmp_path / "hosts.ini"
     inv.write_text("h1\n")
-    led = Ledger(config, deployment_key(inv))
+    led = Ledger(config, inventory_name(inv))
     led.event("r1", "started")
     led.state_path.write_text('{"id": "r1", "deploy')
     record = serving_record_path(config, inv)

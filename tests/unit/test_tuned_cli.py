@@ -226,7 +226,7 @@ def fake_runs(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 def test_up_serves_the_tuned_options_and_its_plans_carry_the_reason(run, tuned, tmp_path, fake_runs):
     from zenops.config import load  # noqa: PLC0415
-    from zenops.serving_record import load_serving_record  # noqa: PLC0415
+    from zenops.deployment.record import load_serving_record  # noqa: PLC0415
 
     inventory = tmp_path / "hosts.ini"
     inventory.write_text("h1\n")

@@ -17,11 +17,13 @@ from urllib.parse import urlsplit
 
 import zenops
 from zenops import catalog
-from zenops import gateway as gw_lib
 from zenops import report as report_lib
 from zenops.bench.client import RUN_ID
 from zenops.bench.profiles import BenchRun, runs_for
 from zenops.context import RunContext
+from zenops.deployment.record import ServingRecord
+from zenops.deployment.services import gateway as gw_lib
+from zenops.deployment.store import Store
 from zenops.errors import (
     NoBenchResultError,
     NoServerError,
@@ -33,7 +35,6 @@ from zenops.facts import facts_path
 from zenops.planner import PlanRefusedError
 from zenops.runner import RunSpec, scrub
 from zenops.serve import HF_TOKEN_ENV, ServeRequest, request_from_dict, serve_inventory
-from zenops.serving_record import ServingRecord, load_serving_record, serving_record_path
 
 NO_SERVER_MESSAGE = (
     "no zenops vLLM server"  # the role's words when a host runs none (roles/vllm_server/tasks/bench.yml)
@@ -220,11 +221,11 @@ def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limi
         output_len=req.output_len,
         num_warmups=req.num_warmups,
     )
-    record = load_serving_record(config, inventory)
+    store = Store(config, inventory)
+    record = store.record()
     if record is None:
         raise NoServerError(
-            f"zenops has not started servers for {inventory} (no serving record"
-            f" {serving_record_path(config, inventory)})",
+            f"zenops has not started servers for {inventory} (no serving record {store.record_path})",
             hint=f"start them with `zenops up --inventory {inventory} --model MODEL`, then benchmark",
         )
     api_key_file: Path | None = None

@@ -391,15 +391,16 @@ class Campaign:
     def _deployment_lock(self, group: str) -> AbstractContextManager[Holder]:
         """The lock of the group's deployment (its server, or the inventory's hosts), held from its provisioning to
         its teardown, so no `up`, `bench`, `rollout` or `down` of it runs meanwhile (zenops.lock)."""
-        from zenops.lock import cloud_key, deployment_lock, inventory_key  # noqa: PLC0415
+        from zenops.deployment import identity  # noqa: PLC0415
+        from zenops.lock import deployment_lock  # noqa: PLC0415
 
         config = self.ctx.config
-        key = (
-            cloud_key(str(self.spec.cloud), deployment_name(self.state.id, group))
+        dep = (
+            identity.DeploymentId(deployment_name(self.state.id, group), str(self.spec.cloud))
             if self.spec.cloud
-            else inventory_key(config, Path(str(self.spec.inventory)))
+            else identity.of_inventory(config, Path(str(self.spec.inventory)))
         )
-        return deployment_lock(config, key, note=self.ctx.note)
+        return deployment_lock(config, dep.key, note=self.ctx.note)
 
     def _stop_servers(self, inventory: Path) -> None:
         """Own hosts stay; the servers the campaign started on them go (`zenops down -i`), images kept."""

@@ -174,11 +174,11 @@ def bench(
         deployment=dep.name if dep else None,
         timeout=timeout,
     )
-    from zenops.lock import inventory_key  # noqa: PLC0415
+    from zenops.deployment.identity import of_inventory  # noqa: PLC0415
 
     # a bench starts its clients on the deployment's hosts and removes them after (--compare-platforms restarts the
     # servers): it holds the deployment's lock, so neither another bench nor an up, rollout or down runs meanwhile
-    with app.run_context(lock=inventory_key(app.config, inv)) as run_ctx:
+    with app.run_context(lock=of_inventory(app.config, inv)) as run_ctx:
         outcome = lib.bench_inventory(run_ctx, inv, req, limit=limit)
     _report(app, outcome)
     check_failures(app, outcome.report, None, allow_failed)

@@ -126,10 +126,10 @@ def down(
 def _down_inventory(
     app: App, inventory: Path, *, images: bool, data: bool, limit: str | None, keep_secrets: bool
 ) -> None:
+    from zenops.deployment.identity import of_inventory  # noqa: PLC0415
     from zenops.hosts import down_inventory  # noqa: PLC0415
-    from zenops.lock import inventory_key  # noqa: PLC0415
 
-    with app.run_context(lock=inventory_key(app.config, inventory)) as run_ctx:
+    with app.run_context(lock=of_inventory(app.config, inventory)) as run_ctx:
         run, hosts = down_inventory(
             run_ctx, inventory, images=images, data=data, limit=limit, keep_secrets=keep_secrets
         )

@@ -358,7 +358,8 @@ class GatewayFlags:
 
 def gateway_options(f: F) -> F:
     """--gateway auto|on|off, --gateway-host, --gateway-port, --gateway-tls-cert, --gateway-flavor: the fleet
-    endpoint (zenops.gateway). The command receives them as one argument, ``gateway: GatewayFlags``."""
+    endpoint (zenops.deployment.services.gateway). The command receives them as one argument,
+    ``gateway: GatewayFlags``."""
     options = [
         click.option(
             "--gateway",

@@ -31,8 +31,8 @@ from zenops.cli.options import (
 
 if TYPE_CHECKING:
     from zenops.cli.options import TunedOptions
+    from zenops.deployment.rollouts import RolloutState
     from zenops.rollout import RolloutResult
-    from zenops.rollout.state import RolloutState
 
 
 @dataclass(frozen=True)
@@ -238,7 +238,7 @@ def rollout(
     deployment at a time (exit 14 names the holder). Exit codes: 14 locked, 15 gate failed, 16 paused (noisy).
     History: `zenops status -i fleet.yml`; gate artifacts: <runs-dir>/<rollout id>/.
     """
-    from zenops.lock import inventory_key  # noqa: PLC0415
+    from zenops.deployment.identity import of_inventory  # noqa: PLC0415
     from zenops.rollout import GateLimits, RolloutRequest  # noqa: PLC0415
     from zenops.rollout import rollout as run_rollout  # noqa: PLC0415
     from zenops.target import resolve_target  # noqa: PLC0415
@@ -270,7 +270,7 @@ def rollout(
         runs_dir=gate.runs_dir,
         tuned_reason=tuned.reason if tuned is not None else None,
     )
-    lock = None if dry_run else inventory_key(app.config, target.inventory)
+    lock = None if dry_run else of_inventory(app.config, target.inventory)
     with app.run_context(lock=lock) as run_ctx:
         result = run_rollout(
             run_ctx, target.inventory, req, abort=abort, on_plan=None if app.json else lambda s: _print_plan(app, s)
@@ -281,10 +281,10 @@ def rollout(
 def _tuned(ctx: click.Context, app: App, path: Path, model: str | None, inventory: Path) -> TunedOptions | None:
     """The changes a tuned file brings: the entry of --model, else of the model the deployment serves (None: no
     serving record, the rollout refuses with its own error). What no rollout can change is left out, with a note."""
-    from zenops.serving_record import load_serving_record  # noqa: PLC0415
+    from zenops.deployment.store import Store  # noqa: PLC0415
 
     if model is None:
-        record = load_serving_record(app.config, inventory)
+        record = Store(app.config, inventory).record()
         if record is None:
             return None
         model = str(record.request.get("model") or record.model_spec)

@@ -1,8 +1,8 @@
 """`zenops status`: the deployments this machine knows, with their servers, age, cost and reachability; with
 --inventory, one deployment's serving state: model, servers, the gateway and its backends, the lock, rollouts.
 
-Library: zenops.deploy (``status``), zenops.gateway (``status``), zenops.rollout (``history``). Playbook:
-playbooks/gateway.yml (status) with --inventory.
+Library: zenops.deploy (``status``: the cloud's deployments), zenops.deployment.status (``serving_status``: one
+deployment, each of its services read live). Playbook: playbooks/gateway.yml (status) with --inventory.
 """
 
 from __future__ import annotations
@@ -90,44 +90,19 @@ def _expires(expires_at: str | None, switch: dict[str, Any] | None) -> str:
 
 
 def _serving_status(app: App, inventory: Path, last: int) -> None:
-    from zenops import gateway, statefile  # noqa: PLC0415
-    from zenops.lock import describe_lock, inventory_key  # noqa: PLC0415
-    from zenops.rollout import current_state, history  # noqa: PLC0415
-    from zenops.serving_record import load_serving_record  # noqa: PLC0415
+    from zenops.deployment.status import serving_status  # noqa: PLC0415
 
-    try:
-        record = load_serving_record(app.config, inventory)
-    except statefile.DamagedStateError as e:  # said (naming the file); the lock and the rollout still show
-        statefile.warn_damaged(e)
-        record = None
-    out: dict[str, Any] = {"inventory": str(inventory), "serving": None, "gateway": None, "backends": []}
     with app.run_context(read_only=True) as ctx:
-        if record is not None:
-            out["serving"] = {"model": record.model, "endpoints": record.endpoints, "updated_at": record.updated_at}
-            if record.gateway:
-                gw = gateway.Gateway.from_dict(record.gateway)
-                out["gateway"] = gw.to_dict()
-                try:
-                    out["backends"] = [
-                        {"name": s.name, "status": s.status, "in_flight": s.in_flight}
-                        for s in gateway.status(ctx.quiet(), inventory, gw)
-                    ]
-                except Exception as e:
-                    out["gateway_error"] = str(e)
-        out["lock"] = describe_lock(app.config, inventory_key(app.config, inventory))
-        state = current_state(ctx, inventory)
-        out["rollout"] = (
-            {k: v for k, v in state.to_dict().items() if k not in ("from_record", "served")} if state else None
-        )
-        out["history"] = history(ctx, inventory, last) if last else []
+        out = serving_status(ctx, inventory, last=last)
+    record = out["serving"]
     if app.json:
         app.emit_json({"type": "result", "command": "status", **out})
         return
     if record is None:
         app.out.print(f"{inventory}: zenops serves nothing there (no serving record)")
     else:
-        n = sum(len(v) for v in record.endpoints.values())
-        app.out.print(f"{inventory}: {record.model} on {len(record.endpoints)} host(s), {n} server(s)")
+        hosts = len(record["endpoints"])
+        app.out.print(f"{inventory}: {record['model']} on {hosts} host(s), {record['servers']} server(s)")
         gw_d = out["gateway"]
         if gw_d:
             app.out.print(f"endpoint: {escape(str(gw_d['url']))} (gateway on {gw_d['host']})")
@@ -136,7 +111,7 @@ def _serving_status(app: App, inventory: Path, last: int) -> None:
             if out.get("gateway_error"):
                 app.err.print(f"[yellow]gateway status unavailable:[/] {escape(out['gateway_error'])}")
         else:
-            for host, eps in sorted(record.endpoints.items()):
+            for host, eps in sorted(record["endpoints"].items()):
                 for ep in eps:
                     app.out.print(f"  {host}: {escape(str(ep.get('url')))}")
     lock = out["lock"]

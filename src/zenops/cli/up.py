@@ -210,9 +210,9 @@ def up(
             hint="pass --inventory hosts.yml, or set defaults.up.inventory in zenops.yaml; "
             "`zenops devhost up` makes a local one to try",
         )
-    from zenops.lock import inventory_key  # noqa: PLC0415
+    from zenops.deployment.identity import of_inventory  # noqa: PLC0415
 
-    key = None if check else inventory_key(app.config, inventory)  # a cloud deployment's inventory: its cloud key
+    key = None if check else of_inventory(app.config, inventory)  # a cloud deployment's inventory: that deployment
     if serve_req is not None:
         with app.run_context(lock=key) as run_ctx:
             served = serve_inventory(run_ctx, inventory, serve_req, limit=limit, check=check, tuned=reason)
@@ -236,7 +236,7 @@ def _up_cloud(
     """`up --cloud`: the servers (zenops.deploy.up_cloud), then, with --model, what serves on them."""
     from zenops.cloud.marks import parse_duration  # noqa: PLC0415
     from zenops.deploy import CloudRequest, default_name, serve_request_for, up_cloud  # noqa: PLC0415
-    from zenops.lock import cloud_key  # noqa: PLC0415
+    from zenops.deployment.identity import DeploymentId  # noqa: PLC0415
     from zenops.serve import serve_inventory  # noqa: PLC0415
 
     assert where.flavor is not None
@@ -255,7 +255,7 @@ def _up_cloud(
         gateway_port=gateway.port,
         gateway_fronts=serve_req is not None and (gateway.mode == "on" or (gateway.mode == "auto" and where.count > 1)),
     )
-    key = None if check else cloud_key(cloud_name, name or default_name(flavor))
+    key = None if check else DeploymentId(name or default_name(flavor), cloud_name)
     with app.run_context(lock=key) as run_ctx:
         result, dep = up_cloud(run_ctx, cloud_req, check=check)
         served = (

@@ -16,7 +16,6 @@ import yaml
 from zenops import statefile
 from zenops.cloud import ledger
 from zenops.cloud import marks as m
-from zenops.config import Config
 from zenops.errors import UsageError
 
 if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functions that use them: the CLI starts fast
@@ -156,12 +155,3 @@ def flavor_name(server: Any) -> str | None:
         return str(flavor["original_name"]) if flavor is not None and flavor["original_name"] else None
     except (KeyError, TypeError):
         return None
-
-
-def deployment_of_inventory(config: Config, inventory: Path) -> ledger.Deployment | None:
-    """The cloud deployment whose serving inventory this is (None: own hosts, or not in this controller's ledger)."""
-    want = inventory.expanduser().resolve()
-    for dep in ledger.all_deployments(config.state_dir):
-        if dep.inventory and Path(dep.inventory).resolve() == want:
-            return dep
-    return None

@@ -111,7 +111,7 @@ def _forget_all(
     """What this machine keeps of deployments the cloud no longer has: each one's ledger entry, its inventories,
     the keypair zenops generated for it (unknown for an ``unreadable`` ledger file: kept), its pinned host keys, and
     its API key file (unless ``keep_secrets``)."""
-    from zenops.serving_record import forget_api_key  # noqa: PLC0415
+    from zenops.deployment.record import forget_api_key  # noqa: PLC0415
 
     created = {d.name: d.keypair_created for d in selected}
     for name in [*created, *unreadable]:
@@ -161,13 +161,13 @@ def down_locked(
 def _lock_keys(config: Config, cloud: str | None, name: str | None, campaign: str | None, all_mine: bool) -> list[str]:
     """The lock keys of what down() removes: the named deployment (known to the ledger or not), or those of the
     campaign (all of mine) this machine's ledger records, the only ones a command here can be working on."""
-    from zenops.lock import cloud_key  # noqa: PLC0415
+    from zenops.deployment.identity import DeploymentId  # noqa: PLC0415
 
     try:
         where = cloud_for(config, cloud, name)
     except UsageError:
         return []  # not in the ledger and no --cloud: down() says so
     if name:
-        return [cloud_key(where, name)]
+        return [DeploymentId(name, where).key]
     deps = _selected(ledger.all_deployments(config.state_dir, where), name, campaign, all_mine)
-    return [cloud_key(where, d.name) for d in deps]
+    return [DeploymentId(d.name, where).key for d in deps]

@@ -2,11 +2,11 @@
 automatic revert and a resumable ledger.
 
 * zenops.rollout.plan   pure logic: batches, what changes on a host, the performance gate's verdict
-* zenops.rollout.state  the deployment's rollout ledger (state.json, history.jsonl)
+* zenops.deployment.rollouts  the deployment's rollout ledger (state.json, history.jsonl)
 * zenops.rollout.run    the run: drain -> replace -> gates -> back in rotation, revert, resume
 """
 
 from zenops.rollout.plan import GateLimits
-from zenops.rollout.run import CHANGEABLE, RolloutRequest, RolloutResult, current_state, history, rollout
+from zenops.rollout.run import CHANGEABLE, RolloutRequest, RolloutResult, rollout
 
-__all__ = ["CHANGEABLE", "GateLimits", "RolloutRequest", "RolloutResult", "current_state", "history", "rollout"]
+__all__ = ["CHANGEABLE", "GateLimits", "RolloutRequest", "RolloutResult", "rollout"]

@@ -6,7 +6,7 @@ For each batch (the canary first): drain its servers in the gateway (in-flight r
 baseline the rollout measured before it changed anything; hosts whose facts show one kernel share a machine and are
 measured one after another instead), then put them back. A failed gate sends the failed batch
 and every batch already changed back to the previous request through the same drain. The state is in the
-deployment's ledger (zenops.rollout.state): a re-run continues; whatever happens, no server stays drained.
+deployment's ledger (zenops.deployment.rollouts): a re-run continues; whatever happens, no server stays drained.
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
-from zenops import gateway as gw_lib
 from zenops import request_options
 from zenops.context import RunContext
+from zenops.deployment import services
+from zenops.deployment.rollouts import BatchState, RolloutState, now
+from zenops.deployment.services import gateway as gw_lib
+from zenops.deployment.store import Store
 from zenops.errors import (
     CanceledError,
     NoServerError,
@@ -35,8 +38,6 @@ from zenops.errors import (
     ZenopsError,
 )
 from zenops.rollout.plan import GateLimits, Sample, Verdict, host_change, make_batches, spread, verdict
-from zenops.rollout.state import BatchState, Ledger, RolloutState, now
-from zenops.serving_record import deployment_key, load_serving_record, save_serving_record
 
 # ServeRequest fields a rollout may change (the same model/engine/plan options as `zenops up`)
 # what a rollout may change: the table's changeable options (zenops.request_options, one declaration each)
@@ -112,10 +113,11 @@ class Rollout:
         self.ctx = ctx
         self.inventory = inventory
         self.req = req
-        self.key = deployment_key(inventory)
-        self.ledger = Ledger(ctx.config, self.key)
+        self.store = Store(ctx.config, inventory)
+        self.key = self.store.name
+        self.ledger = self.store.rollouts
         self._told_apart = False  # the note on hosts that share a machine, once per invocation
-        record = load_serving_record(ctx.config, inventory)
+        record = self.store.record()
         if record is None:
             raise NoServerError(
                 f"zenops has not started servers for {inventory}: nothing to roll out",
@@ -131,17 +133,22 @@ class Rollout:
     def _gateway(self) -> gw_lib.Gateway | None:
         """The gateway as the serving record keeps it, with the address of a surge's new server (the record is
         written at the end)."""
+        data = self._services().get("gateway")
+        return gw_lib.with_addresses(gw_lib.Gateway.from_dict(data), self._surge_addresses()) if data else None
+
+    def _services(self) -> dict[str, dict[str, Any]]:
+        """The deployment's services (zenops.deployment.services) as the rollout applied them, else as recorded."""
         state = getattr(self, "state", None)
-        data = (state.gateway if state else None) or self.record.gateway
-        if not data:
-            return None
-        gw = gw_lib.Gateway.from_dict(data)
-        extra = {
+        return {k: dict(v) for k, v in ((state.services if state else None) or self.record.services).items()}
+
+    def _surge_addresses(self) -> dict[str, str]:
+        """The fixed address of each surge's new server (the record has them once the rollout finished)."""
+        state = getattr(self, "state", None)
+        return {
             str(b.surge["new"]): str(b.surge["new_address"])
             for b in (state.batches if state else [])
             if b.surge and b.surge.get("new") and b.surge.get("new_address")
         }
-        return dataclasses.replace(gw, addresses={**gw.addresses, **extra}) if extra else gw
 
     def prepare(self) -> RolloutState:
         """The state to run: the one in progress (same target: resumed), or a new one, checked and planned before
@@ -226,7 +233,7 @@ class Rollout:
         from zenops import deploy  # noqa: PLC0415
         from zenops.cloud.errors import QuotaExceededError  # noqa: PLC0415
 
-        dep = deploy.deployment_of_inventory(self.ctx.config, self.inventory)
+        dep = self.store.cloud_entry()
         if dep is None:
             raise UsageError(
                 "a one-host deployment cannot roll without downtime: its only instance would be drained",
@@ -265,11 +272,11 @@ class Rollout:
         )
         return {"old": host, "new": None, "new_address": None, "old_retired": False}
 
-    def _set_gateway(self, data: dict[str, Any]) -> None:
-        """The gateway as applied now: in memory (the serving record written at the end) and in the state, so that
-        a re-run or `--abort` after an interruption knows what HAProxy balances."""
-        self.record = dataclasses.replace(self.record, gateway=data)
-        self.state.gateway = data
+    def _set_services(self, applied: dict[str, dict[str, Any]]) -> None:
+        """The services as applied now: in memory (the serving record written at the end) and in the state, so that
+        a re-run or `--abort` after an interruption knows what they follow (what HAProxy balances)."""
+        self.record = self.record.with_services(applied)
+        self.state.services = {k: dict(v) for k, v in self.record.services.items()}
         self._save()
 
     def _changes_dict(self) -> dict[str, Any]:
@@ -306,7 +313,7 @@ class Rollout:
     # --- the run ----------------------------------------------------------------------------------------------
 
     def run(self, state: RolloutState) -> RolloutState:
-        """The caller holds the deployment's lock (zenops.lock.inventory_key: a cloud deployment's is the one
+        """The caller holds the deployment's lock (zenops.deployment.identity: a cloud deployment's is the one
         `zenops up --cloud` and `down` take)."""
         self.state = state
         self.ledger.save(state)
@@ -534,7 +541,7 @@ class Rollout:
                 i, batch, replace_failure(e), e.failures[0].host if e.failures else batch.hosts[0], e.message
             )
         self._keep_served(served)
-        new_names = self._update_gateway_backends(batch.hosts)
+        new_names = self._update_services(batch.hosts)
         if self.req.perf_gate:
             batch.status = "gating"
             self._save()
@@ -550,9 +557,8 @@ class Rollout:
     # --- a surge (one-server cloud deployment) -----------------------------------------------------------------
 
     def _cloud_deployment(self) -> Any:
-        from zenops import deploy  # noqa: PLC0415
 
-        dep = deploy.deployment_of_inventory(self.ctx.config, self.inventory)
+        dep = self.store.cloud_entry()
         if dep is None:
             raise ZenopsError(
                 f"the cloud deployment of {self.inventory} is no longer in this controller's ledger: the surge "
@@ -597,7 +603,7 @@ class Rollout:
             self._save()
             self.ledger.event(self.state.id, "surge retired", batch=i + 1, server=old)
             self._note(f"{old} drained and deleted")
-        self._update_gateway_backends([])  # the gateway balances what is left: the new server's
+        self._update_services([])  # the gateway balances what is left: the new server's
         batch.status = "done"
         batch.finished_at = now()
         batch.wall_s = round(time.monotonic() - t0, 1)
@@ -621,7 +627,7 @@ class Rollout:
             self._gate_verdicts(i, batch, self._surge_gate(i, old, new), ready_on_pause=[])
         batch.status = "switching"
         self._save()
-        self._ready(self._update_gateway_backends([new]))  # in rotation once its health checks pass
+        self._ready(self._update_services([new]))  # in rotation once its health checks pass
         gw = self._gateway()
         self._drain(gw.names_on([old]) if gw else [])
         surge["retiring"] = True  # from here on the old server goes, whatever happens: no way back to it
@@ -686,7 +692,7 @@ class Rollout:
             self._drain(in_rotation)  # its in-flight requests finish first
         for name in gone:
             self.state.served.pop(name, None)
-        self._update_gateway_backends([])
+        self._update_services([])
         self.state.drained = [d for d in self.state.drained if not any(d.startswith(f"{n}-") for n in gone)]
         self._save()
         for name in gone:
@@ -736,19 +742,18 @@ class Rollout:
             out.pop(host, None)
         return out
 
-    def _update_gateway_backends(self, hosts: list[str]) -> list[str]:
-        """The gateway balancing every server of the rollout's view (the record's, the served ones, not the retired
-        ones), applied when its backends change: other ports or instances on a batch's hosts, a surge's new server
-        joining or its old one gone. Returns the server names on ``hosts`` now."""
+    def _update_services(self, hosts: list[str]) -> list[str]:
+        """Every service of the deployment (the gateway...) following the servers of the rollout's view (the
+        record's, the served ones, not the retired ones): a service changes what it must, e.g. the gateway's
+        backends when a batch's hosts serve on other ports or a surge's server joins or goes. Returns the gateway's
+        server names on ``hosts`` now."""
+        had = self._services()
+        view = services.View(self.inventory, self._endpoints_now(), addresses=self._surge_addresses())
+        applied = services.update(self.ctx.quiet(), view, had)
+        if applied != had:
+            self._set_services(applied)
         gw = self._gateway()
-        if gw is None:
-            return []
-        backends = gw_lib.backends_from_endpoints(self._endpoints_now(), gw.addresses)
-        if {b.name for b in backends} != {b.name for b in gw.backends}:
-            made = gw_lib.update(self.ctx.quiet(), self.inventory, gw, backends)
-            self._set_gateway(made.to_dict())
-            self._note(f"the gateway now balances {', '.join(b.name for b in backends)}")
-        return [b.name for b in backends if b.host in set(hosts)]
+        return gw.names_on(hosts) if gw else []
 
     # --- the end ----------------------------------------------------------------------------------------------
 
@@ -766,9 +771,7 @@ class Rollout:
         model = self.state.to_request.get("served_model_name") or (
             Path(target).name if Path(target).is_dir() else target
         )
-        save_serving_record(
-            self.ctx.config,
-            self.inventory,
+        self.store.save_record(
             dataclasses.replace(
                 rec,
                 request=self.state.to_request,
@@ -776,7 +779,7 @@ class Rollout:
                 endpoints=endpoints,
                 images=images,
                 model=model,
-                gateway=self.state.gateway or rec.gateway,  # as the rollout applied it (a re-run read the record)
+                services=self._services(),  # as the rollout applied them (a re-run read the record)
                 updated_at=now(),
             ),
         )
@@ -831,16 +834,7 @@ class Rollout:
             self._serve(self.state.from_request, b.hosts, min_healthy=0)
             for host in b.hosts:
                 self.state.served.pop(host, None)
-            old_data = self.state.from_record.get("gateway") or {}
-            gw_old = gw_lib.Gateway.from_dict(old_data) if old_data else None
-            if (
-                gw_old is not None
-                and gw is not None
-                and {x.name for x in gw.backends} != {x.name for x in gw_old.backends}
-            ):
-                gw_lib.update(self.ctx.quiet(), self.inventory, gw_old, gw_old.backends)
-            self._set_gateway(old_data)  # once HAProxy has it
-            self._ready(gw_old.names_on(b.hosts) if gw_old else [])
+            self._ready(self._update_services(b.hosts))  # the services follow the old servers; back in rotation
             b.status = "reverted"
             self._save()
             hosts.extend(b.hosts)
@@ -910,19 +904,3 @@ def rollout(
     except KeyboardInterrupt as e:
         raise CanceledError("rollout interrupted: re-run the same command to resume") from e
     return RolloutResult(state, batches)
-
-
-def history(ctx: RunContext, inventory: Path, last: int = 20) -> list[dict[str, Any]]:
-    return Ledger(ctx.config, deployment_key(inventory)).history(last)
-
-
-def current_state(ctx: RunContext, inventory: Path) -> RolloutState | None:
-    """The rollout in progress or the last one, for showing (`zenops status`): a damaged state file is warned about
-    (naming it) and shows as none."""
-    from zenops import statefile  # noqa: PLC0415
-
-    try:
-        return Ledger(ctx.config, deployment_key(inventory)).load()
-    except statefile.DamagedStateError as e:
-        statefile.warn_damaged(e)
-        return None

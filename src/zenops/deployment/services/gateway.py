@@ -4,19 +4,21 @@ mode (`up --gateway-flavor`: then it has an inventory of its own), balancing eve
 runtime API drains an instance (no new requests, in-flight ones finish) and puts it back: what `zenops rollout` does
 around each batch.
 
-Library for `zenops up --gateway`, `zenops status`, `zenops down` and zenops.rollout; playbook: playbooks/gateway.yml
-(actions present, absent, drain, ready, status). A server's name in HAProxy is ``<inventory host>-<port>``.
+The deployment's first service (zenops.deployment.services: :data:`SERVICE`, which `up`, `rollout`, `down` and
+`status` call), and the traffic manager of zenops.rollout (drain, ready). Playbook: playbooks/gateway.yml (actions
+present, absent, drain, ready, status). A server's name in HAProxy is ``<inventory host>-<port>``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from zenops.context import RunContext
+from zenops.deployment.services import State, View
 from zenops.errors import UsageError, ZenopsError
 from zenops.runner import RunSpec
 
@@ -229,3 +231,91 @@ def ready(ctx: RunContext, inventory: Path, gw: Gateway, names: list[str], *, ti
 
 def remove(ctx: RunContext, inventory: Path, gw: Gateway) -> None:
     _run(ctx, gw.run_inventory(inventory), gw.host, "absent", {"gateway_port": gw.port})
+
+
+# --- the service (zenops.deployment.services) -----------------------------------------------------------------------
+
+
+class GatewayService:
+    """`up --gateway auto|on|off` (ServeRequest.gateway*): HAProxy in front of every server of the deployment."""
+
+    name = "gateway"
+
+    def preflight(self, view: View) -> None:
+        req = view.request
+        if req is None or not req.gateway_host or view.limited or req.gateway_inventory is not None:
+            return
+        if view.hosts and req.gateway_host not in view.hosts:
+            raise UsageError(
+                f"--gateway-host {req.gateway_host} is not a host of {view.inventory}",
+                hint=f"one of: {', '.join(sorted(view.hosts))}",
+            )
+
+    def apply(self, ctx: RunContext, view: View, had: State | None) -> State | None:
+        """On: updated with every server of the deployment; off: removed when there was one."""
+        req = view.request
+        old = Gateway.from_dict(had) if had else None
+        if not wanted(req.gateway, view.instances):
+            if old is not None:
+                ctx.note(f"gateway: off (--gateway {req.gateway}); removing it from {old.host}")
+                remove(ctx, view.inventory, old)
+            elif req.gateway == "auto":
+                ctx.note("gateway: off (one instance; --gateway on adds one)")
+            return None
+        host = req.gateway_host or (old.host if old else sorted(view.endpoints)[0])
+        own = req.gateway_inventory
+        if own is None and old is not None and old.host == host and old.own_server:
+            own = Path(old.inventory)  # e.g. `up -i <a cloud deployment's inventory>`: its gateway keeps its server
+        addresses = dict(req.gateway_addresses) or (dict(old.addresses) if old else {})
+        why = "--gateway on" if req.gateway == "on" else f"{view.instances} instances"
+        where = "its own server " if own is not None else ""
+        ctx.note(f"gateway: on ({why}); HAProxy on {where}{host}, port {req.gateway_port}")
+        if old is not None and old.host != host:
+            remove(ctx, view.inventory, old)
+        made = apply(
+            ctx,
+            view.inventory,
+            host,
+            backends_from_endpoints(view.endpoints, addresses),
+            port=req.gateway_port,
+            tls_cert_file=req.gateway_tls_cert_file,
+            own_inventory=own,
+            addresses=addresses,
+            api_key_file=view.api_key_file,
+        )
+        return made.to_dict()
+
+    def update(self, ctx: RunContext, view: View, had: State) -> State:
+        """The same gateway balancing the servers now, applied when its backends change (other ports or instances,
+        a surge's new server joining or its old one gone)."""
+        gw = with_addresses(Gateway.from_dict(had), view.addresses)
+        backends = backends_from_endpoints(view.endpoints, gw.addresses)
+        if {b.name for b in backends} == {b.name for b in gw.backends}:
+            return had
+        made = update(ctx, view.inventory, gw, backends)
+        ctx.note(f"the gateway now balances {', '.join(b.name for b in backends)}")
+        return made.to_dict()
+
+    def remove(self, ctx: RunContext, inventory: Path, had: State) -> None:
+        gw = Gateway.from_dict(had)
+        ctx.note(f"removing the gateway on {gw.host} ({gw.url})")
+        remove(ctx, inventory, gw)
+
+    def status(self, ctx: RunContext, inventory: Path, had: State) -> dict[str, Any]:
+        """Each backend as HAProxy sees it now: UP, DRAIN, DOWN, in-flight requests."""
+        gw = Gateway.from_dict(had)
+        return {
+            "url": gw.url,
+            "host": gw.host,
+            "backends": [
+                {"name": s.name, "status": s.status, "in_flight": s.in_flight} for s in status(ctx, inventory, gw)
+            ],
+        }
+
+
+def with_addresses(gw: Gateway, extra: Mapping[str, str]) -> Gateway:
+    """The gateway reaching these hosts by these addresses too (a surge's new server, before the record has it)."""
+    return replace(gw, addresses={**gw.addresses, **extra}) if extra else gw
+
+
+SERVICE = GatewayService()

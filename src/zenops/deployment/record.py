@@ -1,18 +1,18 @@
-"""The serving record: how zenops started the servers of an inventory (the ServeRequest as a dict, the vLLM/zentorch
-pair, the API key file), ``<state_dir>/serving/<inventory stem>-<hash>.json``, mode 0600. `zenops up --model`
-(zenops.serve) writes it, `zenops bench` (zenops.bench.run) reads it, `zenops down --inventory` (zenops.hosts) removes
-it."""
+"""The serving record of a deployment: how zenops started the servers of its inventory (the ServeRequest as a dict,
+the vLLM/zentorch pair, the API key file) and the state of its services (zenops.deployment.services: the gateway...),
+``<state_dir>/serving/<inventory stem>-<hash>.json``, mode 0600. `zenops up --model` (zenops.serve) writes it,
+`zenops bench` and `zenops rollout` read it, `zenops down` removes it; zenops.deployment.store files it."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from zenops import statefile
 from zenops.config import Config
+from zenops.deployment.identity import inventory_name
 
 
 @dataclass(frozen=True)
@@ -31,14 +31,20 @@ class ServingRecord:
     api_key_file: str | None = None
     deployment: str | None = None
     updated_at: str | None = None
-    gateway: Mapping[str, Any] = field(default_factory=dict)  # zenops.gateway.Gateway.to_dict(); empty: none
+    # service name -> its state as the service returned it (zenops.deployment.services); a service not there is off
+    services: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ServingRecord:
         values: dict[str, Any] = {}
         for f in fields(cls):
             v = data.get(f.name)
-            if f.name in ("request", "compat", "plans", "endpoints", "images", "gateway"):
+            if f.name == "services":
+                services = dict(v) if isinstance(v, Mapping) else {}
+                if isinstance(data.get("gateway"), Mapping) and data["gateway"]:  # written before services existed
+                    services.setdefault("gateway", data["gateway"])
+                values[f.name] = {str(k): dict(s) for k, s in services.items() if isinstance(s, Mapping) and s}
+            elif f.name in ("request", "compat", "plans", "endpoints", "images"):
                 values[f.name] = dict(v) if isinstance(v, Mapping) else {}
             elif f.name == "inventory":
                 values[f.name] = str(v) if v else ""
@@ -49,24 +55,26 @@ class ServingRecord:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def gateway(self) -> Mapping[str, Any]:
+        """The gateway service's state ({}: the deployment has none): the endpoint bench and rollout use."""
+        return self.services.get("gateway") or {}
 
-def deployment_key(inventory: Path) -> str:
-    """The name zenops files a deployment of an inventory under (serving record, lock, rollout state):
-    ``<inventory stem>-<hash of its absolute path>``."""
-    digest = hashlib.sha256(str(inventory.resolve()).encode()).hexdigest()[:8]
-    return f"{inventory.stem}-{digest}"
+    def with_services(self, services: Mapping[str, Mapping[str, Any]]) -> ServingRecord:
+        """This record with these services' states (a service absent or empty: off)."""
+        return replace(self, services={k: dict(v) for k, v in services.items() if v})
 
 
 def serving_record_path(config: Config, inventory: Path) -> Path:
     """Where zenops records how it started the servers of ``inventory`` (what `zenops bench` benchmarks, and what
     `--compare-platforms` restarts): ``<state_dir>/serving/<inventory stem>-<hash>.json``."""
-    return config.state_dir / "serving" / f"{deployment_key(inventory)}.json"
+    return config.state_dir / "serving" / f"{inventory_name(inventory)}.json"
 
 
 def api_key_path(config: Config, inventory: Path) -> Path:
     """Where zenops keeps the API key it generates for the servers of this inventory (one key per inventory file):
     ``<state_dir>/secrets/<inventory stem>-<hash>.api-key``. `zenops down` removes it (unless --keep-secrets)."""
-    return config.state_dir / "secrets" / f"{deployment_key(inventory)}.api-key"
+    return config.state_dir / "secrets" / f"{inventory_name(inventory)}.api-key"
 
 
 def forget_api_key(config: Config, inventory: Path, note: Callable[[str], None]) -> Path | None:

@@ -1,4 +1,4 @@
-"""The rollout ledger of a deployment: ``<state_dir>/rollouts/<deployment key>/``
+"""The rollout ledger of a deployment (one of its stores: zenops.deployment.store): ``<state_dir>/rollouts/<name>/``
 
 * ``state.json``: the rollout in progress (or the last one): from and to (the serve requests), the batches and how
   far each got, the baseline figures, which gateway servers zenops drained and has not put back. Written (atomically)
@@ -58,7 +58,8 @@ class RolloutState:
     drained: list[str] = field(default_factory=list)  # gateway servers zenops drained and has not put back
     served: dict[str, Any] = field(default_factory=dict)  # host -> {plan, endpoints, image} after its batch
     retired: list[str] = field(default_factory=list)  # hosts a surge replaced (their servers are deleted)
-    gateway: dict[str, Any] = field(default_factory=dict)  # the gateway as the rollout applied it ({}: as recorded)
+    # the deployment's services as the rollout applied them ({}: as recorded): zenops.deployment.services
+    services: dict[str, dict[str, Any]] = field(default_factory=dict)
     run_dir: str = ""
     message: str = ""
 
@@ -72,6 +73,8 @@ class RolloutState:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RolloutState:
         values = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        if data.get("gateway") and not data.get("services"):  # a state written before services existed
+            values["services"] = {"gateway": data["gateway"]}
         values["batches"] = [BatchState(**b) for b in data.get("batches", [])]
         return cls(**values)
 
