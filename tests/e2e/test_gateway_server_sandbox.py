@@ -241,6 +241,8 @@ def test_gateway_on_a_server_of_its_own_serves_then_goes_with_down(env, tenant, 
     listed = zenops(env, "status", cwd=tmp_path)[-1]
     row = next(d for d in listed["deployments"] if d["name"] == DEP)
     assert {s["name"]: s["role"] for s in row["servers"]} == {new["name"]: "serving", gw_server["name"]: "gateway"}
+    # what it serves, after the rollout: model B's one instance, behind the gateway's endpoint
+    assert row["serving"] == {"model": SERVED, "endpoint": gw["url"], "instances": 1}, row["serving"]
 
     # down: the gateway's server goes with the rest; nothing of the deployment is left
     down = zenops(env, "down", "--name", DEP, "--cloud", "sandbox", "--yes", cwd=tmp_path)[-1]

@@ -248,6 +248,25 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
         assert any(d.get("content") for d in deltas)
     t_requests = time.monotonic() - t0
 
+    # `zenops logs` and `zenops ssh`: over SSH as the inventory's login user (debian, not root: docker through sudo)
+    logs = subprocess.run(
+        [ZENOPS, "logs", "-i", str(inventory), "--instance", "0", "--since", "1h"],
+        capture_output=True, text=True, env=zenops_env(), timeout=300, check=False,
+    )  # fmt: skip
+    assert logs.returncode == 0, logs.stdout[-2000:] + logs.stderr
+    lines = logs.stdout.splitlines()
+    assert all(line.startswith(f"{hostname}/0 | ") for line in lines), lines[:5]
+    assert any("Application startup complete." in line for line in lines), lines[-20:]
+    assert key not in logs.stdout  # the key is read from its file by the server: never logged
+    remote = "id -un; sudo -n docker ps --format {{.Names}}"
+    who = subprocess.run(
+        [ZENOPS, "ssh", "-i", str(inventory), hostname, "--", "sh", "-c", remote],
+        capture_output=True, text=True, env=zenops_env(), timeout=120, check=False,
+    )  # fmt: skip
+    assert who.returncode == 0, who.stderr
+    assert who.stdout.split()[0] == "debian"
+    assert ep["container"] in who.stdout.split()[1:]
+
     # running it again changes nothing
     t0 = time.monotonic()
     second, _ = zenops(*up_args)

@@ -254,3 +254,20 @@ def test_status_reads_every_service_live_and_reports_a_failing_one_as_its_error(
     assert out["lock"] is None
     assert out["rollout"] is None
     assert out["history"] == []
+
+
+def test_the_serving_summary_names_model_endpoint_and_instances(ctx, tmp_path):
+    from zenops.deployment.status import serving_summary  # noqa: PLC0415
+
+    inv = tmp_path / "fleet.yml"
+    assert serving_summary(ctx.config, inv) is None  # nothing served there
+    assert serving_summary(ctx.config, None) is None  # a cloud deployment without servers yet
+    store = Store(ctx.config, inv)
+    one = {"h1": [{"instance": 0, "port": 8000, "url": "http://h1:8000/v1"}]}
+    store.save_record(ServingRecord(model="m", endpoints=one))
+    assert serving_summary(ctx.config, inv) == {"model": "m", "endpoint": "http://h1:8000/v1", "instances": 1}
+    store.save_record(ServingRecord(model="m", endpoints=ENDPOINTS))  # two servers, no gateway: no one endpoint
+    assert serving_summary(ctx.config, inv) == {"model": "m", "endpoint": None, "instances": 2}
+    gw = {"host": "h1", "port": 8080, "url": "http://h1:8080/v1"}
+    store.save_record(ServingRecord(model="m", endpoints=ENDPOINTS, services={"gateway": gw}))
+    assert serving_summary(ctx.config, str(inv)) == {"model": "m", "endpoint": "http://h1:8080/v1", "instances": 2}

@@ -23,11 +23,13 @@ from zenops.cli import (
     facts,
     images,
     leaks,
+    logs,
     paths,
     plan,
     reap,
     report,
     rollout,
+    ssh,
     status,
     tiny_model,
     up,
@@ -154,6 +156,8 @@ cli.add_command(report.report)
 cli.add_command(bench.bench)
 cli.add_command(rollout.rollout)
 cli.add_command(campaign.campaign)
+cli.add_command(logs.logs)
+cli.add_command(ssh.ssh)
 
 
 def _wants_json(argv: list[str]) -> bool:

@@ -26,7 +26,8 @@ from zenops.errors import NoServerError, UsageError
 @json_option
 @click.pass_context
 def status(ctx: click.Context, cloud: str | None, deployment: str | None, inventory: Path | None, last: int) -> None:
-    """List deployments: servers, addresses, flavor, age, cost so far, SSH reachability.
+    """List deployments: what each serves (model x instances at its endpoint), servers, addresses, flavor, age, cost
+    so far, SSH reachability.
 
     \b
     With --inventory: what serves there (model, servers), the gateway's endpoint and each backend's state
@@ -58,11 +59,12 @@ def status(ctx: click.Context, cloud: str | None, deployment: str | None, invent
     from rich.table import Table  # noqa: PLC0415
 
     table = Table(title="zenops deployments", title_justify="left")
-    cols = ("deployment", "cloud", "state", "server", "address", "status", "ssh", "expires", "flavor", "age")
-    for col in (*cols, "cost so far"):
+    cols = ("deployment", "cloud", "state", "serves", "server", "address", "status", "ssh", "expires", "flavor")
+    for col in (*cols, "age", "cost so far"):
         table.add_column(col)
     for d in deps:
         cost = f"${d['cost_so_far']:.2f}" if d["cost_so_far"] is not None else "-"
+        serves = _serves(d.get("serving"))
         rows = d["servers"] or [{"name": "-", "address": "-", "status": "-", "ssh": False}]
         for i, s in enumerate(rows):
             first = i == 0
@@ -70,6 +72,7 @@ def status(ctx: click.Context, cloud: str | None, deployment: str | None, invent
                 escape(d["name"]) if first else "",
                 d["cloud"] if first else "",
                 d["status"] if first else "",
+                serves if first else "",
                 escape(str(s["name"])),
                 str(s.get("address") or "-"),
                 s["status"],
@@ -80,6 +83,14 @@ def status(ctx: click.Context, cloud: str | None, deployment: str | None, invent
                 cost if first else "",
             )
     app.out.print(table)
+
+
+def _serves(serving: dict[str, Any] | None) -> str:
+    """``tiny-llama x3 at http://...:8080/v1`` (model, instances, endpoint), or - when nothing is served."""
+    if not serving:
+        return "-"
+    where = f" at {serving['endpoint']}" if serving.get("endpoint") else ""
+    return escape(f"{serving['model']} x{serving['instances']}{where}")
 
 
 def _expires(expires_at: str | None, switch: dict[str, Any] | None) -> str:

@@ -10,6 +10,7 @@ from zenops.cloud import ledger
 from zenops.cloud import marks as m
 from zenops.cloud.preflight import cost_so_far
 from zenops.config import Config
+from zenops.deployment.status import serving_summary
 from zenops.errors import ZenopsError
 
 if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functions that use them: the CLI starts fast
@@ -69,6 +70,7 @@ def status(config: Config, cloud: str | None = None) -> list[dict[str, Any]]:
                     "servers": servers,
                     "cost_so_far": cost_so_far(d.cost_per_hour(), 1, hours),
                     "cloud_reachable": reachable,
+                    "serving": serving_summary(config, d.inventory),  # model, endpoint, instances (None: nothing)
                 }
             )
     return out

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from zenops import statefile
+from zenops.config import Config
 from zenops.context import RunContext
 from zenops.deployment import services
 from zenops.deployment.identity import of_inventory
@@ -24,6 +25,24 @@ def current_rollout(store: Store) -> RolloutState | None:
     except statefile.DamagedStateError as e:
         statefile.warn_damaged(e)
         return None
+
+
+def serving_summary(config: Config, inventory: Path | str | None) -> dict[str, Any] | None:
+    """What a deployment serves, from its serving record (no host is asked): ``model``, ``endpoint`` (the gateway's
+    URL, else the one server's, else None), ``instances``; None when zenops serves nothing there. A damaged record is
+    warned about (naming it) and reads as None."""
+    if not inventory:
+        return None
+    try:
+        record = Store(config, Path(inventory)).record()
+    except statefile.DamagedStateError as e:
+        statefile.warn_damaged(e)
+        return None
+    if record is None:
+        return None
+    urls = [str(ep.get("url")) for eps in record.endpoints.values() for ep in eps if ep.get("url")]
+    endpoint = (record.gateway or {}).get("url") or (urls[0] if len(urls) == 1 else None)
+    return {"model": record.model, "endpoint": endpoint, "instances": sum(len(v) for v in record.endpoints.values())}
 
 
 def serving_status(ctx: RunContext, inventory: Path, *, last: int = 10) -> dict[str, Any]:
