@@ -15,6 +15,7 @@ import os
 import secrets
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -266,6 +267,31 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
     assert who.returncode == 0, who.stderr
     assert who.stdout.split()[0] == "debian"
     assert ep["container"] in who.stdout.split()[1:]
+
+    # `zenops top --json` while requests stream: the instance's figures read from its /metrics over SSH (the key on
+    # the reading program's stdin), and the host's CPU and memory
+    streaming = threading.Event()
+
+    def keep_streaming() -> None:
+        body = {"model": "tiny-llama", "prompt": "The engine", "max_tokens": 128, "ignore_eos": True, "stream": True}
+        while not streaming.is_set():
+            post(f"{base}/completions", body, key, stream=True)
+
+    streamer = threading.Thread(target=keep_streaming, daemon=True)
+    streamer.start()
+    try:
+        watched, _ = zenops("top", "-i", str(inventory), "--interval", "3", timeout=300)
+    finally:
+        streaming.set()
+        streamer.join(timeout=120)
+    (row,) = [r for r in watched["instances"] if r["instance"] == plan["instances"][0]["index"]]
+    assert row["error"] is None, row
+    assert row["generated_tok_s"] > 0, row
+    assert (row["ttft_p50_ms"] or 0) > 0, row
+    assert 0 <= row["kv_cache_pct"] <= 100, row
+    assert 0 < row["host_mem_pct"] < 100, row
+    assert row["host_cpu_pct"] is not None, row
+    assert key not in json.dumps(watched)
 
     # running it again changes nothing
     t0 = time.monotonic()

@@ -32,6 +32,7 @@ from zenops.cli import (
     ssh,
     status,
     tiny_model,
+    top,
     up,
 )
 from zenops.cli.context import App, make_console
@@ -158,6 +159,7 @@ cli.add_command(rollout.rollout)
 cli.add_command(campaign.campaign)
 cli.add_command(logs.logs)
 cli.add_command(ssh.ssh)
+cli.add_command(top.top)
 
 
 def _wants_json(argv: list[str]) -> bool:

@@ -1,0 +1,139 @@
+"""The arithmetic of `zenops top` (zenops.metrics): the Prometheus text format, rates from counters across resets,
+percentiles from histogram buckets over a window, CPU from /proc/stat, and the rows built from snapshots."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from zenops.metrics import promtext, series
+from zenops.metrics.probe import HostSnapshot, Instance, instances_of
+from zenops.metrics.top import rows
+
+# the shape vLLM's /metrics has (prometheus_client): _total counters, per-model labels, cumulative buckets
+METRICS = """\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{engine="0",model_name="tiny"}} {running}
+vllm:num_requests_waiting{{engine="0",model_name="tiny"}} 1.0
+vllm:kv_cache_usage_perc{{engine="0",model_name="tiny"}} 0.25
+# TYPE vllm:generation_tokens counter
+vllm:generation_tokens_total{{engine="0",model_name="tiny"}} {generated}
+vllm:prompt_tokens_total{{engine="0",model_name="tiny"}} 50.0
+vllm:num_preemptions_total{{engine="0",model_name="tiny"}} {preempted}
+vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.1",model_name="tiny"}} {t1}
+vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.5",model_name="tiny"}} {t5}
+vllm:time_to_first_token_seconds_bucket{{engine="0",le="+Inf",model_name="tiny"}} {tinf}
+vllm:time_to_first_token_seconds_count{{engine="0",model_name="tiny"}} {tinf}
+vllm:inter_token_latency_seconds_bucket{{engine="0",le="0.01",model_name="tiny"}} 0.0
+vllm:inter_token_latency_seconds_bucket{{engine="0",le="0.02",model_name="tiny"}} 100.0
+vllm:inter_token_latency_seconds_bucket{{engine="0",le="+Inf",model_name="tiny"}} 100.0
+"""
+
+
+def metrics(running=2.0, generated=100.0, preempted=0.0, t1=0.0, t5=0.0, tinf=0.0) -> str:
+    return METRICS.format(running=running, generated=generated, preempted=preempted, t1=t1, t5=t5, tinf=tinf)
+
+
+def test_parse_reads_names_labels_and_values_and_skips_what_it_cannot():
+    text = metrics() + 'odd{a="x \\" y\\\\",b="two\\nlines"} 3 1700000000\nnot a line\nbad{a="1"} NaNx\n'
+    samples = promtext.parse(text)
+    assert promtext.total(samples, "vllm:num_requests_running") == 2.0
+    assert promtext.total(samples, "vllm:generation_tokens_total") == 100.0
+    odd = next(s for s in samples if s.name == "odd")
+    assert odd.label("a") == 'x " y\\'
+    assert odd.label("b") == "two\nlines"
+    assert odd.value == 3.0  # the timestamp is not the value
+    assert not any(s.name in ("not", "bad") for s in samples)
+    assert promtext.buckets(samples, "vllm:time_to_first_token_seconds") == {0.1: 0.0, 0.5: 0.0, math.inf: 0.0}
+    assert promtext.total(samples, "vllm:absent") is None
+
+
+def test_buckets_of_several_label_sets_add_up():
+    text = (
+        'h_bucket{m="a",le="1"} 1\nh_bucket{m="b",le="1"} 2\nh_bucket{m="a",le="+Inf"} 3\nh_bucket{m="b",le="+Inf"} 4\n'
+    )
+    assert promtext.buckets(promtext.parse(text), "h") == {1.0: 3.0, math.inf: 7.0}
+
+
+def test_quantile_interpolates_inside_the_bucket_as_prometheus_does():
+    b = {0.1: 10.0, 0.5: 30.0, 1.0: 40.0, math.inf: 40.0}
+    assert series.quantile(0.25, b) == pytest.approx(0.1)  # rank 10: the top of the first bucket
+    assert series.quantile(0.5, b) == pytest.approx(0.1 + 0.4 * (20 - 10) / 20)  # rank 20, halfway in (0.1, 0.5]
+    assert series.quantile(0.95, b) == pytest.approx(0.5 + 0.5 * (38 - 30) / 10)
+    assert series.quantile(0.1, b) == pytest.approx(0.04)  # the first bucket starts at 0
+    assert series.quantile(0.99, {0.1: 0.0, 0.5: 1.0, math.inf: 10.0}) == 0.5  # in +Inf: the highest finite bound
+    assert series.quantile(0.5, {0.1: 0.0, math.inf: 0.0}) is None  # no observation
+    assert series.quantile(0.5, {}) is None
+    with pytest.raises(ValueError, match="not between 0 and 1"):
+        series.quantile(1.5, b)
+
+
+def test_counters_that_went_back_count_from_zero():
+    assert series.increase(100, 160) == 60
+    assert series.increase(100, 40) == 40  # the server restarted: its counter began again
+    assert series.increase(None, 40) is None
+    assert series.rate(100, 160, 10) == 6.0
+    assert series.rate(100, 160, 0) is None
+    grown = series.bucket_increase({0.1: 5, math.inf: 9}, {0.1: 7, math.inf: 15})
+    assert grown == {0.1: 2, math.inf: 6}
+    assert series.bucket_increase({0.1: 5, math.inf: 9}, {0.1: 1, math.inf: 2}) == {0.1: 1, math.inf: 2}  # reset
+
+
+def test_cpu_busy_is_the_share_of_time_not_idle_or_waiting():
+    before = [100, 0, 100, 800, 0, 0, 0, 0]
+    after = [150, 0, 150, 900, 100, 0, 0, 0]  # +50 user +50 system +100 idle +100 iowait: 300 ticks
+    assert series.cpu_busy(before, after) == pytest.approx(100 / 300)
+    assert series.cpu_busy(before, before) is None
+    assert series.cpu_busy([], after) is None
+
+
+ENDPOINTS = {"h1": [{"instance": 0, "port": 8000, "url": "http://10.0.0.1:8000/v1"},
+                    {"instance": 1, "port": 8001, "url": "http://10.0.0.1:8001/v1", "listen": "10.9.9.9"}]}  # fmt: skip
+
+
+def test_instances_are_asked_at_the_address_they_listen_on():
+    assert instances_of(ENDPOINTS) == [
+        Instance("h1", 0, 8000, "http://10.0.0.1:8000/metrics"),
+        Instance("h1", 1, 8001, "http://10.9.9.9:8001/metrics"),
+    ]
+
+
+def snap(t: float, texts: dict[int, str], cpu: list[int], **kw) -> dict[str, HostSnapshot]:
+    return {"h1": HostSnapshot("h1", t, metrics=texts, cpu=cpu, mem_total=1000, mem_available=250, **kw)}
+
+
+def test_rows_from_snapshots_rates_percentiles_and_a_restarted_server():
+    insts = instances_of(ENDPOINTS)
+    cpu0, cpu1, cpu2 = [0, 0, 0, 100, 0], [50, 0, 0, 150, 0], [100, 0, 0, 200, 0]
+    history = [
+        snap(0.0, {0: metrics(generated=100, tinf=0), 1: metrics(generated=5000)}, cpu0),
+        snap(50.0, {0: metrics(generated=200, t1=0, t5=0, tinf=0), 1: metrics(generated=6000)}, cpu1),
+        snap(60.0, {0: metrics(generated=700, t1=4, t5=8, tinf=10, preempted=2), 1: metrics(generated=30)}, cpu2),
+    ]
+    r0, r1 = rows(history, insts, window_s=30)
+    assert (r0.running, r0.waiting, r0.kv_cache_pct) == (2.0, 1.0, 25.0)
+    assert r0.generated_tok_s == 50.0  # (700 - 200) / 10 s: between the two newest
+    assert r0.host_cpu_pct == 50.0
+    assert r0.host_mem_pct == 75.0
+    # the window (30 s) starts at t=50: 10 TTFTs in it, 4 under 0.1 s, 8 under 0.5 s
+    assert r0.window_s == 10.0
+    assert r0.ttft_p50_ms == pytest.approx(1000 * (0.1 + 0.4 * (5 - 4) / 4))
+    assert r0.ttft_p95_ms == pytest.approx(500.0)  # rank 9.5 is in +Inf: the highest finite bound
+    assert r0.itl_p50_ms is None  # its histogram did not grow in the window: nothing to tell (not its lifetime's)
+    assert (r0.preemptions, r0.preemptions_in_window) == (2.0, 2.0)
+    assert r1.generated_tok_s == 3.0  # restarted (6000 -> 30): 30 tokens since, over 10 s
+    wide = rows(history, insts, window_s=600)[0]
+    assert wide.window_s == 60.0  # the oldest snapshot inside a wide window
+
+
+def test_rows_say_what_could_not_be_read():
+    insts = instances_of(ENDPOINTS)
+    history = [{"h1": HostSnapshot("h1", 0.0, metrics={0: metrics()}, errors={1: "HTTP Error 401: Unauthorized"})}]
+    r0, r1 = rows(history, insts)
+    assert r0.error is None
+    assert r0.generated_tok_s is None  # one snapshot: gauges only
+    assert r1.error == "HTTP Error 401: Unauthorized"
+    down = rows([{"h1": HostSnapshot("h1", 0.0, error="ssh: connect to host 10.0.0.1 port 22: No route")}], insts)
+    assert [r.error for r in down] == ["ssh: connect to host 10.0.0.1 port 22: No route"] * 2
