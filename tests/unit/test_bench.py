@@ -145,8 +145,11 @@ def test_client_runs_in_the_servers_image_with_its_volumes_on_spare_cpus():
     assert _flag(argv, "--name") == "zenops-bench-r1-0-zen-c4"  # one client per run, instance and level
     assert _flag(argv, "--entrypoint") == "/bin/sh"  # reads the key file, then execs vllm with the arguments
     image_at = argv.index("sha256:abc")  # the image the server runs, by id
-    assert argv[image_at + 1 : image_at + 6] == ["-c", bench.KEY_WRAPPER, "/run/zenops/secrets/api-key", "bench",
-                                                 "serve"]  # fmt: skip
+    assert argv[image_at + 1 : image_at + 7] == ["-c", bench.KEY_WRAPPER, "/run/zenops/secrets/api-key",
+                                                 bench.SAMPLER, "bench", "serve"]  # fmt: skip
+    # the sampler reads the server's /metrics around and during the run, into <stem>.server.json beside the result
+    assert "ZENOPS_METRICS_URL=http://127.0.0.1:8000/metrics" in argv
+    assert "ZENOPS_METRICS_OUT=/zenops-bench/zen-c4.server.json" in argv
     assert _flag(argv, "--volumes-from") == "zenops-vllm-0:ro"
     assert _flag(argv, "--network") == "host"
     assert _flag(argv, "--cpuset-cpus") == "0"
@@ -189,11 +192,12 @@ def test_api_key_reaches_the_client_only_from_its_file_inside_the_container():
     argv = _argv()
     assert "--env-file" not in argv
     assert "--env" in argv
-    assert [a for a in argv if "API_KEY" in a] == [bench.KEY_WRAPPER]  # the variable is set inside, from the file
+    # the variable is set inside, from the file (the sampler's program reads it from its environment)
+    assert [a for a in argv if "API_KEY" in a] == [bench.KEY_WRAPPER, bench.SAMPLER]
     assert not any(KEY in a for a in argv)
     bare = _argv(key_file="", cpuset="")
-    assert _flag(bare, "--entrypoint") == "vllm"
-    assert bare[bare.index("sha256:abc") + 1 : bare.index("sha256:abc") + 3] == ["bench", "serve"]
+    assert _flag(bare, "--entrypoint") == "python3"
+    assert bare[bare.index("sha256:abc") + 1 : bare.index("sha256:abc") + 5] == ["-c", bench.SAMPLER, "bench", "serve"]
     assert "--cpuset-cpus" not in bare
 
 
@@ -207,11 +211,12 @@ def test_the_key_wrapper_exports_the_file_and_refuses_an_empty_one(tmp_path):
     fake.write_text('#!/bin/sh\necho "args:$*"; echo "key:$OPENAI_API_KEY"\n')
     fake.chmod(0o755)
     env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}
-    out = subprocess.run(["/bin/sh", "-c", bench.KEY_WRAPPER, str(key), "bench", "serve"], env=env,
+    out = subprocess.run(["/bin/sh", "-c", bench.KEY_WRAPPER, str(key), bench.SAMPLER, "bench", "serve"], env=env,
                          capture_output=True, text=True, check=True).stdout  # fmt: skip
     assert out.splitlines() == ["args:bench serve", "key:k-123"]
     key.write_text("")
-    empty = subprocess.run(["/bin/sh", "-c", bench.KEY_WRAPPER, str(key)], env=env, capture_output=True, check=False)
+    empty = subprocess.run(["/bin/sh", "-c", bench.KEY_WRAPPER, str(key), bench.SAMPLER], env=env,
+                           capture_output=True, check=False)  # fmt: skip
     assert empty.returncode != 0
     assert b"args:" not in empty.stdout
     missing = subprocess.run(["/bin/sh", "-c", bench.KEY_WRAPPER, str(tmp_path / "nope")], env=env,

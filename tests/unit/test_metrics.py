@@ -9,6 +9,7 @@ import pytest
 
 from zenops.metrics import promtext, series
 from zenops.metrics.probe import HostSnapshot, Instance, instances_of
+from zenops.metrics.server import line, server_figures
 from zenops.metrics.top import rows
 
 # the shape vLLM's /metrics has (prometheus_client): _total counters, per-model labels, cumulative buckets
@@ -137,3 +138,139 @@ def test_rows_say_what_could_not_be_read():
     assert r1.error == "HTTP Error 401: Unauthorized"
     down = rows([{"h1": HostSnapshot("h1", 0.0, error="ssh: connect to host 10.0.0.1 port 22: No route")}], insts)
     assert [r.error for r in down] == ["ssh: connect to host 10.0.0.1 port 22: No route"] * 2
+
+
+# --- a benchmark run's server side (zenops.bench.sampler, zenops.metrics.server) --------------------------------------
+
+
+def test_the_sampler_reads_the_servers_metrics_around_and_during_the_run_and_keeps_vllms_status(tmp_path):
+    """The client's wrapper program, run by a real python3 with a real HTTP server standing in for vLLM's /metrics
+    (it requires the key) and a stand-in `vllm` (a TEST DOUBLE: no engine here) that runs 1.5 s and exits 3."""
+    import http.server  # noqa: PLC0415
+    import json  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    from zenops.bench import SAMPLER  # noqa: PLC0415
+
+    served = {"n": 0}
+
+    class Metrics(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.headers.get("Authorization") != "Bearer k-1":
+                self.send_response(401)
+                self.end_headers()
+                return
+            served["n"] += 1
+            body = metrics(running=float(served["n"]), generated=100.0 * served["n"]).encode()
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_args: object) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    fake = tmp_path / "vllm"
+    fake.write_text('#!/bin/sh\necho "vllm $*"; sleep 1.5; exit 3\n')
+    fake.chmod(0o755)
+    out = tmp_path / "zen-c4.server.json"
+    url = f"http://127.0.0.1:{httpd.server_port}/metrics"
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "OPENAI_API_KEY": "k-1", "ZENOPS_METRICS_EVERY": "0.3",
+           "ZENOPS_METRICS_URL": url, "ZENOPS_METRICS_OUT": str(out)}  # fmt: skip
+    try:
+        proc = subprocess.run([sys.executable, "-c", SAMPLER, "bench", "serve"], env=env, capture_output=True,
+                              text=True, timeout=60, check=False)  # fmt: skip
+    finally:
+        httpd.shutdown()
+    assert proc.returncode == 3  # vllm's status is the client's
+    assert proc.stdout.strip() == "vllm bench serve"
+    read = json.loads(out.read_text())
+    assert read["errors"] == []
+    assert "vllm:num_requests_running" in read["before"]
+    assert len(read["gauges"]) >= 2
+    assert read["gauges"][0]["running"] == 2.0  # the first sample after the "before" read
+    assert read["gauges"][0]["kv"] == 0.25
+    assert "k-1" not in out.read_text()
+    figures = server_figures(read)
+    assert figures["running_peak"] == max(g["running"] for g in read["gauges"])
+    assert figures["kv_peak_pct"] == 25.0
+    # without the key every read fails: recorded, and the run is still vllm's
+    env["OPENAI_API_KEY"] = "wrong"
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    env["ZENOPS_METRICS_URL"] = f"http://127.0.0.1:{httpd.server_port}/metrics"
+    try:
+        proc = subprocess.run([sys.executable, "-c", SAMPLER], env=env, capture_output=True, text=True, timeout=60,
+                              check=False)  # fmt: skip
+    finally:
+        httpd.shutdown()
+    assert proc.returncode == 3
+    denied = json.loads(out.read_text())
+    assert denied["before"] is None
+    assert any("401" in e for e in denied["errors"])
+    assert server_figures(denied)["preemptions"] is None
+
+
+def test_server_figures_from_two_reads_and_the_samples():
+    before = metrics(generated=100, preempted=1) + (
+        "vllm:request_queue_time_seconds_sum 2.0\nvllm:request_queue_time_seconds_count 10\n"
+        "vllm:prefix_cache_queries_total 100\nvllm:prefix_cache_hits_total 10\nvllm:request_success_total 10\n"
+    )
+    after = metrics(generated=900, preempted=4) + (
+        "vllm:request_queue_time_seconds_sum 2.5\nvllm:request_queue_time_seconds_count 30\n"
+        "vllm:prefix_cache_queries_total 300\nvllm:prefix_cache_hits_total 60\nvllm:request_success_total 30\n"
+    )
+    gauges = [{"t": 1, "running": 0.0, "waiting": 0.0, "kv": 0.1}, {"t": 2, "running": 4.0, "waiting": 2.0, "kv": 0.6},
+              {"t": 3, "running": 3.0, "waiting": 0.0, "kv": 0.5}]  # fmt: skip
+    f = server_figures({"before": before, "after": after, "gauges": gauges, "errors": []})
+    assert f["preemptions"] == 3.0
+    assert f["kv_peak_pct"] == 60.0
+    assert f["running_mean"] == 3.5  # the samples with work: an idle sample is not a batch
+    assert (f["running_peak"], f["waiting_peak"]) == (4.0, 2.0)
+    assert f["queue_ms_mean"] == 25.0  # 0.5 s over 20 requests
+    assert f["prefix_cache_hit_pct"] == 25.0  # 50 hits of 200 queries
+    assert f["requests"] == 20.0
+    assert line(f) == ("server: KV peak 60.0%, 3 preemptions, queue 25.0 ms, mean batch 3.5, prefix cache hits 25%")
+    assert line(None) == ""
+    # an older engine without the queue histogram: that figure is unknown, not zero
+    bare = server_figures({"before": metrics(), "after": metrics(), "gauges": []})
+    assert bare["queue_ms_mean"] is None
+    assert bare["running_mean"] is None
+
+
+def test_the_report_shows_the_server_side_of_a_run_directory(tmp_path, run):
+    import json  # noqa: PLC0415
+
+    d = tmp_path / "runs" / "r1" / "h1" / "0"
+    d.mkdir(parents=True)
+    result = {"completed": 8, "failed": 0, "output_throughput": 120.0, "total_token_throughput": 300.0,
+              "request_throughput": 2.0, "median_ttft_ms": 30.0, "median_tpot_ms": 8.0, "max_concurrency": 4,
+              "num_prompts": 8, "model_id": "tiny", "duration": 4.0, "host": "h1", "instance": "0"}  # fmt: skip
+    (d / "zen-c4.json").write_text(json.dumps(result))
+    read = {"before": metrics(preempted=0), "after": metrics(preempted=2), "errors": [],
+            "gauges": [{"t": 1, "running": 4.0, "waiting": 0.0, "kv": 0.4}]}  # fmt: skip
+    (d / "zen-c4.server.json").write_text(json.dumps(read))
+    r = run(["report", str(tmp_path / "runs" / "r1"), "--format", "md"])
+    assert r.exit_code == 0, r.output
+    assert "Server side" in r.output
+    assert "| h1/0 | 4 | 40.0 | 2 |" in r.output
+    r = run(["report", str(tmp_path / "runs" / "r1"), "--json"])
+    out = json.loads(r.output.strip().splitlines()[-1])
+    (row,) = out["results"]
+    assert row["server"]["preemptions"] == 2.0
+    assert out["skipped"] == []  # the read is not taken for a result, nor passed over as one
+
+
+def test_merged_server_figures_of_instances_or_repeats():
+    from zenops.metrics.server import merged  # noqa: PLC0415
+
+    a = {"preemptions": 1.0, "kv_peak_pct": 40.0, "running_mean": 2.0, "queue_ms_mean": 10.0, "requests": 8.0}
+    b = {"preemptions": 2.0, "kv_peak_pct": 70.0, "running_mean": 3.0, "queue_ms_mean": 20.0, "requests": None}
+    m = merged([a, b, None])
+    assert m is not None
+    assert (m["preemptions"], m["kv_peak_pct"], m["running_mean"], m["queue_ms_mean"]) == (3.0, 70.0, 2.5, 15.0)
+    assert m["requests"] is None  # one run did not say: the sum is unknown, not 8
+    assert merged([None, None]) is None

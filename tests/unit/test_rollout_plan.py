@@ -524,3 +524,15 @@ def test_host_change_shutdown_timeout_is_a_container_restart():
     kind, diffs = host_change(PLAN, dict(PLAN), {**REQ, "shutdown_timeout": 30}, {**REQ, "shutdown_timeout": 600})
     assert kind == "args"
     assert diffs == ["shutdown_timeout 30 -> 600"]
+
+
+def test_a_gate_verdict_shows_the_servers_own_figures_beside_the_clients():
+    side = {"kv_peak_pct": 97.5, "preemptions": 12.0, "queue_ms_mean": 840.0, "running_mean": 1.0}
+    base = [Sample(100.0, 50.0), Sample(101.0, 50.0)]
+    v = verdict("h1-8000", base, Sample(60.0, 400.0, 0, side), GateLimits(), fleet_spread=0.0)
+    assert v.outcome == "fail"
+    assert v.figures["server"] == side
+    assert "server: KV peak 97.5%, 12 preemptions, queue 840.0 ms, mean batch 1.0" in v.line()
+    plain = verdict("h1-8000", base, Sample(100.0, 50.0), GateLimits(), fleet_spread=0.0)
+    assert plain.figures["server"] is None
+    assert "server:" not in plain.line()

@@ -7,16 +7,25 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import zenops
 from zenops.cpulist import format_cpulist, parse_cpulist
+from zenops.metrics import server as server_metrics
 
 BENCH_LABEL = "vllm-bench"
 CLIENT_RESULT_DIR = "/zenops-bench"  # the host's result directory, inside the bench container
 # the client's entry point when the server requires a key: the key goes from its file into the environment of the
-# client process only (a missing or unreadable file stops the run: no request goes out without it)
-KEY_WRAPPER = 'set -e; key=$(cat "$0"); [ -n "$key" ]; export OPENAI_API_KEY="$key"; unset key; exec vllm "$@"'
+# client process only (a missing or unreadable file stops the run: no request goes out without it); then the
+# sampler's program ($1) runs vllm with the rest
+KEY_WRAPPER = (
+    'set -e; key=$(cat "$0"); [ -n "$key" ]; export OPENAI_API_KEY="$key"; unset key; '
+    'code=$1; shift; exec python3 -c "$code" "$@"'
+)
+# the program that runs `vllm bench serve` and reads the server's /metrics around and during it (zenops.bench.sampler)
+SAMPLER = (Path(__file__).parent / "sampler.py").read_text()
+SERVER_METRICS_SUFFIX = server_metrics.SUFFIX  # beside each run's result: <stem>.server.json
 
 
 # --- the client's command line (used by the role through the filter plugin) -----------------------------------
@@ -68,6 +77,7 @@ def bench_argv(
     nor in the container's configuration (``docker inspect``).
     """
     stem = result_stem(platform, run)
+    base_url = f"http://{server.get('address') or '127.0.0.1'}:{server['port']}"
     meta = {
         "platform": platform or "unknown",
         "run_id": run_id,
@@ -106,21 +116,27 @@ def bench_argv(
         f"{result_dir}:{CLIENT_RESULT_DIR}:rw",
         "--env",
         "HF_HUB_OFFLINE=1",
+        "--env",
+        f"ZENOPS_METRICS_URL={base_url}/metrics",
+        "--env",
+        f"ZENOPS_METRICS_OUT={CLIENT_RESULT_DIR}/{stem}{SERVER_METRICS_SUFFIX}",
         "--entrypoint",
-        "/bin/sh" if key_file else "vllm",
+        "/bin/sh" if key_file else "python3",
     ]
     if cpuset:
         argv += ["--cpuset-cpus", cpuset]
     argv.append(server.get("image_id") or server["image"])
-    if key_file:  # sh -c SCRIPT $0 $@: the key file is $0, vllm's arguments follow
-        argv += ["-c", KEY_WRAPPER, key_file]
+    if key_file:  # sh -c SCRIPT $0 $@: the key file is $0, the sampler's program $1, vllm's arguments follow
+        argv += ["-c", KEY_WRAPPER, key_file, SAMPLER]
+    else:
+        argv += ["-c", SAMPLER]
     argv += [
         "bench",
         "serve",
         "--backend",
         "vllm",
         "--base-url",
-        f"http://{server.get('address') or '127.0.0.1'}:{server['port']}",
+        base_url,
         "--endpoint",
         "/v1/completions",
         "--model",

@@ -45,6 +45,7 @@ from statistics import fmean
 from typing import Any
 
 from zenops.errors import UsageError, in_one_line
+from zenops.metrics.server import merged as merged_server
 from zenops.report.comparison import Comparison, compare, host_totals
 from zenops.report.rendering import cost_header, csv_text, fmt, fmt_price, md_table, roofline_cell
 from zenops.report.results import BenchResult
@@ -156,6 +157,8 @@ class Row:
             "user_tok_s": self.user_tok_s,
             "bursty": self.bursty,
             "sources": [r.source for r in self.runs],
+            "kv_peak_pct": (self.result.server or {}).get("kv_peak_pct"),
+            "preemptions": (self.result.server or {}).get("preemptions"),
         }
 
 
@@ -188,6 +191,7 @@ def mean_result(runs: Sequence[BenchResult]) -> BenchResult:
         num_prompts=_total(r.num_prompts for r in runs),
         price_per_hour=next((r.price_per_hour for r in runs if r.price_per_hour is not None), None),
         source=f"{first.source} (+{len(runs) - 1} repeats)",
+        server=merged_server([r.server for r in runs]),
         **averaged,
     )
 
@@ -460,6 +464,8 @@ CSV_FIELDS = (
     "price_per_hour",
     "cost_per_million_output_tokens",
     "roofline_pct",
+    "kv_peak_pct",
+    "preemptions",
     "best",
     "pareto",
     "monthly_cost",
@@ -534,9 +540,11 @@ def _markdown(rep: CampaignReport) -> str:
     results = [r.result for r in rep.rows]
     cost_title, show_price = cost_header(results)
     show_roof = any(r.roofline_pct is not None for r in results)
+    show_server = any(r.server for r in results)
     header = ["Flavor", "Model", "Variant", "Concurrency", "Output tok/s", "Median TTFT ms", "Median TPOT ms"]
     header += ["Failed"] + (["$/h"] if show_price else []) + [cost_title]
     header += (["Of the plan's ceiling (roof)"] if show_roof else []) + ["Repeat spread (tok/s)"]
+    header += ["KV peak %", "Preemptions"] if show_server else []
     body = []
     for row in rep.rows:
         r = row.result
@@ -547,6 +555,8 @@ def _markdown(rep: CampaignReport) -> str:
         cells += [fmt(row.cost) + (" (best)" if rep.is_best(row) else "")]
         cells += [roofline_cell(r)] if show_roof else []
         cells += [_spread_cell(row)]
+        side = r.server or {}
+        cells += [fmt(side.get("kv_peak_pct"), 1), fmt(side.get("preemptions"), 0)] if show_server else []
         body.append(cells)
     out.append("## Results\n\n" + md_table(header, body))
     if any(row.bursty for row in rep.rows):

@@ -141,7 +141,7 @@ def report(
             out["comparison"] = comparison.to_dict()
         app.emit_json(out)
     elif output_format == "md":
-        click.echo(lib.markdown(current.results), nl=False)
+        click.echo(lib.markdown(current.results) + _server_md(current.results), nl=False)
         _host_totals(app, current.results, output_format)
         if comparison is not None:
             click.echo(f"\nCompared with {lib.clean(str(baseline_path))}:\n")
@@ -211,6 +211,30 @@ def _failed_cell(r: lib.BenchResult) -> str:
     return "?" if r.failed is None else str(r.failed)
 
 
+def _server_md(results: Sequence[lib.BenchResult]) -> str:
+    from zenops import report as lib  # noqa: PLC0415
+
+    side = lib.server_markdown(results)
+    return f"\nServer side (each server's /metrics around the run):\n\n{side}" if side else ""
+
+
+def print_server_table(app: App, results: Sequence[lib.BenchResult]) -> None:
+    """The server side of the runs that have it (zenops.metrics.server), below the results."""
+    from rich.table import Table  # noqa: PLC0415
+
+    from zenops import report as lib  # noqa: PLC0415
+
+    rows = lib.server_rows(results)
+    if not rows:
+        return
+    table = Table(title="server side (each server's /metrics around the run)", title_justify="left")
+    for i, col in enumerate(lib.SERVER_HEADER):
+        table.add_column(col, justify="left" if i == 0 else "right")
+    for row in rows:
+        table.add_row(*[_text(c) for c in row])
+    app.out.print(table)
+
+
 def print_table(
     app: App, results: Sequence[lib.BenchResult], title: str = "vllm bench serve results", host_column: bool = False
 ) -> None:
@@ -260,6 +284,8 @@ def print_table(
         cells.append(lib.fmt(r.cost_per_million_output_tokens))
         table.add_row(*cells, style="red" if r.flagged else None)
     app.out.print(table)
+    if not host_column:  # the runs' own rows: their server side below them
+        print_server_table(app, results)
 
 
 def print_comparison(app: App, comp: lib.Comparison, baseline_path: Path | None) -> None:

@@ -46,6 +46,7 @@ from zenops.report.rendering import (
     COMPARISON_CSV_FIELDS,
     COMPARISON_HEADER,
     CSV_FIELDS,
+    SERVER_HEADER,
     comparison_csv,
     comparison_markdown,
     comparison_rows,
@@ -55,6 +56,8 @@ from zenops.report.rendering import (
     fmt_price,
     markdown,
     roofline_cell,
+    server_markdown,
+    server_rows,
     to_csv,
 )
 from zenops.report.results import (
@@ -76,6 +79,7 @@ __all__ = [
     "LABEL_KEYS",
     "MANIFEST",
     "PLAN",
+    "SERVER_HEADER",
     "BenchInputError",
     "BenchPathNotFoundError",
     "BenchResult",
@@ -109,6 +113,8 @@ __all__ = [
     "plot",
     "read_manifest",
     "roofline_cell",
+    "server_markdown",
+    "server_rows",
     "to_csv",
     "with_price",
     "with_roofline",

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from zenops.metrics.server import merged as merged_server
 from zenops.report.results import BenchResult, ordered
 
 # --- comparison -------------------------------------------------------------------------------------------------
@@ -164,6 +165,7 @@ def host_totals(results: Iterable[BenchResult]) -> list[BenchResult]:
                 label=f"{host} total ({len(instances)} instances)",
                 instance=None,
                 roofline=None,
+                server=merged_server([r.server for r in rs]),
             )
         )
     return ordered(out)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from zenops.errors import NoBenchResultError
+from zenops.metrics import server as server_metrics
 from zenops.report.parsing import LABEL_KEYS, is_bench_json, load_json_text, parse_json_result, parse_text, price_field
 from zenops.report.results import (
     MANIFEST,
@@ -154,6 +155,8 @@ def _walk(root: Path) -> Iterator[Path]:
         rel = p.relative_to(root)
         if any(part.startswith(".") for part in rel.parts) or p.name == MANIFEST or not p.is_file():
             continue
+        if p.name.endswith(server_metrics.SUFFIX):  # a run's server-side read (with_server), not a result
+            continue
         yield p
 
 
@@ -180,7 +183,9 @@ def load(paths: Iterable[Path], *, price_of: PriceLookup | None = None) -> Repor
                 defaults = _manifest_for(file, root, cache, price_of)
                 plan = _plan_for(file, root, plans)
                 by_dir = int(file.parent.name) if file.parent.name.isdigit() else None
-                found.extend(with_roofline(_apply(r, defaults, price_of), plan, by_dir) for r in results)
+                found.extend(
+                    with_server(with_roofline(_apply(r, defaults, price_of), plan, by_dir), file) for r in results
+                )
             if not found:
                 others = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.suffix in (".txt", ".log"))
                 hint = "a run directory holds the JSON files `vllm bench serve --save-result` writes"
@@ -195,7 +200,9 @@ def load(paths: Iterable[Path], *, price_of: PriceLookup | None = None) -> Repor
             # a result of a zenops bench run directory: the host's plan.json is one level up
             plan = _plan_for(path.resolve(), directory.parent, plans)
             by_dir = int(directory.name) if directory.name.isdigit() else None
-            report.results.extend(with_roofline(_apply(r, defaults, price_of), plan, by_dir) for r in results)
+            report.results.extend(
+                with_server(with_roofline(_apply(r, defaults, price_of), plan, by_dir), path) for r in results
+            )
     return report
 
 
@@ -264,3 +271,20 @@ def with_roofline(result: BenchResult, plan: Mapping[str, Any] | None, instance:
         inst: Mapping[str, Any] = next((i for i in plan.get("instances") or [] if i.get("index") == index), {})
         context = int((inst.get("roofline") or {}).get("context_tokens") or 0)
     return replace(result, roofline=ceiling(plan, index, concurrency=concurrency, context_tokens=context))
+
+
+# --- the server's own figures ---------------------------------------------------------------------------------------
+
+
+def with_server(result: BenchResult, file: Path) -> BenchResult:
+    """The result with the server-side figures of its run (``<stem>.server.json`` beside its file, written by the
+    benchmark client's sampler: zenops.bench.sampler), when there are some; a file that cannot be read is passed
+    over (the client's figures stand without it)."""
+    side = file.with_name(file.name.removesuffix(".json") + server_metrics.SUFFIX)
+    if file.suffix != ".json" or not side.is_file():
+        return result
+    try:
+        read = json.loads(side.read_text())
+    except (OSError, json.JSONDecodeError):
+        return result
+    return replace(result, server=server_metrics.server_figures(read)) if isinstance(read, dict) else result

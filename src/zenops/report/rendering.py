@@ -98,6 +98,34 @@ def markdown(results: Sequence[BenchResult], *, label_column: bool = False) -> s
     return md_table(header, body)
 
 
+SERVER_HEADER = ("Server", "Concurrency", "KV peak %", "Preemptions", "Queue ms (mean)", "Mean batch",
+                 "Prefix-cache hits %")  # fmt: skip
+
+
+def server_rows(results: Sequence[BenchResult]) -> list[list[str]]:
+    """The server-side figures of each run that has them (zenops.metrics.server): one row per server and level."""
+    out = []
+    for r in ordered(results):
+        f = r.server
+        if not f:
+            continue
+        host = r.metadata.get("host") or r.label or "-"
+        name = f"{host}/{r.instance}" if r.instance is not None else str(host)
+        if r.platform:
+            name += f" ({r.platform})"
+        out.append(
+            [name, str(r.max_concurrency or "-"), fmt(f.get("kv_peak_pct"), 1), fmt(f.get("preemptions"), 0),
+             fmt(f.get("queue_ms_mean"), 1), fmt(f.get("running_mean"), 2), fmt(f.get("prefix_cache_hit_pct"), 1)]
+        )  # fmt: skip
+    return out
+
+
+def server_markdown(results: Sequence[BenchResult]) -> str:
+    """The server side of the runs, read from each server's /metrics around the run ("" when none was read)."""
+    rows = server_rows(results)
+    return md_table(list(SERVER_HEADER), rows) if rows else ""
+
+
 COMPARISON_HEADER = (
     "Model",
     "Concurrency",
@@ -179,6 +207,7 @@ CSV_FIELDS = (
     "label",
     "source",
     "problems",
+    *(f"server_{k}" for k in ("kv_peak_pct", "preemptions", "queue_ms_mean", "running_mean", "prefix_cache_hit_pct")),
 )
 
 
@@ -197,6 +226,7 @@ def to_csv(results: Sequence[BenchResult]) -> str:
     for r in ordered(results):
         d = r.to_dict()
         d["problems"] = "; ".join(r.problems)
+        d.update({f"server_{k}": v for k, v in (r.server or {}).items()})
         rows.append(d)
     return csv_text(CSV_FIELDS, rows)
 

@@ -73,6 +73,7 @@ class BenchResult:
     output_len: float | None = None  # mean output tokens per completed request
     instance: int | None = None  # the server instance (zenops bench's metadata), None when unknown
     roofline: Mapping[str, Any] | None = None  # the plan's decode ceiling at this run's concurrency and context
+    server: Mapping[str, Any] | None = None  # the server's own figures of the run (zenops.metrics.server), if read
 
     @property
     def cost_per_million_output_tokens(self) -> float | None:
@@ -134,6 +135,7 @@ class BenchResult:
             "metadata": dict(self.metadata),
             "source": self.source,
             "problems": self.problems,
+            "server": dict(self.server) if self.server else None,
         }
 
 

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from zenops.errors import UsageError
+from zenops.metrics.server import line as server_line
 
 # --- batches ------------------------------------------------------------------------------------------------------
 
@@ -134,6 +135,8 @@ class Sample:
     output_tok_s: float
     median_ttft_ms: float | None
     failed: int = 0
+    # the server's own figures of the run (zenops.metrics.server: KV peak, preemptions, queue, batch), if read
+    server: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,9 @@ class Verdict:
                 f"median TTFT {f['new_ttft_ms']:.0f} ms vs {f['baseline_ttft_ms']:.0f} ms ({f['ttft_change']:+.0%})"
             )
         parts.append(f"run-to-run spread {f['spread']:.0%}")
+        side = server_line(f.get("server"))
+        if side:
+            parts.append(side)
         return (
             f"{self.server}: {self.outcome.upper()}: "
             + ", ".join(parts)
@@ -221,6 +227,9 @@ def verdict(
         "control_tok_s": round(control_now.output_tok_s, 2) if control_now else None,
         "max_tps_drop": limits.max_tps_drop,
         "max_ttft_rise": limits.max_ttft_rise,
+        # what the server says of the new run and of the control's: a slower engine, a full KV cache or preemptions
+        "server": dict(new.server) if new.server else None,
+        "control_server": dict(control_now.server) if control_now and control_now.server else None,
     }
     reasons: list[str] = []
     if new.failed:

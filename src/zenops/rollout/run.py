@@ -457,7 +457,9 @@ class Rollout:
         for r in outcome.report.results:
             host = str(r.metadata.get("host") or "")
             port = _port_of(self.state, host, r.instance)
-            out[gw_lib.backend_name(host, port)] = Sample(r.output_tok_s, r.median_ttft_ms, r.failed or 0)
+            out[gw_lib.backend_name(host, port)] = Sample(
+                r.output_tok_s, r.median_ttft_ms, r.failed or 0, dict(r.server) if r.server else None
+            )
         return out
 
     def _baseline(self) -> None:

@@ -1,0 +1,96 @@
+"""The benchmark client's wrapper, run inside the client container by the engine image's python3 (its source is the
+``-c`` program: standard library only, nothing of zenops): it reads the server's /metrics once before the run, then
+every ``ZENOPS_METRICS_EVERY`` seconds while `vllm bench serve` runs (the gauges: requests running and waiting, KV
+cache usage), and once after, and writes them to ``ZENOPS_METRICS_OUT`` as JSON ({"before", "after": /metrics text,
+"gauges": [{t, running, waiting, kv}], "errors"}). zenops.bench.server_figures turns that into the run's server-side
+figures.
+
+The client's exit status is vllm's; SIGTERM and SIGINT (the run's time limit, a cancel) are passed on to it. A
+metrics read that fails is recorded in "errors", never a failed run. The API key, when the server needs one, is in
+OPENAI_API_KEY (zenops.bench.client.KEY_WRAPPER put it there from its file).
+"""
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from typing import Any
+
+GAUGES = {
+    "running": ("vllm:num_requests_running",),
+    "waiting": ("vllm:num_requests_waiting",),
+    "kv": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+}
+
+
+def read(url: str, key: str) -> str:
+    headers = {"Authorization": "Bearer " + key} if key else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5) as answer:
+        return str(answer.read().decode("utf-8"))
+
+
+def gauges(text: str) -> dict[str, float]:
+    """The GAUGES of a /metrics text (summed across label sets)."""
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        m = re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", line)
+        if not m:
+            continue
+        rest = line[line.index("}") + 1 :] if "}" in line else line[m.end() :]
+        for key, names in GAUGES.items():
+            if m.group(0) in names:
+                with contextlib.suppress(ValueError, IndexError):
+                    found[key] = found.get(key, 0.0) + float(rest.split()[0])
+    return found
+
+
+def main() -> None:
+    url = os.environ.get("ZENOPS_METRICS_URL", "")
+    out = os.environ.get("ZENOPS_METRICS_OUT", "")
+    every = float(os.environ.get("ZENOPS_METRICS_EVERY", "1"))
+    key = os.environ.get("OPENAI_API_KEY", "")
+    record: dict[str, Any] = {"url": url, "before": None, "after": None, "gauges": [], "errors": []}
+    stop = threading.Event()
+
+    def attempt(what: str) -> str | None:
+        try:
+            return read(url, key)
+        except Exception as e:  # any failure to read is recorded, never the run's
+            record["errors"].append(f"{what}: {e}")
+            return None
+
+    def sample() -> None:
+        while not stop.wait(every):
+            text = attempt("sample")
+            if text is not None:
+                record["gauges"].append({"t": round(time.time(), 3), **gauges(text)})
+
+    if url:
+        record["before"] = attempt("before")
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+    client = subprocess.Popen(["vllm", *sys.argv[1:]])
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, _frame: client.send_signal(signum))  # the time limit reaches vllm
+    rc = client.wait()
+    if url:
+        stop.set()
+        sampler.join(timeout=10)
+        record["after"] = attempt("after")
+        if out:
+            try:
+                with open(out, "w") as f:
+                    json.dump(record, f)
+            except OSError as e:
+                sys.stderr.write(f"zenops: could not write the server's metrics to {out}: {e}\n")
+    sys.exit(rc)
+
+
+if __name__ == "__main__":
+    main()
