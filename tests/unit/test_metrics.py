@@ -96,7 +96,7 @@ ENDPOINTS = {"h1": [{"instance": 0, "port": 8000, "url": "http://10.0.0.1:8000/v
 
 def test_instances_are_asked_at_the_address_they_listen_on():
     assert instances_of(ENDPOINTS) == [
-        Instance("h1", 0, 8000, "http://10.0.0.1:8000/metrics"),
+        Instance("h1", 0, 8000, "http://127.0.0.1:8000/metrics"),  # bound to every address: the loopback
         Instance("h1", 1, 8001, "http://10.9.9.9:8001/metrics"),
     ]
 

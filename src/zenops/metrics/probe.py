@@ -16,7 +16,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from zenops.deployment.access import HostAccess
 
@@ -64,12 +63,14 @@ class HostSnapshot:
 
 
 def instances_of(endpoints: Mapping[str, Sequence[Mapping[str, Any]]]) -> list[Instance]:
-    """Every vLLM instance of a serving record's endpoints, with the URL of its /metrics on its host."""
+    """Every vLLM instance of a serving record's endpoints, with the URL of its /metrics on its host (its endpoint's
+    ``listen``, as roles/vllm_server records it: "" when it binds to every address)."""
     out = []
     for host in sorted(endpoints):
         for ep in endpoints[host]:
             port = int(ep["port"])
-            address = str(ep.get("listen") or "") or urlsplit(str(ep.get("url") or "")).hostname or "127.0.0.1"
+            # as the role's health check asks it: the one address it binds to, else (bound to all) the loopback
+            address = str(ep.get("listen") or "") or "127.0.0.1"
             if ":" in address:
                 address = f"[{address}]"
             out.append(Instance(host, int(ep.get("instance", 0)), port, f"http://{address}:{port}/metrics"))
