@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def other(sandbox_clouds: Path, tmp_path: Path) -> Zenops:
     """A second controller: the same cloud, its own state dir (no ledger, no keys, no locks of the first). What a test
-    leaves is removed by the `zenops` fixture's `down --all-mine`."""
+    leaves is removed by the `zenops` fixture's teardown (every it* deployment in the cloud, `leftovers`)."""
     home = tmp_path / "other"
     env = {
         **os.environ,
