@@ -230,7 +230,10 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
     )
     assert chunks[-1] == "[DONE]"
     texts = [json.loads(c)["choices"][0]["text"] for c in chunks[:-1] if json.loads(c).get("choices")]
-    assert len(texts) > 5
+    # streamed: more than one chunk. Not one per token: when the API server falls behind the engine (both cores
+    # busy: the lanes run side by side) vLLM sends the tokens that piled up as one chunk (CI11: 32 tokens, 3)
+    assert len(texts) >= 2, texts
+    assert "".join(texts).strip(), texts
     # streamed chat completion, content as a string and as a list of parts
     for content in ("Say something.", [{"type": "text", "text": "Say something."}]):
         chat = post(
