@@ -465,5 +465,6 @@ def check_bench_run(
     for r in rows:  # the server side of each run: what the report shows beside the client's figures
         assert r["server"]["requests"] >= prompts, r["server"]  # the run's requests (and its warm-ups)
         assert r["server"]["preemptions"] is not None, r["server"]
-        assert 0 < r["server"]["kv_peak_pct"] <= 100, r["server"]
+        assert r["server"]["samples"] > 0, r["server"]  # the gauges read while the client ran
+        assert 0 <= r["server"]["kv_peak_pct"] <= 100, r["server"]  # a run of 8 short prompts may end between reads
     assert all(r["output_throughput"] > 0 and r["failed"] == 0 for r in rows), rows

@@ -1,6 +1,6 @@
 """The benchmark client's wrapper, run inside the client container by the engine image's python3 (its source is the
 ``-c`` program: standard library only, nothing of zenops): it reads the server's /metrics once before the run, then
-every ``ZENOPS_METRICS_EVERY`` seconds while `vllm bench serve` runs (the gauges: requests running and waiting, KV
+every ``ZENOPS_METRICS_EVERY`` s (0.25) while `vllm bench serve` runs (the gauges: requests running and waiting, KV
 cache usage), and once after, and writes them to ``ZENOPS_METRICS_OUT`` as JSON ({"before", "after": /metrics text,
 "gauges": [{t, running, waiting, kv}], "errors"}). zenops.bench.server_figures turns that into the run's server-side
 figures.
@@ -53,7 +53,7 @@ def gauges(text: str) -> dict[str, float]:
 def main() -> None:
     url = os.environ.get("ZENOPS_METRICS_URL", "")
     out = os.environ.get("ZENOPS_METRICS_OUT", "")
-    every = float(os.environ.get("ZENOPS_METRICS_EVERY", "1"))
+    every = float(os.environ.get("ZENOPS_METRICS_EVERY", "0.25"))
     key = os.environ.get("OPENAI_API_KEY", "")
     record: dict[str, Any] = {"url": url, "before": None, "after": None, "gauges": [], "errors": []}
     stop = threading.Event()

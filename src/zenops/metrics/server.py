@@ -1,5 +1,5 @@
 """A benchmark run's server-side figures, from what the client's sampler read of the server (zenops.bench.sampler:
-/metrics before and after the run, the gauges every second during it). Pure.
+/metrics before and after the run, the gauges every 0.25 s during it). Pure.
 
 - ``preemptions``: requests the scheduler preempted during the run (KV cache full);
 - ``kv_peak_pct``: the highest KV cache usage seen;
