@@ -274,3 +274,49 @@ def test_merged_server_figures_of_instances_or_repeats():
     assert (m["preemptions"], m["kv_peak_pct"], m["running_mean"], m["queue_ms_mean"]) == (3.0, 70.0, 2.5, 15.0)
     assert m["requests"] is None  # one run did not say: the sum is unknown, not 8
     assert merged([None, None]) is None
+
+
+def test_a_server_restarted_inside_the_window_counts_from_its_restart():
+    """Its new counts overtook the old ones before the newest read: only the requests counter, which went back
+    between two reads, tells the restart; the window's figures are the new server's own."""
+    insts = instances_of({"h1": [{"instance": 0, "port": 8000}]})
+
+    def at(t: float, done: float, le1: float, le5: float, inf: float, preempted: float) -> dict[str, HostSnapshot]:
+        text = metrics(t1=le1, t5=le5, tinf=inf, preempted=preempted) + f"vllm:request_success_total {done}\n"
+        return snap(t, {0: text}, [0, 0, 0, int(t), 0])
+
+    history = [at(0, 100, 4, 8, 10, 5), at(30, 5, 1, 2, 2, 0), at(60, 40, 30, 30, 30, 1)]
+    (row,) = rows(history, insts, window_s=90)
+    assert row.window_s == 60.0
+    assert row.ttft_p50_ms == pytest.approx(50.0)  # all 30 under 0.1 s: the new server's histogram alone
+    assert row.preemptions_in_window == 1.0  # since the restart, not 1 - 5
+
+
+def test_a_client_killed_by_a_signal_exits_as_its_shell_would(tmp_path):
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from zenops.bench import SAMPLER  # noqa: PLC0415
+
+    fake = tmp_path / "vllm"
+    fake.write_text("#!/bin/sh\nkill -TERM $$\n")
+    fake.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin"}  # no ZENOPS_METRICS_URL: nothing sampled
+    proc = subprocess.run([sys.executable, "-c", SAMPLER], env=env, capture_output=True, timeout=60, check=False)
+    assert proc.returncode == 143  # 128 + SIGTERM, as before the sampler (not 241)
+
+
+def test_top_without_the_api_key_file_names_the_fix(run, isolated_home, tmp_path):
+    from zenops.config import load  # noqa: PLC0415
+    from zenops.deployment.record import ServingRecord  # noqa: PLC0415
+    from zenops.deployment.store import Store  # noqa: PLC0415
+
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("h1 ansible_host=192.0.2.1\n")
+    Store(load(), inv).save_record(
+        ServingRecord(endpoints={"h1": [{"instance": 0, "port": 8000}]}, api_key_file=str(tmp_path / "gone"))
+    )
+    r = run(["top", "-i", str(inv), "--json"])
+    assert r.exit_code == 2, r.output
+    assert "API key file" in r.output
+    assert "zenops up --inventory" in " ".join(r.output.split())

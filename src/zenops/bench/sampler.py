@@ -38,13 +38,15 @@ def read(url: str, key: str) -> str:
 def gauges(text: str) -> dict[str, float]:
     """The GAUGES of a /metrics text (summed across label sets)."""
     found: dict[str, float] = {}
+    present = set(re.findall(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)", text, re.MULTILINE))
+    wanted = {key: next((n for n in names if n in present), "") for key, names in GAUGES.items()}  # the first name
     for line in text.splitlines():
         m = re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", line)
         if not m:
             continue
         rest = line[line.index("}") + 1 :] if "}" in line else line[m.end() :]
-        for key, names in GAUGES.items():
-            if m.group(0) in names:
+        for key, name in wanted.items():
+            if m.group(0) == name:
                 with contextlib.suppress(ValueError, IndexError):
                     found[key] = found.get(key, 0.0) + float(rest.split()[0])
     return found
@@ -75,9 +77,10 @@ def main() -> None:
         record["before"] = attempt("before")
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
+    client: subprocess.Popen[bytes] | None = None
+    for sig in (signal.SIGTERM, signal.SIGINT):  # the time limit reaches vllm (set before it starts: no gap)
+        signal.signal(sig, lambda signum, _frame: client.send_signal(signum) if client is not None else None)
     client = subprocess.Popen(["vllm", *sys.argv[1:]])
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, _frame: client.send_signal(signum))  # the time limit reaches vllm
     rc = client.wait()
     if url:
         stop.set()
@@ -89,7 +92,7 @@ def main() -> None:
                     json.dump(record, f)
             except OSError as e:
                 sys.stderr.write(f"zenops: could not write the server's metrics to {out}: {e}\n")
-    sys.exit(rc)
+    sys.exit(128 - rc if rc < 0 else rc)  # killed by a signal: its shell status (143 for SIGTERM), as before
 
 
 if __name__ == "__main__":

@@ -60,7 +60,12 @@ def top(
     """
     from zenops.deployment.access import hosts_from, read_inventory  # noqa: PLC0415
     from zenops.deployment.store import Store  # noqa: PLC0415
-    from zenops.errors import NoServerError  # noqa: PLC0415
+    from zenops.errors import (  # noqa: PLC0415
+        ExitCode,
+        NoServerError,
+        UsageError,
+        ZenopsError,
+    )
     from zenops.metrics import probe  # noqa: PLC0415
     from zenops.metrics import top as top_lib  # noqa: PLC0415
     from zenops.target import resolve_target  # noqa: PLC0415
@@ -68,10 +73,16 @@ def top(
     app = get_app(ctx)
     target = resolve_target(app.config, inventory=inventory, deployment=deployment, cloud=cloud, command="top")
     record = Store(app.config, target.inventory).record()
-    if record is None or not record.endpoints or not record.api_key_file:
+    if record is None or not record.endpoints:
         raise NoServerError(
             f"zenops has not started servers for {target.inventory}: nothing to watch",
             hint=f"start them with `zenops up --inventory {target.inventory} --model MODEL`",
+        )
+    if not record.api_key_file or not Path(record.api_key_file).is_file():
+        raise UsageError(
+            f"the deployment's API key file {record.api_key_file or '(none recorded)'} is not there: its servers' "
+            "/metrics cannot be read",
+            hint=f"start them again with `zenops up --inventory {target.inventory} --model ...` (a new key)",
         )
     hosts = hosts_from(read_inventory(target.inventory), app.config.ssh)
     instances = probe.instances_of(record.endpoints)
@@ -90,6 +101,10 @@ def top(
             {"type": "result", "command": "top", "inventory": str(target.inventory), "model": record.model,
              "interval_s": interval, "window_s": window, "instances": [r.to_dict() for r in rows]}
         )  # fmt: skip
+        if rows and all(r.error for r in rows):
+            unread = ZenopsError(f"no instance could be read: {rows[0].error}", hint="check `zenops ssh` to the hosts")
+            unread.exit_code = ExitCode.UNREACHABLE
+            raise unread
         return
     from rich.live import Live  # noqa: PLC0415
 

@@ -19,7 +19,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,8 +45,9 @@ class HostAccess:
 
     @property
     def become(self) -> bool:
-        """Whether reading Docker's and systemd's logs needs sudo (a login user other than root)."""
-        return not self.local and (self.user or "root") != "root"
+        """Whether reading Docker's and systemd's logs needs sudo: unless the login user is named root (none named:
+        ssh logs in as the controller's user, seldom root on a host)."""
+        return not self.local and self.user != "root"
 
     def ssh_argv(self, command: Sequence[str] = (), *, tty: bool = False, batch: bool = False) -> list[str]:
         """ssh's argv for this host; ``command`` (an argv) runs there, quoted for the remote shell. ``tty``: a
@@ -215,10 +216,6 @@ def log_sources(
             container = str(ep.get("container") or f"zenops-vllm-{idx}")
             out.append(LogSource(h, f"{h}/{idx}", container=container))
     if not out:
-        raise UsageError(f"no instance {instance} serves" + (f" on {host}" if host else ""))
+        what = f"no instance {instance} serves" if instance is not None else "nothing serves"
+        raise UsageError(what + (f" on {host}" if host else ""))
     return out
-
-
-def prefixed(label: str, lines: Iterable[str]) -> Iterable[str]:
-    for line in lines:
-        yield f"{label} | {line.rstrip(chr(10))}"

@@ -21,6 +21,7 @@ KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # the olde
 GENERATED = "vllm:generation_tokens"
 PROMPT = "vllm:prompt_tokens"
 PREEMPTIONS = "vllm:num_preemptions"
+REQUESTS = "vllm:request_success"  # finished requests: never goes back, but for a restart
 TTFT = ("vllm:time_to_first_token_seconds",)
 ITL = ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds")
 
@@ -107,9 +108,11 @@ def rows(
             row.host_cpu_pct = round(busy * 100, 1) if busy is not None else None
         start = _window_start(history, inst, window_s)
         if start is not None:
-            base = promtext.parse(start.metrics[inst.index])
+            # a restart inside the window (a counter went back between two reads): the server's counts since then
+            restarted = _restarted_after(history, inst, start)
+            base = [] if restarted else promtext.parse(start.metrics[inst.index])
             row.window_s = round(now.time - start.time, 1)
-            row.preemptions_in_window = series.increase(_counter(base, PREEMPTIONS), row.preemptions)
+            row.preemptions_in_window = series.increase(_counter(base, PREEMPTIONS) if base else 0.0, row.preemptions)
             for names, p50, p95 in (TTFT, "ttft_p50_ms", "ttft_p95_ms"), (ITL, "itl_p50_ms", "itl_p95_ms"):
                 name = _first(cur, names, "_bucket")
                 if name is None:
@@ -132,3 +135,20 @@ def _window_start(history: Sequence[dict[str, HostSnapshot]], inst: Instance, wi
         return None
     inside = [s for s in usable if newest.time - s.time <= window_s]
     return inside[0] if inside else usable[-1]
+
+
+def _restarted_after(history: Sequence[dict[str, HostSnapshot]], inst: Instance, start: HostSnapshot) -> bool:
+    """Whether the instance's server restarted after ``start`` (its requests counter went back between two reads)."""
+    seen = False
+    last: float | None = None
+    for snap in history:
+        s = snap.get(inst.host)
+        if s is start:
+            seen = True
+        if not seen or s is None or s.error or inst.index not in s.metrics:
+            continue
+        done = _counter(promtext.parse(s.metrics[inst.index]), REQUESTS)
+        if done is not None and last is not None and done < last:
+            return True
+        last = done if done is not None else last
+    return False
