@@ -83,6 +83,12 @@ class SshSettings:
     private_key_file: Path | None = None
     host_key_checking: str = "accept-new"
 
+    def ssh_options(self) -> tuple[str, ...]:
+        """ssh's options for ``host_key_checking`` (Ansible's runs and `zenops ssh`/`logs`/`top` alike)."""
+        strict = {"accept-new": "accept-new", "strict": "yes", "off": "no"}[self.host_key_checking]
+        off = ("-o", "UserKnownHostsFile=/dev/null") if self.host_key_checking == "off" else ()
+        return ("-o", f"StrictHostKeyChecking={strict}", *off)
+
 
 @dataclass(frozen=True)
 class DockerSettings:

@@ -40,7 +40,7 @@ from typing import Any, Protocol
 import yaml
 
 from zenops import paths
-from zenops.config import Config
+from zenops.config import Config, SshSettings
 from zenops.errors import CanceledError, HostFailure, RunFailedError, UsageError, ZenopsError
 
 # a name that IS a secret (hf_token, api_key, db_password), not one that counts something (kv_tokens, max_tokens)
@@ -438,10 +438,8 @@ def _make_private(path: Path) -> None:
 
 
 def _ansible_cfg(settings: RunnerSettings, collections: Path) -> str:
-    strict = {"accept-new": "accept-new", "strict": "yes", "off": "no"}[settings.host_key_checking]
-    ssh_args = f"-o ControlMaster=auto -o ControlPersist=60s -o StrictHostKeyChecking={strict}"
-    if settings.host_key_checking == "off":
-        ssh_args += " -o UserKnownHostsFile=/dev/null"
+    checking = SshSettings(host_key_checking=settings.host_key_checking).ssh_options()
+    ssh_args = " ".join(("-o", "ControlMaster=auto", "-o", "ControlPersist=60s", *checking))
     lines = [
         "# written by zenops for this run",
         "[defaults]",

@@ -106,11 +106,7 @@ def read_inventory(inventory: Path) -> dict[str, Any]:
 def ssh_defaults(ssh: SshSettings) -> tuple[tuple[str, ...], str | None, str | None]:
     """What zenops.yaml's ``ssh:`` adds, as for Ansible (zenops.runner): the host key checking first (ssh keeps the
     first value of an option, so it wins over an inventory's, as in Ansible's runs), the default user and key."""
-    strict = {"accept-new": "accept-new", "strict": "yes", "off": "no"}[ssh.host_key_checking]
-    args: tuple[str, ...] = ("-o", f"StrictHostKeyChecking={strict}")
-    if ssh.host_key_checking == "off":
-        args += ("-o", "UserKnownHostsFile=/dev/null")
-    return args, ssh.user, str(ssh.private_key_file) if ssh.private_key_file else None
+    return ssh.ssh_options(), ssh.user, str(ssh.private_key_file) if ssh.private_key_file else None
 
 
 def hosts_from(listing: Mapping[str, Any], ssh: SshSettings | None = None) -> dict[str, HostAccess]:

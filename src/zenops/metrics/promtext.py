@@ -78,6 +78,20 @@ def total(samples: Iterable[Sample], name: str, where: Mapping[str, str] | None 
     return sum(found) if found else None
 
 
+def counter(samples: Iterable[Sample], name: str) -> float | None:
+    """A counter by its name, with or without the ``_total`` suffix the exposition may add."""
+    samples = list(samples)
+    value = total(samples, f"{name}_total")
+    return value if value is not None else total(samples, name)
+
+
+def first_total(samples: Iterable[Sample], names: Iterable[str]) -> float | None:
+    """The :func:`total` of the first of ``names`` the samples have (a metric renamed between engine versions: an
+    engine exporting both must not count twice)."""
+    samples = list(samples)
+    return next((v for n in names if (v := total(samples, n)) is not None), None)
+
+
 def buckets(samples: Iterable[Sample], name: str) -> dict[float, float]:
     """A histogram's cumulative buckets (upper bound -> count; +Inf included), summed across label sets."""
     out: dict[float, float] = {}

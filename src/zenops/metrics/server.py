@@ -22,13 +22,11 @@ from zenops.metrics import promtext, series
 SUFFIX = ".server.json"  # a run's read of its server, beside its result <stem>.json (zenops.bench.client writes it)
 
 
-def _counter(samples: list[promtext.Sample], name: str) -> float | None:
-    value = promtext.total(samples, f"{name}_total")
-    return value if value is not None else promtext.total(samples, name)
+KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # the older name on older engines
 
 
 def _grew(before: list[promtext.Sample], after: list[promtext.Sample], name: str) -> float | None:
-    return series.increase(_counter(before, name), _counter(after, name))
+    return series.increase(promtext.counter(before, name), promtext.counter(after, name))
 
 
 def server_figures(read: Mapping[str, Any]) -> dict[str, Any]:
@@ -36,12 +34,7 @@ def server_figures(read: Mapping[str, Any]) -> dict[str, Any]:
     after = promtext.parse(str(read.get("after") or ""))
     gauges = [g for g in read.get("gauges") or [] if isinstance(g, Mapping)]
     kv = [float(g["kv"]) for g in gauges if g.get("kv") is not None]
-    for snap in (before, after):
-        for name in ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"):
-            v = promtext.total(snap, name)
-            if v is not None:
-                kv.append(v)
-                break
+    kv += [v for snap in (before, after) if (v := promtext.first_total(snap, KV_USAGE)) is not None]
     busy = [float(g["running"]) for g in gauges if g.get("running")]
     waiting = [float(g["waiting"]) for g in gauges if g.get("waiting") is not None]
     queue_sum = _grew(before, after, "vllm:request_queue_time_seconds_sum")

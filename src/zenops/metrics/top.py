@@ -14,10 +14,10 @@ from typing import Any
 
 from zenops.metrics import promtext, series
 from zenops.metrics.probe import HostSnapshot, Instance
+from zenops.metrics.server import KV_USAGE
 
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
-KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # the older name on older engines
 GENERATED = "vllm:generation_tokens"
 PROMPT = "vllm:prompt_tokens"
 PREEMPTIONS = "vllm:num_preemptions"
@@ -49,12 +49,6 @@ class Row:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _counter(samples: list[promtext.Sample], name: str) -> float | None:
-    """A counter by its name, with or without the ``_total`` suffix the exposition may add."""
-    value = promtext.total(samples, f"{name}_total")
-    return value if value is not None else promtext.total(samples, name)
 
 
 def _first(samples: list[promtext.Sample], names: Sequence[str], suffix: str = "") -> str | None:
@@ -90,19 +84,18 @@ def rows(
         cur = promtext.parse(text)
         row.running = promtext.total(cur, RUNNING)
         row.waiting = promtext.total(cur, WAITING)
-        kv_name = _first(cur, KV_USAGE)
-        kv = promtext.total(cur, kv_name) if kv_name else None
+        kv = promtext.first_total(cur, KV_USAGE)
         row.kv_cache_pct = round(kv * 100, 1) if kv is not None else None
-        row.preemptions = _counter(cur, PREEMPTIONS)
+        row.preemptions = promtext.counter(cur, PREEMPTIONS)
         if now.mem_total:
             row.host_mem_pct = round(100 * (1 - (now.mem_available or 0) / now.mem_total), 1)
         before = prev.get(inst.host) if prev else None
         if before is not None and not before.error and inst.index in before.metrics:
             old = promtext.parse(before.metrics[inst.index])
             dt = now.time - before.time
-            gen = series.rate(_counter(old, GENERATED), _counter(cur, GENERATED), dt)
+            gen = series.rate(promtext.counter(old, GENERATED), promtext.counter(cur, GENERATED), dt)
             row.generated_tok_s = round(gen, 2) if gen is not None else None
-            pr = series.rate(_counter(old, PROMPT), _counter(cur, PROMPT), dt)
+            pr = series.rate(promtext.counter(old, PROMPT), promtext.counter(cur, PROMPT), dt)
             row.prompt_tok_s = round(pr, 2) if pr is not None else None
             busy = series.cpu_busy(before.cpu, now.cpu)
             row.host_cpu_pct = round(busy * 100, 1) if busy is not None else None
@@ -112,7 +105,9 @@ def rows(
             restarted = _restarted_after(history, inst, start)
             base = [] if restarted else promtext.parse(start.metrics[inst.index])
             row.window_s = round(now.time - start.time, 1)
-            row.preemptions_in_window = series.increase(_counter(base, PREEMPTIONS) if base else 0.0, row.preemptions)
+            row.preemptions_in_window = series.increase(
+                promtext.counter(base, PREEMPTIONS) if base else 0.0, row.preemptions
+            )
             for names, p50, p95 in (TTFT, "ttft_p50_ms", "ttft_p95_ms"), (ITL, "itl_p50_ms", "itl_p95_ms"):
                 name = _first(cur, names, "_bucket")
                 if name is None:
@@ -147,7 +142,7 @@ def _restarted_after(history: Sequence[dict[str, HostSnapshot]], inst: Instance,
             seen = True
         if not seen or s is None or s.error or inst.index not in s.metrics:
             continue
-        done = _counter(promtext.parse(s.metrics[inst.index]), REQUESTS)
+        done = promtext.counter(promtext.parse(s.metrics[inst.index]), REQUESTS)
         if done is not None and last is not None and done < last:
             return True
         last = done if done is not None else last
