@@ -161,6 +161,12 @@ OPTIONS: tuple[Option, ...] = (
         campaign=("variant", "engine"), example="engine_args: [--enforce-eager]", role_var="vllm_server_extra_args",
     ),
     Option(
+        "metrics", "--metrics", "choice", default="off", choices=("on", "off"), commands=(UP,), changeable=False,
+        help="Prometheus and node_exporter (the distribution's packages): Prometheus on the gateway's host (else "
+        "the first), on its loopback only, scraping every vLLM instance, every host and the gateway; read it with "
+        "`zenops top` and `zenops status`. `down` removes them.",
+    ),
+    Option(
         "measure", "--measure/--no-measure", "bool", default=False, commands=(UP,),
         help="With --model: measure the memory bandwidth and GEMM throughput of hosts whose facts have none, once, "
         "with the engine image (as `zenops facts --bandwidth`; ~10-30 s per NUMA node), so the plan shows the "

@@ -71,6 +71,7 @@ class ServeRequest:
     gateway_inventory: Path | None = None
     gateway_addresses: Mapping[str, str] = field(default_factory=dict)
     engine_args: tuple[str, ...] = ()  # more `vllm serve` arguments, after the planned ones (check_engine_args)
+    metrics: str = "off"  # on | off: Prometheus and node_exporter (services/metrics.py)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The services of a deployment: what runs beside its vLLM servers and follows them (the gateway today).
+"""The services of a deployment: what runs beside its vLLM servers and follows them (the gateway, the metrics).
 
 A service is one module here with one object that has the :class:`Service` methods, listed in :func:`services`. The
 commands call every service through the functions below, never one by name:
@@ -18,7 +18,7 @@ next command updates or removes what is there. A new service: a module here with
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -40,6 +40,9 @@ class View:
     hosts: frozenset[str] = frozenset()  # the inventory's hosts this run reached (`up`), for refusals
     limited: bool = False  # `up --limit`: only some hosts were served
     addresses: Mapping[str, str] = field(default_factory=dict)  # host -> fixed address a new server got (a surge)
+    # the states of the services applied before this one in this run (a service may follow another: the metrics
+    # run where the gateway runs)
+    services: Mapping[str, State] = field(default_factory=dict)
 
     @property
     def instances(self) -> int:
@@ -67,10 +70,11 @@ class Service(Protocol):
 
 def services() -> tuple[Service, ...]:
     """Every service, in the order they are applied and removed (the gateway first: clients are refused, not
-    half-served). A new service adds its line here (imported here, not at the top: each module imports View)."""
-    from zenops.deployment.services import gateway  # noqa: PLC0415
+    half-served; the metrics after it: they run where it runs). A new service adds its line here (imported here,
+    not at the top: each module imports View)."""
+    from zenops.deployment.services import gateway, metrics  # noqa: PLC0415
 
-    return (gateway.SERVICE,)
+    return (gateway.SERVICE, metrics.SERVICE)
 
 
 def preflight(view: View) -> None:
@@ -82,7 +86,7 @@ def apply(ctx: RunContext, view: View, had: Mapping[str, Mapping[str, Any]]) -> 
     """Every service after `up` served: the states to keep (a service off is left out)."""
     out: dict[str, State] = {}
     for s in services():
-        state = s.apply(ctx, view, dict(had[s.name]) if had.get(s.name) else None)
+        state = s.apply(ctx, replace(view, services=dict(out)), dict(had[s.name]) if had.get(s.name) else None)
         if state:
             out[s.name] = state
     return out
@@ -93,7 +97,7 @@ def update(ctx: RunContext, view: View, had: Mapping[str, Mapping[str, Any]]) ->
     out: dict[str, State] = {}
     for s in services():
         if had.get(s.name):
-            out[s.name] = s.update(ctx, view, dict(had[s.name]))
+            out[s.name] = s.update(ctx, replace(view, services=dict(out)), dict(had[s.name]))
     return out
 
 
