@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -99,6 +100,7 @@ class Load:
     key: str
     workers: int = 2
     pause: float = 5.0
+    max_tokens: int = 8
     ok: int = 0
     failed: int = 0
     errors: list[str] = field(default_factory=list)
@@ -107,7 +109,9 @@ class Load:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _one(self) -> None:
-        body = json.dumps({"model": SERVED, "prompt": "The fleet", "max_tokens": 8, "temperature": 0}).encode()
+        body = json.dumps(
+            {"model": SERVED, "prompt": "The fleet", "max_tokens": self.max_tokens, "temperature": 0}
+        ).encode()
         req = urllib.request.Request(
             f"{self.url}/completions",
             data=body,
@@ -268,10 +272,11 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             f,
             "up", "-i", str(inventory), "--model", str(models["a"]), "--served-model-name", SERVED,
             "--image-source", "pip", "--base-image", "zenops/bookworm-slim:latest",
-            "--base-image-archive", str(BASE_ARCHIVE), "--gateway", "on", *ENGINE_ARGS,
+            "--base-image-archive", str(BASE_ARCHIVE), "--gateway", "on", "--metrics", "on", *ENGINE_ARGS,
         )  # fmt: skip
         FIGURES["up_s"] = round(time.monotonic() - t0, 1)
         assert up["gateway"], up
+        assert up["services"]["metrics"]["host"] == up["gateway"]["host"], up["services"]
         assert len(up["gateway"]["backends"]) == FLEET_SIZE, up["gateway"]
         f.key = Path(up["api_key_file"]).read_text().strip()
         f.url = up["gateway"]["url"]
@@ -376,6 +381,73 @@ def test_2_rollout_under_load_interrupted_then_resumed_fails_no_request(fleet: F
     assert status["lock"] is None
 
 
+def prometheus(fleet: Fleet, query: str = "") -> dict[str, Any]:
+    """Ask the deployment's Prometheus on its host (it listens on that host's loopback only): its active targets, or
+    an instant query."""
+    _rc, status, _n = run_zenops(fleet, "status", "-i", str(fleet.inventory))
+    host = status["services"]["metrics"]["state"]["host"]
+    container = next(h.container for h in fleet.hosts if h.name == host)
+    path = f"/api/v1/query?query={urllib.parse.quote(query)}" if query else "/api/v1/targets?state=active"
+    return dict(json.loads(in_host(container, "curl", "-fsS", f"http://127.0.0.1:9090{path}"))["data"])
+
+
+def test_2b_metrics_follow_the_rollout_and_top_reads_them_under_load(fleet: Fleet) -> None:
+    """After test 2's rollout (new servers on every host): Prometheus scrapes exactly the servers that run now (every
+    target UP, none stale: the old ports are gone), every host's node_exporter and the gateway; under a bounded load
+    through the gateway, `zenops top --json` (from Prometheus) shows generated tok/s and running requests on every
+    instance."""
+    _rc, status, _n = run_zenops(fleet, "status", "-i", str(fleet.inventory))
+    endpoints = status["serving"]["endpoints"]
+    want_vllm = sorted((h, str(ep["instance"]), int(ep["port"])) for h, eps in endpoints.items() for ep in eps)
+    deadline = time.monotonic() + 90
+    while True:  # Prometheus follows its target files within seconds, and scrapes every 10 s
+        active = prometheus(fleet)["activeTargets"]
+        vllm = sorted(
+            (
+                t["labels"]["zenops_host"],
+                t["labels"]["zenops_instance"],
+                int(t["scrapeUrl"].split(":")[2].split("/")[0]),
+            )
+            for t in active
+            if t["labels"]["job"] == "vllm"
+        )
+        if (vllm == want_vllm and all(t["health"] == "up" for t in active)) or time.monotonic() > deadline:
+            break
+        time.sleep(5)
+    jobs = sorted(t["labels"]["job"] for t in active)
+    assert vllm == want_vllm, (vllm, want_vllm)  # the servers now: no stale target of the old ones
+    assert jobs == sorted(["haproxy", "prometheus"] + ["node"] * FLEET_SIZE + ["vllm"] * len(want_vllm)), jobs
+    assert {t["health"] for t in active} == {"up"}, [(t["scrapeUrl"], t["health"], t["lastError"]) for t in active]
+    seen: list[dict[str, Any]] = []
+    with Load(fleet.url, fleet.key, workers=2 * FLEET_SIZE, pause=0.0, max_tokens=96) as load:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            time.sleep(10)
+            _rc, top, _n = run_zenops(fleet, "top", "-i", str(fleet.inventory))
+            seen.append(top)
+            rows = top["instances"]
+            if all((r["generated_tok_s"] or 0) > 0 and (r["running"] or 0) > 0 for r in rows):
+                break
+    FIGURES["metrics_top"] = {"load": load.summary(), "reads": len(seen), "last": seen[-1]["instances"]}
+    assert load.failed == 0, load.summary()
+    assert seen[-1]["source"] == "prometheus", seen[-1]
+    rows = seen[-1]["instances"]
+    assert len(rows) == len(want_vllm), rows
+    for r in rows:
+        assert r["error"] is None, r
+        assert r["generated_tok_s"] > 0, rows
+        assert r["running"] > 0, rows
+        assert r["host_cpu_pct"] is not None, r
+        assert r["host_mem_pct"] is not None, r
+    # samples in Prometheus for every vLLM instance and every host
+    generated = prometheus(fleet, "vllm:generation_tokens_total")["result"]
+    assert sorted((x["metric"]["zenops_host"], x["metric"]["zenops_instance"]) for x in generated) == [
+        (h, i) for h, i, _p in want_vllm
+    ], generated
+    memory = prometheus(fleet, "node_memory_MemAvailable_bytes")["result"]
+    assert sorted(x["metric"]["zenops_host"] for x in memory) == sorted(h.name for h in fleet.hosts), memory
+
+
 def call(url: str, method: str, key: str | None = None, auth: str | None = None) -> int:
     """The HTTP status of one request; a POST carries a valid completion body, so that a route that does not check
     the key would answer 2xx, not 422."""
@@ -430,6 +502,14 @@ def test_3_no_route_answers_without_the_key_directly_or_through_the_gateway(flee
         assert call(f"{base}/v1/completions", "POST", key=fleet.key) == 200
     assert call(f"{servers[-1]}/invocations", "POST", key=fleet.key) == 200  # the server's own routes, with the key
     assert call(f"{gateway}/invocations", "POST", key=fleet.key) == 404  # never through the gateway
+    # the metrics open no door: node_exporter answers only with the key (basic auth), Prometheus and HAProxy's
+    # exporter listen on their host's loopback only
+    for h in fleet.hosts:
+        assert call(f"http://{h.address}:9100/metrics", "GET") == 401
+        assert call(f"http://{h.address}:9100/metrics", "GET", auth=f"Basic {fleet.key}") == 401
+        for port in (9090, 8405):
+            with pytest.raises(urllib.error.URLError):
+                call(f"http://{h.address}:{port}/metrics", "GET")
 
 
 @pytest.mark.full  # the revert is covered by test 1 (the performance gate); this is the health gate's variant
@@ -448,3 +528,17 @@ def test_4_release_that_cannot_start_fails_the_health_gate_on_the_canary_and_is_
     assert served_models(fleet) == before  # the canary is back on B, the others were never touched
     states = backends(fleet)
     assert all(b["status"].startswith("UP") for b in states), states
+
+
+def test_5_down_removes_prometheus_and_node_exporter_from_every_host(fleet: Fleet) -> None:
+    """Last: `down` takes the deployment away, its metrics with it (the fixture's own `down` then finds nothing)."""
+    run_zenops(fleet, "down", "-i", str(fleet.inventory))
+    for h in fleet.hosts:
+        units = in_host(h.container, "systemctl", "list-units", "--all", "--no-legend", "prometheus*").strip()
+        assert units == "", (h.name, units)
+        packages = subprocess.run(
+            ["docker", "exec", h.container, "dpkg-query", "-W", "-f", "${Package} ${Status}\n", "prometheus*"],
+            capture_output=True, text=True, check=False,
+        ).stdout  # fmt: skip
+        assert " installed" not in packages, (h.name, packages)
+        assert in_host(h.container, "ls", "/etc/prometheus").strip() in ("",), h.name

@@ -100,6 +100,26 @@ def _expires(expires_at: str | None, switch: dict[str, Any] | None) -> str:
     return f"{expires_at}, {'switch' if switch and switch.get('servers') else 'reap'}"
 
 
+def _print_metrics(app: App, metrics: dict[str, Any] | None) -> None:
+    """The metrics service's line: where Prometheus is, how many targets are up, each one that is not."""
+    if not metrics:
+        return
+    if metrics.get("error"):
+        app.err.print(f"[yellow]metrics status unavailable:[/] {escape(metrics['error'])}")
+        return
+    live = metrics.get("live") or {}
+    targets = live.get("targets") or []
+    app.out.print(
+        f"metrics: Prometheus at {escape(str(live.get('url')))}, {live.get('up', 0)} of {len(targets)} target(s) up "
+        "(`zenops top` reads it)"
+    )
+    for t in targets:
+        if t.get("health") != "up":
+            app.out.print(
+                f"  {t.get('job')} {escape(str(t.get('url')))} {t.get('health')}: {escape(t.get('error') or '')}"
+            )
+
+
 def _serving_status(app: App, inventory: Path, last: int) -> None:
     from zenops.deployment.status import serving_status  # noqa: PLC0415
 
@@ -125,6 +145,7 @@ def _serving_status(app: App, inventory: Path, last: int) -> None:
             for host, eps in sorted(record["endpoints"].items()):
                 for ep in eps:
                     app.out.print(f"  {host}: {escape(str(ep.get('url')))}")
+        _print_metrics(app, out["services"].get("metrics"))
     lock = out["lock"]
     if lock:
         state_word = "alive" if lock["alive"] else "dead (the next command takes it over)"

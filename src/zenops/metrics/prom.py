@@ -20,34 +20,45 @@ from zenops.metrics.top import Row
 
 BY = "zenops_host, zenops_instance"
 RATE_WINDOW = "30s"  # rates: the last 30 s (3 scrapes at the role's 10 s interval)
-_ITL = "(vllm:inter_token_latency_seconds_bucket or vllm:time_per_output_token_seconds_bucket)"
 
 
-def _quantile(q: float, buckets: str, window: str) -> str:
-    return f"1000 * histogram_quantile({q}, sum by ({BY}, le) (rate({buckets}[{window}])))"
-
-
-def queries(window_s: int) -> dict[str, str]:
-    """Row field -> PromQL, each answering one value per vLLM instance (labels zenops_host, zenops_instance)."""
+def queries(window_s: int, host_match: str = "") -> dict[str, str]:
+    """Row field -> PromQL, each answering one value per vLLM instance (labels zenops_host, zenops_instance), or per
+    host (``host_*``). ``host_match``: only the hosts whose name matches this regular expression (the Grafana
+    dashboard's ``$host``); "": every host."""
     w = f"{int(window_s)}s"
+
+    def sel(name: str, *labels: str) -> str:
+        every = [*labels, f'zenops_host=~"{host_match}"'] if host_match else list(labels)
+        return f"{name}{{{', '.join(every)}}}" if every else name
+
+    def quantile(q: float, *buckets: str) -> str:
+        # the first name a server has (rate() drops the name: the same label sets, `or` keeps the first's)
+        rates = " or ".join(f"rate({sel(b)}[{w}])" for b in buckets)
+        return f"1000 * histogram_quantile({q}, sum by ({BY}, le) ({rates}))"
+
+    up = sel("up", 'job="vllm"')
+    idle = sel("node_cpu_seconds_total", 'mode="idle"')
+    ttft = ("vllm:time_to_first_token_seconds_bucket",)
+    itl = ("vllm:inter_token_latency_seconds_bucket", "vllm:time_per_output_token_seconds_bucket")
     return {
-        "up": f'max by ({BY}) (up{{job="vllm"}})',
-        "running": f"sum by ({BY}) (vllm:num_requests_running)",
-        "waiting": f"sum by ({BY}) (vllm:num_requests_waiting)",
-        "kv_cache_pct": f"100 * max by ({BY}) (vllm:kv_cache_usage_perc or vllm:gpu_cache_usage_perc)",
-        "generated_tok_s": f"sum by ({BY}) (rate(vllm:generation_tokens_total[{RATE_WINDOW}]))",
-        "prompt_tok_s": f"sum by ({BY}) (rate(vllm:prompt_tokens_total[{RATE_WINDOW}]))",
-        "ttft_p50_ms": _quantile(0.5, "vllm:time_to_first_token_seconds_bucket", w),
-        "ttft_p95_ms": _quantile(0.95, "vllm:time_to_first_token_seconds_bucket", w),
-        "itl_p50_ms": _quantile(0.5, _ITL, w),
-        "itl_p95_ms": _quantile(0.95, _ITL, w),
-        "preemptions": f"sum by ({BY}) (vllm:num_preemptions_total)",
-        "preemptions_in_window": f"sum by ({BY}) (increase(vllm:num_preemptions_total[{w}]))",
+        "up": f"max by ({BY}) ({up})",
+        "running": f"sum by ({BY}) ({sel('vllm:num_requests_running')})",
+        "waiting": f"sum by ({BY}) ({sel('vllm:num_requests_waiting')})",
+        "kv_cache_pct": f"100 * max by ({BY}) ({sel('vllm:kv_cache_usage_perc')} or {sel('vllm:gpu_cache_usage_perc')})",
+        "generated_tok_s": f"sum by ({BY}) (rate({sel('vllm:generation_tokens_total')}[{RATE_WINDOW}]))",
+        "prompt_tok_s": f"sum by ({BY}) (rate({sel('vllm:prompt_tokens_total')}[{RATE_WINDOW}]))",
+        "ttft_p50_ms": quantile(0.5, *ttft),
+        "ttft_p95_ms": quantile(0.95, *ttft),
+        "itl_p50_ms": quantile(0.5, *itl),
+        "itl_p95_ms": quantile(0.95, *itl),
+        "preemptions": f"sum by ({BY}) ({sel('vllm:num_preemptions_total')})",
+        "preemptions_in_window": f"sum by ({BY}) (increase({sel('vllm:num_preemptions_total')}[{w}]))",
         # per host (label zenops_host only): node_exporter's
         "host_cpu_pct": "100 * (1 - avg by (zenops_host) "
-        f'(rate(node_cpu_seconds_total{{mode="idle"}}[{RATE_WINDOW}])))',
-        "host_mem_pct": "100 * (1 - max by (zenops_host) (node_memory_MemAvailable_bytes)"
-        " / max by (zenops_host) (node_memory_MemTotal_bytes))",
+        f"(rate({idle}[{RATE_WINDOW}])))",
+        "host_mem_pct": f"100 * (1 - max by (zenops_host) ({sel('node_memory_MemAvailable_bytes')})"
+        f" / max by (zenops_host) ({sel('node_memory_MemTotal_bytes')}))",
     }
 
 
