@@ -1,8 +1,9 @@
 """A deployment's home (zenops.deployment): one identity, its files in one store, and its services, which `up`,
 `rollout`, `down` and `status` call through zenops.deployment.services, never one by name.
 
-The services are exercised with the real gateway service and a second one, ``Probe``: a TEST DOUBLE standing for the
-next service (metrics), registered the way a new service is (its line in services()). The Ansible runs are TEST
+The services are exercised with the real gateway service and a second one, ``Probe``: a TEST DOUBLE standing for a
+further service, registered the way a new service is (its line in services()); the metrics service has its own tests
+(tests/unit/test_metrics_service.py). The Ansible runs are TEST
 DOUBLES too (``ctx.run`` records the playbooks); the real runs are in the e2e tests (tests/e2e/test_rollout_fleet.py:
 up, rollout, status and down of a gateway fleet)."""
 
@@ -32,7 +33,7 @@ from zenops.runner import RunResult
 
 
 class Probe:
-    """TEST DOUBLE of a second service (what metrics will be): its state is the servers it follows."""
+    """TEST DOUBLE of a further service: its state is the servers it follows."""
 
     name = "probe"
 

@@ -12,7 +12,6 @@ README); the variable ``host`` filters by inventory host.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from zenops.metrics.prom import queries
@@ -31,19 +30,8 @@ PANELS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 WINDOW_S = 60  # the percentiles' and preemptions' window, as `zenops top --window`'s default
 
 
-def _filtered(expr: str) -> str:
-    """The query restricted to the dashboard's ``host`` variable: every selector gets zenops_host=~"$host"."""
-
-    def add(m: re.Match[str]) -> str:
-        name, labels = m.group(1), m.group(2)
-        inner = f'zenops_host=~"$host"' + (f", {labels[1:-1]}" if labels else "")
-        return f"{name}{{{inner}}}"
-
-    return re.sub(r"\b((?:vllm|node)_?:?[A-Za-z_:]+?(?:_bucket|_total|_bytes|_perc|_seconds_total)?)(\{[^}]*\})?(?=[\s\[)])", add, expr)
-
-
 def build() -> dict[str, Any]:
-    qs = queries(WINDOW_S)
+    qs = queries(WINDOW_S, host_match="$host")
     panels = []
     for i, (title, unit, fields) in enumerate(PANELS):
         per_host = all(f.startswith("host_") for f in fields)
@@ -59,7 +47,7 @@ def build() -> dict[str, Any]:
                 "targets": [
                     {
                         "refId": chr(ord("A") + j),
-                        "expr": _filtered(qs[f]),
+                        "expr": qs[f],
                         "legendFormat": f"{legend} {f}" if len(fields) > 1 else legend,
                         "datasource": {"type": "prometheus", "uid": "${datasource}"},
                     }

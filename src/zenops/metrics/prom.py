@@ -39,13 +39,14 @@ def queries(window_s: int, host_match: str = "") -> dict[str, str]:
 
     up = sel("up", 'job="vllm"')
     idle = sel("node_cpu_seconds_total", 'mode="idle"')
+    kv = f"{sel('vllm:kv_cache_usage_perc')} or {sel('vllm:gpu_cache_usage_perc')}"  # the older name second
     ttft = ("vllm:time_to_first_token_seconds_bucket",)
     itl = ("vllm:inter_token_latency_seconds_bucket", "vllm:time_per_output_token_seconds_bucket")
     return {
         "up": f"max by ({BY}) ({up})",
         "running": f"sum by ({BY}) ({sel('vllm:num_requests_running')})",
         "waiting": f"sum by ({BY}) ({sel('vllm:num_requests_waiting')})",
-        "kv_cache_pct": f"100 * max by ({BY}) ({sel('vllm:kv_cache_usage_perc')} or {sel('vllm:gpu_cache_usage_perc')})",
+        "kv_cache_pct": f"100 * max by ({BY}) ({kv})",
         "generated_tok_s": f"sum by ({BY}) (rate({sel('vllm:generation_tokens_total')}[{RATE_WINDOW}]))",
         "prompt_tok_s": f"sum by ({BY}) (rate({sel('vllm:prompt_tokens_total')}[{RATE_WINDOW}]))",
         "ttft_p50_ms": quantile(0.5, *ttft),
@@ -55,8 +56,7 @@ def queries(window_s: int, host_match: str = "") -> dict[str, str]:
         "preemptions": f"sum by ({BY}) ({sel('vllm:num_preemptions_total')})",
         "preemptions_in_window": f"sum by ({BY}) (increase({sel('vllm:num_preemptions_total')}[{w}]))",
         # per host (label zenops_host only): node_exporter's
-        "host_cpu_pct": "100 * (1 - avg by (zenops_host) "
-        f"(rate({idle}[{RATE_WINDOW}])))",
+        "host_cpu_pct": f"100 * (1 - avg by (zenops_host) (rate({idle}[{RATE_WINDOW}])))",
         "host_mem_pct": f"100 * (1 - max by (zenops_host) ({sel('node_memory_MemAvailable_bytes')})"
         f" / max by (zenops_host) ({sel('node_memory_MemTotal_bytes')}))",
     }
