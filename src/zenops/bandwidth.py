@@ -75,9 +75,14 @@ class NodeFigures:
     gflops: float  # bf16 GEMM, 10^9 FLOP/s
     cores: int  # threads the probe ran (one per core)
     method: str
+    # with fewer threads, each on that many of the node's first cores: (threads, GB/s, GFLOP/s)
+    scaling: tuple[tuple[int, float, float], ...] = ()
 
     def to_facts(self) -> dict[str, Any]:
-        return {"gbps": self.gbps, "gflops": self.gflops, "method": self.method, "cores": self.cores}
+        out: dict[str, Any] = {"gbps": self.gbps, "gflops": self.gflops, "method": self.method, "cores": self.cores}
+        if self.scaling:
+            out["scaling"] = [{"threads": t, "gbps": g, "gflops": f} for t, g, f in self.scaling]
+        return out
 
 
 def triad_gbps(elements: int, element_bytes: int, arrays: int, seconds: float) -> float:
@@ -92,6 +97,12 @@ def gemm_gflops(m: int, n: int, k: int, seconds: float) -> float:
     if m <= 0 or n <= 0 or k <= 0 or seconds <= 0:
         raise ValueError("gemm: sizes and seconds must be positive")
     return 2 * m * n * k / seconds / 1e9
+
+
+def _figures(triad: Mapping[str, Any], gemm: Mapping[str, Any]) -> tuple[float, float]:
+    """(GB/s, GFLOP/s) of one run's raw triad and GEMM timings."""
+    gbps = triad_gbps(int(triad["elements"]), int(triad["element_bytes"]), int(triad["arrays"]), float(triad["best_s"]))
+    return gbps, gemm_gflops(int(gemm["m"]), int(gemm["n"]), int(gemm["k"]), float(gemm["best_s"]))
 
 
 def _probe_line(stdout: str) -> Any:
@@ -117,8 +128,9 @@ def parse_probe(stdout: str, *, where: str, image: str) -> NodeFigures:
     try:
         triad, gemm = obj["triad"], obj["gemm"]
         mib = triad["elements"] * triad["element_bytes"] / 2**20
-        gbps = triad_gbps(int(triad["elements"]), int(triad["element_bytes"]), int(triad["arrays"]), triad["best_s"])
-        gflops = gemm_gflops(int(gemm["m"]), int(gemm["n"]), int(gemm["k"]), float(gemm["best_s"]))
+        gbps, gflops = _figures(triad, gemm)
+        points = [(int(p["threads"]), *_figures(p["triad"], p["gemm"])) for p in obj.get("scaling") or []]
+        scaling = tuple(sorted((t, round(g, 2), round(f, 1)) for t, g, f in points))
         threads = int(obj["threads"])
         engine = f"torch {obj.get('torch')}" + (f" + zentorch {obj['zentorch']}" if obj.get("zentorch") else "")
         method = (
@@ -126,7 +138,11 @@ def parse_probe(stdout: str, *, where: str, image: str) -> NodeFigures:
             f"{gemm['dtype']} GEMM {gemm['m']}x{gemm['k']}x{gemm['n']} ({gemm['op']}), best of {gemm['runs']}; "
             f"{engine} in {image}"
         )
-        return NodeFigures(int(obj["node"]), round(gbps, 2), round(gflops, 1), threads, method)
+        if scaling:
+            method += (
+                "; also with " + ", ".join(str(t) for t, _g, _f in scaling) + " thread(s) on the node's first cores"
+            )
+        return NodeFigures(int(obj["node"]), round(gbps, 2), round(gflops, 1), threads, method, scaling)
     except (KeyError, TypeError, ValueError) as e:
         raise MeasurementError(
             f"{where}: the bandwidth probe's result is incomplete ({e})",

@@ -132,6 +132,32 @@ class Measurement:
     gflops: float | None
     method: str
     cores: int | None = None  # cores the GEMM ran on (None: the node's)
+    # the same probe with fewer OpenMP threads, each on that many of the node's first cores, as an instance binds:
+    # (threads, GB/s, GFLOP/s); empty in facts measured before zenops measured it
+    scaling: tuple[tuple[int, float, float | None], ...] = ()
+
+    def at(self, threads: int, node_cores: int) -> tuple[float, float | None, str] | None:
+        """(GB/s, GFLOP/s, how) with ``threads`` OpenMP threads: the measured point with that many threads, else a
+        straight line between the two measured around it, else the nearest end (more threads than measured: the
+        most threads' figures). None without a per-thread measurement."""
+        if not self.scaling:
+            return None
+        points = sorted({(t, g, f) for t, g, f in self.scaling} | {(self.cores or node_cores, self.gbps, self.gflops)})
+        for t, g, f in points:
+            if t == threads:
+                return g, f, f"measured with {t} thread(s)"
+        below = [p for p in points if p[0] < threads]
+        above = [p for p in points if p[0] > threads]
+        if not below:
+            t, g, f = above[0]
+            return g, f, f"the fewest measured: {t} thread(s)"
+        if not above:
+            t, g, f = below[-1]
+            return g, f, f"the most measured: {t} thread(s)"
+        (t0, g0, f0), (t1, g1, f1) = below[-1], above[0]
+        w = (threads - t0) / (t1 - t0)
+        flops = None if f0 is None or f1 is None else f0 + w * (f1 - f0)
+        return g0 + w * (g1 - g0), flops, f"between {t0} and {t1} measured thread(s)"
 
 
 @dataclass(frozen=True)
@@ -264,7 +290,16 @@ def _measurements(raw: Any, notes: list[str]) -> tuple[tuple[int, Measurement], 
             cores = None if m.get("cores") is None else int(m["cores"])
             if gbps <= 0 or (gflops is not None and gflops <= 0) or (cores is not None and cores < 1):
                 raise ValueError("not positive")
-            out.append((int(key), Measurement(gbps, gflops, str(m.get("method") or "unknown method"), cores)))
+            scaling = tuple(
+                sorted(
+                    (int(p["threads"]), float(p["gbps"]), None if p.get("gflops") is None else float(p["gflops"]))
+                    for p in m.get("scaling") or ()
+                )
+            )
+            if any(t < 1 or g <= 0 for t, g, _f in scaling):
+                raise ValueError("a scaling point is not positive")
+            method = str(m.get("method") or "unknown method")
+            out.append((int(key), Measurement(gbps, gflops, method, cores, scaling)))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             notes.append(f"the facts' bandwidth measurement of node {key} is unreadable ({e}): ignored")
     return tuple(sorted(out))
@@ -1099,18 +1134,31 @@ def roofline(
 
 
 def _node_roofs(topo: Topology, slot: _Slot, omp_cores: int, dtype: str) -> tuple[float, float | None, str] | None:
-    """(GB/s, GFLOP/s, label) one rank can use: its share of the node's bandwidth (instances on a node share it),
-    and matrix throughput of its OpenMP cores. Measured figures first, else the catalogue's theoretical ones."""
+    """(GB/s, GFLOP/s, label) one rank can use. Measured per instance first: the node's probe with as many OpenMP
+    threads as the rank has, on that many of its cores (:meth:`Measurement.at`; instances side by side on a node are
+    then checked against the node's own figure by :func:`_shared_node_bandwidth`). Facts measured before that: the
+    node's bandwidth times the rank's share of the node's cores. Else the catalogue's theoretical figures."""
     node = slot.node
     share = len(slot.cores) / len(node.cores)
     m = topo.measurement(node.id)
     shared = f", x {len(slot.cores)}/{len(node.cores)} cores of the node" if share < 1 else ""
     if m is not None:
         ran_on = m.cores or max(len(node.cores) - RESERVED_CORES_PER_RANK, 1)
+        per_thread = m.at(omp_cores, len(node.cores))
+        if per_thread is not None:
+            gbps, gflops, how = per_thread
+            label = (
+                f"measured per instance ({m.method}): node {node.id} with this instance's {omp_cores} OpenMP "
+                f"thread(s) ({how}): {gbps:.1f} GB/s"
+                + (f", {gflops:.0f} GFLOP/s" if gflops is not None else "")
+                + f"; all {ran_on} thread(s) of the node: {m.gbps:g} GB/s"
+            )
+            return gbps, gflops, label
         gflops = None if m.gflops is None else m.gflops * omp_cores / ran_on
         label = f"measured ({m.method}): node {node.id} {m.gbps:g} GB/s{shared}"
         if m.gflops is not None:
             label += f", {m.gflops:g} GFLOP/s on {ran_on} cores scaled to {omp_cores}"
+        label += " (a node figure: `zenops facts --bandwidth` measures per instance)"
         return m.gbps * share, gflops, label
     spec = cpu_spec(topo.model_name)
     if spec is None:
@@ -1127,6 +1175,29 @@ def _node_roofs(topo: Topology, slot: _Slot, omp_cores: int, dtype: str) -> tupl
     return gbps * share, spec.gflops(omp_cores, dtype), label
 
 
+def _shared_node_bandwidth(
+    topo: Topology, ranks: list[tuple[int, tuple[float, float | None, str]]]
+) -> list[tuple[float, float | None, str]]:
+    """Ranks measured per instance on one node each draw what their threads drew alone; side by side they share the
+    node's memory: where their sum exceeds the node's own measured figure (all its threads at once), each gets its
+    part of it (scaled by node / sum). ``ranks``: (node id, figures) in order; returns the figures in that order."""
+    sums: dict[int, float] = {}
+    for node, (gbps, _f, label) in ranks:
+        if label.startswith("measured per instance"):
+            sums[node] = sums.get(node, 0.0) + gbps
+    out = []
+    for node, (gbps, gflops, label) in ranks:
+        m = topo.measurement(node)
+        total = sums.get(node, 0.0)
+        if m is None or not label.startswith("measured per instance") or total <= m.gbps:
+            out.append((gbps, gflops, label))
+            continue
+        factor = m.gbps / total
+        why = f"; x {factor:.2f}: the node's instances would draw {total:.1f} GB/s side by side, it measured {m.gbps:g}"
+        out.append((gbps * factor, gflops, label + why))
+    return out
+
+
 def _rooflines(
     topo: Topology,
     model: ModelSpec,
@@ -1140,12 +1211,21 @@ def _rooflines(
     """Each instance's ceiling at its share of the expected concurrency (per rank: the slowest rank sets the step;
     the all-reduce between tensor-parallel ranks is not counted, so a TP ceiling is optimistic)."""
     per_instance = max(1, math.ceil(concurrency / len(instances)))
-    for inst, slots in zip(instances, layout, strict=True):
-        tp = len(slots)
-        binds = inst.omp_threads_bind.split("|")
-        ranks = [
-            _node_roofs(topo, slot, len(parse_cpulist(bind)), dtype) for slot, bind in zip(slots, binds, strict=True)
+    every: list[list[tuple[float, float | None, str] | None]] = [
+        [
+            _node_roofs(topo, slot, len(parse_cpulist(bind)), dtype)
+            for slot, bind in zip(slots, inst.omp_threads_bind.split("|"), strict=True)
         ]
+        for inst, slots in zip(instances, layout, strict=True)
+    ]
+    flat = [
+        (slot.node.id, r) for slots, rs in zip(layout, every, strict=True) for slot, r in zip(slots, rs, strict=True)
+    ]
+    if all(r is not None for _n, r in flat):
+        shared = iter(_shared_node_bandwidth(topo, [(n, r) for n, r in flat if r is not None]))
+        every = [[next(shared) for _r in rs] for rs in every]
+    for inst, slots, ranks in zip(instances, layout, every, strict=True):
+        tp = len(slots)
         if any(r is None for r in ranks):
             continue
         lines = [

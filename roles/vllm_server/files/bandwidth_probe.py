@@ -8,6 +8,11 @@ with ``docker run --cpuset-cpus <the node's cores> --cpuset-mems <node>``:
 * compute: a bf16 GEMM (``torch.matmul``, what the engine's linear layers call; zentorch's ops when it is installed
   and exposes ``zentorch_mm``), on the same threads; the best of several.
 
+Then the same with fewer threads (``scaling``: 1, 2, 4, ... and one less than all), each in a process of its own
+bound to that many of the node's first cores, as a vLLM instance with that many OpenMP threads binds: a node's
+bandwidth does not scale with its cores the same way everywhere (on a VM, one thread moved 19 GB/s and two 36), so
+each instance's ceiling is read at its own thread count (zenops.planner.Measurement.at).
+
 It prints one JSON object of raw timings (elements, bytes, seconds, matrix sizes); the controller computes GB/s and
 GFLOP/s from them (zenops.bandwidth.parse_probe), so the arithmetic lives in tested code. Nothing else is printed
 on stdout. Standard library + torch only.
@@ -19,6 +24,7 @@ import argparse
 import glob
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -73,6 +79,34 @@ def _best(fn, repeat: int, min_seconds: float) -> tuple[float, int]:  # type: ig
     return best, runs
 
 
+def thread_steps(threads: int) -> list[int]:
+    """The thread counts measured besides all of them: the powers of two below, and one less than all (an instance
+    that leaves a core to its frontend)."""
+    steps = {1 << i for i in range(threads.bit_length()) if 1 << i < threads}
+    if threads > 2:
+        steps.add(threads - 1)
+    return sorted(steps)
+
+
+def _scaling(args, cpus: list[int]) -> list[dict]:  # type: ignore[no-untyped-def]
+    """Each of :func:`thread_steps`: this probe again, in a process bound to that many of the first cores."""
+    out = []
+    for k in thread_steps(len(cpus)):
+        argv = [sys.executable, os.path.abspath(__file__), "--node", str(args.node), "--threads", str(k),
+                "--first-cpus", str(k), "--no-scale", "--repeat", "3", "--min-seconds", "0.3"]  # fmt: skip
+        if not args.zentorch:
+            argv.append("--no-zentorch")
+        if args.array_mib:
+            argv += ["--array-mib", str(args.array_mib)]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+        lines = [x for x in proc.stdout.splitlines() if x.startswith("{")]
+        if proc.returncode != 0 or not lines:
+            raise RuntimeError(f"the {k}-thread run failed (exit {proc.returncode}): {proc.stderr.strip()[-300:]}")
+        child = json.loads(lines[-1])
+        out.append({"threads": k, "cpus": child["cpus"], "triad": child["triad"], "gemm": child["gemm"]})
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--node", type=int, required=True)
@@ -86,9 +120,13 @@ def main() -> int:
     parser.add_argument("--zentorch", dest="zentorch", action="store_true", help="use zentorch when present (default)")
     parser.add_argument("--array-mib", type=int, default=0, help="MiB per triad array (default: 4 x L3, >= 256)")
     parser.add_argument("--gemm", type=int, default=0, help="GEMM size n (n x n x n; default from the threads)")
+    parser.add_argument("--first-cpus", type=int, default=0, help="bind to the first N CPUs allowed (a scaling run)")
+    parser.add_argument("--no-scale", dest="scale", action="store_false", help="measure with all threads only")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--min-seconds", type=float, default=1.0)
     args = parser.parse_args()
+    if args.first_cpus:  # before torch starts its threads: they inherit this binding
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[: args.first_cpus])
 
     import torch
 
@@ -141,12 +179,18 @@ def main() -> int:
         mm(x, y)
 
     gemm_s, gemm_runs = _best(gemm, max(3, args.repeat // 2), args.min_seconds)
+    del x, y
+    try:
+        scaling = _scaling(args, cpus) if args.scale else []
+    except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as e:
+        print(json.dumps({"error": f"scaling: {e}"}))
+        return 1
 
     print(
         json.dumps(
             {
                 "probe": "zenops-bandwidth",
-                "schema": 1,
+                "schema": 2,
                 "node": args.node,
                 "cpus": cpus,
                 "threads": threads,
@@ -159,6 +203,7 @@ def main() -> int:
                     "runs": triad_runs,
                 },
                 "gemm": {"m": n, "n": n, "k": n, "dtype": "bfloat16", "op": gemm_how, "best_s": gemm_s, "runs": gemm_runs},
+                "scaling": scaling,
                 "torch": torch.__version__,
                 "zentorch": zentorch_version,
                 "python": sys.version.split()[0],
