@@ -1254,21 +1254,27 @@ def _rooflines(
             )
         )
         return
-    reasons.append(
-        Reason(
-            "roofline",
-            f"instance 0 at {first['concurrency']} concurrent sequence(s) of {first['context_tokens']} tokens: "
-            f"step >= max({first['bytes_per_step'] / 1e9:.2f} GB / {first['bandwidth_gbps']:g} GB/s = "
-            f"{first['memory_ms']:.2f} ms, "
-            + (
-                f"{first['flops_per_step'] / 1e9:.1f} GFLOP / {first['gflops']:g} GFLOP/s = "
-                f"{first['compute_ms']:.2f} ms"
-                if first["gflops"] is not None
-                else "compute roof unknown"
-            )
-            + f") -> ceiling {first['ceiling_tok_s']:g} output tok/s, {first['binding']} bound (next: "
-            f"{first['next_purchase']}); {first['source']}",
+    # one line per distinct ceiling: instances whose figures are the same share it ("instances 0-3: ...")
+    groups: dict[str, list[int]] = {}
+    for inst in instances:
+        if inst.roofline is not None:
+            groups.setdefault(_roofline_text(inst.roofline), []).append(inst.index)
+    for text, indexes in groups.items():
+        who = f"instance {indexes[0]}" if len(indexes) == 1 else f"instances {format_cpulist(indexes)}"
+        reasons.append(Reason("roofline", f"{who} {text}"))
+
+
+def _roofline_text(r: Mapping[str, Any]) -> str:
+    return (
+        f"at {r['concurrency']} concurrent sequence(s) of {r['context_tokens']} tokens: "
+        f"step >= max({r['bytes_per_step'] / 1e9:.2f} GB / {r['bandwidth_gbps']:.4g} GB/s = {r['memory_ms']:.2f} ms, "
+        + (
+            f"{r['flops_per_step'] / 1e9:.1f} GFLOP / {r['gflops']:.4g} GFLOP/s = {r['compute_ms']:.2f} ms"
+            if r["gflops"] is not None
+            else "compute roof unknown"
         )
+        + f") -> ceiling {r['ceiling_tok_s']:g} output tok/s, {r['binding']} bound (next: {r['next_purchase']}); "
+        f"{r['source']}"
     )
 
 

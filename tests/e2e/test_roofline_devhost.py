@@ -22,6 +22,7 @@ import pytest
 from tests.conftest import REPO
 from tests.e2e.test_serve_devhost import BASE_ARCHIVE, ZENOPS, zenops
 from zenops import devhost
+from zenops.cpulist import parse_cpulist
 
 pytestmark = pytest.mark.e2e
 REPORT = REPO / ".cache" / "e2e" / "roofline.json"
@@ -76,15 +77,7 @@ def test_measured_tok_s_stays_under_the_measured_ceiling(roof_host, tmp_path):
     stages["facts --bandwidth"] = round(time.monotonic() - t0, 1)
     topology = measured["hosts"][host]
     bw = topology["bandwidth"]
-    physical = {(c["package"], c["core_id"]) for c in topology["cpus"] if c["cpu"] in topology["allowed_cpus"]}
-    assert sorted(bw["nodes"]) == sorted(str(n["id"]) for n in topology["numa_nodes"] if n["cpus"])
-    for node in bw["nodes"].values():
-        assert node["gbps"] > 0
-        assert node["gflops"] > 0
-        assert 1 <= node["cores"] <= len(physical)
-        assert "STREAM triad" in node["method"]
-        assert "torch" in node["method"]
-        assert "zenops/vllm-zen" in node["method"]  # measured with the engine's own image, nothing on the host
+    check_measurement(bw, topology, plan, roofs)
     assert json.loads(Path(measured["saved"][host]).read_text())["bandwidth"] == bw
 
     runs_dir = tmp_path / "runs"
@@ -131,7 +124,9 @@ def test_measured_tok_s_stays_under_the_measured_ceiling(roof_host, tmp_path):
             {
                 "model_parameters": model["parameters"],
                 "cpu": topology["model_name"],
-                "physical_cores": len(physical),
+                "physical_cores": len(
+                    {(c["package"], c["core_id"]) for c in topology["cpus"] if c["cpu"] in topology["allowed_cpus"]}
+                ),
                 "bandwidth": bw,
                 "plan_roofline": roofs,
                 "results": sorted(figures, key=lambda f: f["concurrency"]),
@@ -143,3 +138,30 @@ def test_measured_tok_s_stays_under_the_measured_ceiling(roof_host, tmp_path):
         + "\n"
     )
     print(json.dumps({"stages_s": stages, "results": figures}, indent=1))
+
+
+def check_measurement(bw: dict, topology: dict, plan: dict, roofs: list[dict]) -> None:
+    """Every NUMA node measured with the engine's image, with all its threads and with fewer; the plan's ceiling read
+    at each instance's own OpenMP threads."""
+    physical = {(c["package"], c["core_id"]) for c in topology["cpus"] if c["cpu"] in topology["allowed_cpus"]}
+    assert sorted(bw["nodes"]) == sorted(str(n["id"]) for n in topology["numa_nodes"] if n["cpus"])
+    for node in bw["nodes"].values():
+        assert node["gbps"] > 0
+        assert node["gflops"] > 0
+        assert 1 <= node["cores"] <= len(physical)
+        assert "STREAM triad" in node["method"]
+        assert "torch" in node["method"]
+        assert "zenops/vllm-zen" in node["method"]  # measured with the engine's own image, nothing on the host
+        # and with fewer threads, as an instance with that many OpenMP threads: every count the probe must take for
+        # this node's cores (the powers of two below, and one less than all); a 1-core node has none
+        steps = {1 << i for i in range(node["cores"].bit_length()) if 1 << i < node["cores"]}
+        steps |= {node["cores"] - 1} if node["cores"] > 2 else set()
+        assert sorted(p["threads"] for p in node.get("scaling", [])) == sorted(steps), node
+        assert all(p["gbps"] > 0 and p["gflops"] > 0 for p in node.get("scaling", [])), node
+    # the plan's ceiling is per instance: read at the instance's own OpenMP threads where they are fewer than the
+    # node's (the 2-vCPU case: 1 thread, the other core left to the frontend)
+    most = max(v["cores"] for v in bw["nodes"].values())
+    for inst, roof in zip(plan["instances"], roofs, strict=True):
+        threads = len(parse_cpulist(inst["omp_threads_bind"].split("|")[0]))
+        if threads < most:
+            assert f"with this instance's {threads} OpenMP thread(s)" in roof["source"], roof["source"]
