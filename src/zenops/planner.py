@@ -331,6 +331,7 @@ class PlanOptions:
     vllm_version: str = DEFAULT_VLLM_VERSION
     base_port: int = 8000
     tuned: str | None = None  # the options came from a campaign's tuned file: its reason (TunedConfig.reason)
+    layout: str = "zenops"  # zenops, or a peer's settings reproduced (zenops.peers: writeup, amd-skill, ...)
 
 
 @dataclass(frozen=True)
@@ -1032,7 +1033,7 @@ def plan(
         reasons.append(Reason("ports", f"ports {opts.base_port}-{port - 1}, one per instance"))
     _rooflines(topo, model, dtype, layout.instances, instances, opts.concurrency, max_model_len, reasons)
 
-    return Plan(
+    made = Plan(
         platform=platform,
         platform_reason=platform_reason,
         model=model.name,
@@ -1046,6 +1047,23 @@ def plan(
         topology=topo.source,
         objective=objective,
     )
+    return _as_layout(made, topo, opts.layout)
+
+
+def _as_layout(made: Plan, topo: Topology, layout: str) -> Plan:
+    """zenops's plan, or (``layout`` a peer's name) the peer's settings on this host (zenops.peers)."""
+    from zenops import peers  # noqa: PLC0415
+
+    if layout == peers.ZENOPS:
+        return made
+    if layout not in peers.NAMES:
+        raise PlanRefusedError("layout", f"--layout {layout}: unknown", hint=f"one of {', '.join(peers.NAMES)}")
+    try:
+        relaid, why = peers.relayout(layout, made, topo)
+    except ValueError as e:
+        raise PlanRefusedError("layout", str(e), hint="measure the other layouts on this host") from e
+    relaid.reasons.append(Reason("layout", why))
+    return relaid
 
 
 # --- the roofline ------------------------------------------------------------------------------------------------

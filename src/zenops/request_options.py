@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from zenops.peers import NAMES as PEERS
+
 PLAN, UP, ROLLOUT = "plan", "up", "rollout"
 SERVING_COMMANDS = (PLAN, UP, ROLLOUT)
 DTYPES = ("bfloat16", "float16", "float32")
@@ -159,6 +161,14 @@ OPTIONS: tuple[Option, ...] = (
         "(no torch.compile: faster start, slower decode), --engine-arg=--enable-prefix-caching. What zenops sets "
         "itself (--max-num-seqs, --port, ...) is refused, naming its own option.",
         campaign=("variant", "engine"), example="engine_args: [--enforce-eager]", role_var="vllm_server_extra_args",
+    ),
+    Option(
+        "layout", "--layout", "choice", default="zenops",
+        choices=PEERS,
+        help="zenops's plan, or a peer's settings reproduced on the same host to measure against it: writeup (the "
+        "write-up's recipe), amd-skill (AMD's serving-llms-on-epyc skill), vllm-defaults (vLLM's own defaults). "
+        "A campaign's `layout: [zenops, writeup, amd-skill, vllm-defaults]` measures them side by side.",
+        campaign=("variant",), example="layout: [zenops, writeup, amd-skill, vllm-defaults]",
     ),
     Option(
         "metrics", "--metrics", "choice", default="off", choices=("on", "off"), commands=(UP,), changeable=False,

@@ -72,6 +72,7 @@ class ServeRequest:
     gateway_addresses: Mapping[str, str] = field(default_factory=dict)
     engine_args: tuple[str, ...] = ()  # more `vllm serve` arguments, after the planned ones (check_engine_args)
     metrics: str = "off"  # on | off: Prometheus and node_exporter (services/metrics.py)
+    layout: str = "zenops"  # zenops, or a peer's settings reproduced for comparison (zenops.peers)
 
 
 @dataclass
@@ -326,6 +327,7 @@ def plan_options(req: ServeRequest, vllm_version: str, *, tuned: str | None = No
         platform=req.platform,
         vllm_version=vllm_version,
         tuned=tuned,
+        layout=req.layout,
     )
 
 

@@ -430,6 +430,7 @@ class CampaignReport:
             "pareto": {m: [self.row_dict(r) for r in rs] for m, rs in self.front.items()},
             "not_measured": [asdict(c) for c in self.not_measured],
             "unmatched_cells": [c.key for c in self.unmatched_cells],
+            "peers": [p.to_dict() for p in peer_ratios(self.rows)],
         }
 
     def markdown(self) -> str:
@@ -535,6 +536,86 @@ def _config_cells(row: Row, *figures: str) -> list[str]:
     return [row.model, row.flavor or "-", row.variant or "-", str(row.concurrency or "-"), *figures]
 
 
+# --- zenops against the peers (`variants: peers`, zenops.peers) ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PeerRatio:
+    """One peer's figures as a ratio to zenops's, on the same flavor (or hosts), model and concurrency."""
+
+    flavor: str | None
+    model: str
+    concurrency: int | None
+    peer: str
+    tok_s: float | None  # peer / zenops output tok/s (above 1: the peer served more)
+    ttft: float | None  # peer / zenops median TTFT (above 1: the peer was slower to the first token)
+    tpot: float | None  # peer / zenops median TPOT (above 1: the peer was slower per token)
+    noise: float | None  # the larger run-to-run spread of the two rows' tok/s; None with one run each
+    verdict: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def peer_ratios(rows: Sequence[Row]) -> list[PeerRatio]:
+    """Every peer's row against zenops's row of the same flavor, model and concurrency (the variants named after
+    zenops.peers.NAMES). Verdict: zenops ahead or behind only beyond the run-to-run spread (the larger of the two
+    rows' (max - min) / mean of tok/s); within it, or with a single run (no spread), it says so."""
+    from zenops.peers import NAMES, ZENOPS  # noqa: PLC0415
+
+    ours = {(r.flavor, r.model, r.concurrency): r for r in rows if r.variant == ZENOPS and r.ok}
+    out = []
+    for r in rows:
+        if r.variant not in NAMES or r.variant == ZENOPS:
+            continue
+        z = ours.get((r.flavor, r.model, r.concurrency))
+        if z is None:
+            continue
+        tok = _ratio(r.result.output_tok_s, z.result.output_tok_s)
+        spreads = [x for x in (z.spread, r.spread) if x is not None]
+        noise = max(spreads) if len(spreads) == 2 else None
+        if not r.ok:
+            verdict = "the peer failed requests"
+        elif tok is None:
+            verdict = "no figures"
+        elif noise is None:
+            verdict = "one run each: no spread to tell (repeats >= 2)"
+        elif tok < 1 - noise:
+            verdict = "zenops ahead"
+        elif tok > 1 + noise:
+            verdict = "peer ahead"
+        else:
+            verdict = "within the noise"
+        out.append(PeerRatio(
+            r.flavor, r.model, r.concurrency, str(r.variant), tok,
+            _ratio(r.result.median_ttft_ms, z.result.median_ttft_ms),
+            _ratio(r.result.median_tpot_ms, z.result.median_tpot_ms), noise, verdict,
+        ))  # fmt: skip
+    return out
+
+
+def _peers_markdown(rep: CampaignReport) -> str | None:
+    ratios = peer_ratios(rep.rows)
+    if not ratios:
+        return None
+    header = ["Flavor", "Model", "Concurrency", "Peer", "tok/s vs zenops", "TTFT vs zenops", "TPOT vs zenops",
+              "Spread", "Verdict"]  # fmt: skip
+    body = [
+        [p.flavor or "-", p.model, str(p.concurrency or "-"), p.peer, fmt(p.tok_s, 2) + "x",
+         fmt(p.ttft, 2) + "x", fmt(p.tpot, 2) + "x", f"{p.noise:.0%}" if p.noise is not None else "-", p.verdict]
+        for p in ratios
+    ]  # fmt: skip
+    return (
+        "## zenops against the peers\n\nEach peer's settings reproduced on the same host (zenops.peers), as a ratio to "
+        "zenops's plan: tok/s above 1x means the peer served more, TTFT and TPOT above 1x mean it was slower. A "
+        "difference inside the run-to-run spread is no win.\n\n" + md_table(header, body)
+    )
+
+
 def _markdown(rep: CampaignReport) -> str:
     out = [f"{rep.status_line()}\n"]
     results = [r.result for r in rep.rows]
@@ -559,6 +640,9 @@ def _markdown(rep: CampaignReport) -> str:
         cells += [fmt(side.get("kv_peak_pct"), 1), fmt(side.get("preemptions"), 0)] if show_server else []
         body.append(cells)
     out.append("## Results\n\n" + md_table(header, body))
+    peers_section = _peers_markdown(rep)
+    if peers_section:
+        out.append(peers_section)
     if any(row.bursty for row in rep.rows):
         out.append(
             "(bursts): the tokens of a request arrived in a few chunks (median TPOT under a quarter of the mean, or "

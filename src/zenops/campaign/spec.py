@@ -16,7 +16,8 @@ from typing import Any
 
 from zenops import durations, request_options, schema
 from zenops.cloud.marks import check_name
-from zenops.errors import UsageError
+from zenops.errors import ConfigError, UsageError
+from zenops.peers import NAMES as PEERS
 from zenops.schema import Entries, Field, Issue, ListOf, Problem, Schema, Section
 
 REFERENCE = "`zenops campaign example`"
@@ -316,7 +317,7 @@ def load_spec(path: Path) -> CampaignSpec:
     """Read and check a campaign file. Raises ConfigError naming the file (as given), the key and the fix."""
     resolved = Path(path).expanduser().resolve()
     base = resolved.parent
-    data = campaign_schema(base).validate(schema.read_yaml(Path(path)), str(path))
+    data = campaign_schema(base).validate(_presets(schema.read_yaml(Path(path)), str(path)), str(path))
     inventory = data.get("inventory")
     variants = data.get("variants")
     budget = data.get("budget", {})
@@ -337,6 +338,23 @@ def load_spec(path: Path) -> CampaignSpec:
         prices={name: float(price) for name, price in data.get("prices", {}).items()},
         parallel=data.get("parallel", 1),
     )
+
+
+# named variant sets: `variants: peers` is zenops's plan and each peer's settings on the same host (zenops.peers)
+VARIANT_PRESETS: dict[str, dict[str, dict[str, str]]] = {"peers": {name: {"layout": name} for name in PEERS}}
+
+
+def _presets(raw: Any, path: str) -> Any:
+    """The file with ``variants: <preset name>`` spelled out as its variants."""
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("variants"), str):
+        return raw
+    preset = VARIANT_PRESETS.get(raw["variants"])
+    if preset is None:
+        raise ConfigError(
+            path, "variants", f"{raw['variants']!r} is no variant set",
+            hint=f"a mapping (variants: {{zen: {{platform: zen}}}}) or one of: {', '.join(VARIANT_PRESETS)}",
+        )  # fmt: skip
+    return {**raw, "variants": preset}
 
 
 def _model_path(base: Path, text: str) -> str:

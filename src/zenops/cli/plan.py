@@ -115,6 +115,7 @@ def plan_cmd(
         objective=values["objective"],
         tensor_parallel=values["tensor_parallel"],
         tuned=tuned.reason if tuned else None,
+        layout=values["layout"],
     )
 
     topologies: dict[str, Topology] = {}
