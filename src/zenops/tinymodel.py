@@ -170,9 +170,10 @@ class TinyModel:
         }
 
 
-def settings(seed: int, vocab_size: int, shape: Shape = DEFAULT_SHAPE) -> dict[str, Any]:
+def settings(seed: int, vocab_size: int, shape: Shape = DEFAULT_SHAPE, quant: str | None = None) -> dict[str, Any]:
     """Everything that determines the generated files; recorded in the stamp."""
     return {
+        **({"quant": quant} if quant else {}),
         "generator": "zenops.tinymodel",
         "format": FORMAT,
         "seed": seed,
@@ -217,11 +218,19 @@ def parameter_count(vocab_size: int, shape: Shape = DEFAULT_SHAPE) -> int:
 
 
 def generate(
-    out_dir: Path, *, seed: int = 0, vocab_size: int = 2000, force: bool = False, params: int | None = None
+    out_dir: Path,
+    *,
+    seed: int = 0,
+    vocab_size: int = 2000,
+    force: bool = False,
+    params: int | None = None,
+    quant: str | None = None,
 ) -> TinyModel:
     """Write a tiny random Llama model to ``out_dir`` (config, safetensors, tokenizer, chat template).
 
     ``params``: size it to about that many parameters (:func:`shape_for`); None keeps the 0.8M-parameter model.
+    ``quant``: the linear layers quantized in one of :data:`QUANT_FORMATS` (same seed: the same weights as the
+    bf16 model, quantized).
 
     Idempotent: a complete model made with the same settings is left alone. A directory holding anything else is
     replaced only with ``force``. The model is assembled in a temporary directory next to ``out_dir`` and renamed
@@ -236,7 +245,9 @@ def generate(
         )
     out_dir = Path(out_dir).absolute()
     shape = DEFAULT_SHAPE if params is None else shape_for(params, vocab_size)
-    want = settings(seed, vocab_size, shape)
+    if quant is not None:
+        quantization_config(quant)  # refuses an unknown format before anything is written
+    want = settings(seed, vocab_size, shape, quant)
     if out_dir.exists() and not out_dir.is_dir():
         raise UsageError(f"{out_dir} exists and is not a directory", hint="pass a directory path")
     if out_dir.is_dir() and any(out_dir.iterdir()):
@@ -255,7 +266,7 @@ def generate(
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
     try:
-        _write_model(tmp, seed=seed, vocab_size=vocab_size, shape=shape)
+        _write_model(tmp, seed=seed, vocab_size=vocab_size, shape=shape, quant=quant)
         _stamp(tmp, want)
         _replace_dir(tmp, out_dir)
     except BaseException:
@@ -276,15 +287,17 @@ def _require_deps() -> None:
         ) from e
 
 
-def _write_model(d: Path, *, seed: int, vocab_size: int, shape: Shape = DEFAULT_SHAPE) -> None:
+def _write_model(
+    d: Path, *, seed: int, vocab_size: int, shape: Shape = DEFAULT_SHAPE, quant: str | None = None
+) -> None:
     tokenizer_model = train_tokenizer(vocab_size)
     (d / "tokenizer.model").write_bytes(tokenizer_model)
     _write_json(d / "tokenizer_config.json", tokenizer_config())
     _write_json(d / "special_tokens_map.json", {"bos_token": BOS, "eos_token": EOS, "unk_token": UNK})
-    _write_json(d / "config.json", model_config(vocab_size, shape))
+    _write_json(d / "config.json", model_config(vocab_size, shape, quant))
     _write_json(d / "generation_config.json", {"bos_token_id": 1, "eos_token_id": 2})
     with (d / "model.safetensors").open("wb") as f:
-        write_safetensors(f, random_weights(seed, vocab_size, shape))
+        write_safetensors(f, random_weights(seed, vocab_size, shape, quant))
 
 
 def corpus_lines() -> list[str]:
@@ -366,8 +379,9 @@ def tokenizer_config() -> dict[str, Any]:
     }
 
 
-def model_config(vocab_size: int, shape: Shape = DEFAULT_SHAPE) -> dict[str, Any]:
+def model_config(vocab_size: int, shape: Shape = DEFAULT_SHAPE, quant: str | None = None) -> dict[str, Any]:
     return {
+        **({"quantization_config": quantization_config(quant)} if quant else {}),
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
         "vocab_size": vocab_size,
@@ -395,20 +409,121 @@ def model_config(vocab_size: int, shape: Shape = DEFAULT_SHAPE) -> dict[str, Any
     }
 
 
-def random_weights(seed: int, vocab_size: int, shape: Shape = DEFAULT_SHAPE) -> dict[str, npt.NDArray[np.uint16]]:
-    """bf16 bit patterns (uint16) per weight: N(0, 0.02) for matrices, ones for the RMS norms."""
+def random_weights(
+    seed: int, vocab_size: int, shape: Shape = DEFAULT_SHAPE, quant: str | None = None
+) -> dict[str, npt.NDArray[Any]]:
+    """bf16 bit patterns (uint16) per weight: N(0, 0.02) for matrices, ones for the RMS norms; with ``quant`` the
+    linear layers' in that format (:func:`quantized_tensors`). The same seed draws the same values either way, so a
+    quantized model and its bf16 twin hold the same weights (up to the quantization)."""
     import numpy as np  # noqa: PLC0415
 
     rng = np.random.default_rng(seed)
-    out: dict[str, npt.NDArray[np.uint16]] = {}
+    out: dict[str, npt.NDArray[Any]] = {}
     for name, dims in weight_shapes(vocab_size, shape).items():
         if name.endswith("norm.weight"):
             values = np.ones(dims, dtype=np.float32)
         else:
             values = rng.standard_normal(dims, dtype=np.float32)
             values *= np.float32(INIT_STD)
-        out[name] = bf16_bits(values)
+        if quant and name.split(".")[-2] in _LINEAR:
+            out.update(quantized_tensors(name, values, quant))
+        else:
+            out[name] = bf16_bits(values)
     return out
+
+
+# --- quantized checkpoints (--quant) ----------------------------------------------------------------------------
+#
+# The linear layers' weights quantized in the exact on-disk layout vLLM 0.32's CPU backend loads (read in the
+# installed wheel: vllm/model_executor/layers/quantization/auto_gptq.py, compressed_tensors/, the kernels in
+# model_executor/kernels/linear/); embeddings, lm_head and the norms stay bf16, as in published checkpoints.
+QUANT_FORMATS = ("gptq-int4", "w4a16", "w8a8")
+GROUP_SIZE = 128  # int4 formats: one scale per 128 input channels (GPTQ's and compressed-tensors' usual group)
+_LINEAR = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def quantization_config(quant: str) -> dict[str, Any]:
+    """config.json's ``quantization_config`` of a format (what vLLM's loader reads)."""
+    if quant == "gptq-int4":
+        return {"quant_method": "gptq", "bits": 4, "group_size": GROUP_SIZE, "desc_act": False, "sym": True,
+                "lm_head": False, "checkpoint_format": "gptq"}  # fmt: skip
+    if quant == "w4a16":
+        weights = {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": GROUP_SIZE,
+                   "dynamic": False}  # fmt: skip
+        return {"quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
+                "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, "input_activations": None,
+                                              "output_activations": None}},
+                "ignore": ["lm_head"]}  # fmt: skip
+    if quant == "w8a8":
+        weights = {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "channel", "dynamic": False}
+        acts = {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "token", "dynamic": True}
+        return {"quant_method": "compressed-tensors", "format": "int-quantized", "quantization_status": "compressed",
+                "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights, "input_activations": acts,
+                                              "output_activations": None}},
+                "ignore": ["lm_head"]}  # fmt: skip
+    raise UsageError(f"--quant {quant}: unknown format", hint=f"one of {', '.join(QUANT_FORMATS)}")
+
+
+def quantize_int4(w: npt.NDArray[np.float32], group: int = GROUP_SIZE) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """Symmetric int4 per group of ``group`` input channels of ``w`` [N out, K in]: (q, scales). ``q`` [N, K] holds
+    the unsigned codes 0..15 (the signed value + 8, as GPTQ and compressed-tensors store it), ``scales`` [N, K/group]
+    float32 = max |w| / 7 of each group; the weight is (q - 8) x scale."""
+    import numpy as np  # noqa: PLC0415
+
+    n, k = w.shape
+    if k % group:
+        raise ValueError(f"the group size {group} does not divide {k} input channels")
+    grouped = w.reshape(n, k // group, group)
+    scales = np.maximum(np.abs(grouped).max(axis=2), np.float32(1e-8)) / np.float32(7)
+    q = np.clip(np.rint(grouped / scales[:, :, None]), -8, 7).astype(np.int32) + 8
+    return q.reshape(n, k), scales.astype(np.float32)
+
+
+def pack_int4(q: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """Codes 0..15 [rows, cols] -> int32 [rows, cols/8]: eight consecutive columns per int32, the first in the lowest
+    nibble (vLLM's pack_quantized_values_into_int32 along that dimension)."""
+    import numpy as np  # noqa: PLC0415
+
+    rows, cols = q.shape
+    u = q.astype(np.uint32).reshape(rows, cols // 8, 8)
+    packed = np.zeros((rows, cols // 8), dtype=np.uint32)
+    for i in range(8):
+        packed |= (u[:, :, i] & 0xF) << np.uint32(4 * i)
+    return packed.view(np.int32)
+
+
+def quantize_int8(w: npt.NDArray[np.float32]) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+    """Symmetric int8 per output channel of ``w`` [N, K]: (int8 [N, K], float32 scales [N, 1] = max |w| / 127)."""
+    import numpy as np  # noqa: PLC0415
+
+    scales = np.maximum(np.abs(w).max(axis=1, keepdims=True), np.float32(1e-8)) / np.float32(127)
+    return np.clip(np.rint(w / scales), -127, 127).astype(np.int8), scales.astype(np.float32)
+
+
+def quantized_tensors(name: str, w: npt.NDArray[np.float32], quant: str) -> dict[str, npt.NDArray[Any]]:
+    """One linear layer's tensors in ``quant``'s layout, named after ``name`` (``...q_proj.weight``)."""
+    import numpy as np  # noqa: PLC0415
+
+    base = name.removesuffix(".weight")
+    n, k = w.shape
+    if quant == "w8a8":
+        q8, s8 = quantize_int8(w)
+        return {f"{base}.weight": q8, f"{base}.weight_scale": s8}
+    q, scales = quantize_int4(w)
+    if quant == "w4a16":  # [N, K/8] packed along K; scales [N, K/G] in the model's dtype
+        return {
+            f"{base}.weight_packed": pack_int4(q),
+            f"{base}.weight_scale": bf16_bits(scales),
+            f"{base}.weight_shape": np.array([n, k], dtype=np.int64),
+        }
+    # gptq-int4: qweight [K/8, N] packed along K; qzeros [K/G, N/8] (zero 8 stored as 7, GPTQ v1's +1); scales [K/G, N]
+    groups = k // GROUP_SIZE
+    return {
+        f"{base}.qweight": np.ascontiguousarray(pack_int4(q).T),
+        f"{base}.qzeros": np.full((groups, n // 8), 0x77777777, dtype=np.int32),
+        f"{base}.scales": bf16_bits(np.ascontiguousarray(scales.T)),
+        f"{base}.g_idx": (np.arange(k, dtype=np.int32) // GROUP_SIZE).astype(np.int32),
+    }
 
 
 def bf16_bits(values: npt.NDArray[np.float32]) -> npt.NDArray[np.uint16]:
@@ -422,26 +537,34 @@ def bf16_bits(values: npt.NDArray[np.float32]) -> npt.NDArray[np.uint16]:
     return bits.astype("<u2")
 
 
-def safetensors_bytes(tensors: dict[str, npt.NDArray[np.uint16]]) -> bytes:
+# numpy dtype -> safetensors dtype; uint16 arrays hold bf16 bit patterns (bf16_bits)
+_ST_DTYPES = {"uint16": "BF16", "int32": "I32", "int8": "I8", "int64": "I64", "float32": "F32", "float16": "F16"}
+
+
+def safetensors_bytes(tensors: dict[str, npt.NDArray[Any]]) -> bytes:
     """The safetensors format: u64 LE header length, JSON header (padded to 8 bytes), then the raw data."""
     out = io.BytesIO()
     write_safetensors(out, tensors)
     return out.getvalue()
 
 
-def write_safetensors(f: BinaryIO, tensors: dict[str, npt.NDArray[np.uint16]]) -> None:
-    """:func:`safetensors_bytes` written to ``f`` tensor by tensor (a 500M model is never held twice in memory)."""
+def write_safetensors(f: BinaryIO, tensors: dict[str, npt.NDArray[Any]]) -> None:
+    """:func:`safetensors_bytes` written to ``f`` tensor by tensor (a 500M model is never held twice in memory).
+    Little-endian data of the dtypes of :data:`_ST_DTYPES` (uint16: bf16 bit patterns)."""
     header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
     offset = 0
     for name in sorted(tensors):
-        size = tensors[name].size * 2
-        header[name] = {"dtype": "BF16", "shape": list(tensors[name].shape), "data_offsets": [offset, offset + size]}
+        t = tensors[name]
+        size = t.size * t.dtype.itemsize
+        dtype = _ST_DTYPES[t.dtype.name]
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [offset, offset + size]}
         offset += size
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)
     f.write(struct.pack("<Q", len(raw)) + raw)
     for name in sorted(tensors):
-        f.write(tensors[name].astype("<u2", copy=False).tobytes())
+        t = tensors[name]
+        f.write(t.astype(t.dtype.newbyteorder("<"), copy=False).tobytes())
 
 
 def _write_json(path: Path, obj: dict[str, Any]) -> None:

@@ -241,6 +241,7 @@ def test_cli_prints_path_parameters_and_size(run, tmp_path):
         "command": "tiny-model",
         "seed": 2,
         "params_asked": None,
+        "quant": None,
         "path": str(out),
         "parameters": 807_552,
         "size_bytes": data["size_bytes"],

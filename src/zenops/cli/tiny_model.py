@@ -23,14 +23,24 @@ from zenops.cli.options import json_option
     help="Size it to about N parameters (300M, 0.3B, 2e8; 5M-3B), e.g. to be memory-bandwidth bound on a CPU. "
     "Default: 0.8M.",
 )
+@click.option(
+    "--quant",
+    type=click.Choice(["gptq-int4", "w4a16", "w8a8"]),
+    help="Quantize the linear layers: gptq-int4 (GPTQ 4-bit, symmetric, group 128), w4a16 (compressed-tensors "
+    "pack-quantized int4, group 128), w8a8 (compressed-tensors int8 weights per channel, int8 dynamic activations). "
+    "Embeddings, lm_head and norms stay bf16. The same seed and size: the same weights as the bf16 model.",
+)
 @json_option
 @click.pass_context
-def tiny_model(ctx: click.Context, out_dir: Path, seed: int, force: bool, params: str | None) -> None:
+def tiny_model(
+    ctx: click.Context, out_dir: Path, seed: int, force: bool, params: str | None, quant: str | None
+) -> None:
     """Write a tiny random-weight Llama model (0.8 M parameters, bf16, SentencePiece tokenizer, chat template).
 
     \b
       zenops tiny-model ./tiny-llama
       zenops tiny-model ./llama-200m --params 200M    a bigger one, for rooflines and benchmarks
+      zenops tiny-model ./llama-200m-int4 --params 200M --quant w4a16   its int4 twin (same weights, quantized)
       vllm serve $PWD/tiny-llama --served-model-name tiny-llama --dtype bfloat16 --max-model-len 1024
 
     Made offline without torch (needs numpy and sentencepiece: pip install 'zenops[test]'). It answers gibberish:
@@ -42,10 +52,17 @@ def tiny_model(ctx: click.Context, out_dir: Path, seed: int, force: bool, params
 
     app = get_app(ctx)
     count = None if params is None else tinymodel.parse_params(params)
-    model = tinymodel.generate(out_dir, seed=seed, force=force, params=count)
+    model = tinymodel.generate(out_dir, seed=seed, force=force, params=count, quant=quant)
     if app.json:
         app.emit_json(
-            {"type": "result", "command": "tiny-model", "seed": seed, "params_asked": count, **model.to_dict()}
+            {
+                "type": "result",
+                "command": "tiny-model",
+                "seed": seed,
+                "params_asked": count,
+                "quant": quant,
+                **model.to_dict(),
+            }
         )
         return
     state = "written" if model.created else "already there, unchanged"
