@@ -954,13 +954,15 @@ def plan(
     objective = _choose_objective(opts, reasons)
 
     dtype = _choose_dtype(opts.dtype, platform, topo, reasons, warnings)
+    _check_quantization(model, platform, dtype, reasons)
 
     weights = model.weight_bytes(dtype)
     per_token = model.kv_bytes_per_token(dtype)
     reasons.append(
         Reason(
             "model",
-            f"{model.name}: {model.params_b}B parameters -> {_gib(weights)} GiB of {dtype} "
+            f"{model.name}: {model.params_b}B parameters -> {_gib(weights)} GiB of "
+            f"{model.quant_format.name + ' (' + dtype + ' activations)' if model.quantization else dtype} "
             f"weights; KV cache per token = 2 x {model.layers} layers x {model.kv_heads} KV heads x "
             f"{model.head_dim} head dim x {DTYPE_BYTES[dtype]} bytes = {per_token} bytes"
             + (" (sliding-window layers make this conservative)" if model.sliding_window else ""),
@@ -1048,6 +1050,37 @@ def plan(
         objective=objective,
     )
     return _as_layout(made, topo, opts.layout)
+
+
+def _check_quantization(model: ModelSpec, platform: str, dtype: str, reasons: list[Reason]) -> None:
+    """A quantized model: its format must have a kernel on the chosen platform (zenops.quant's table), refused
+    before anything is deployed otherwise, naming the nearest option; the reason names format, kernel and source."""
+    from zenops import quant  # noqa: PLC0415
+
+    try:
+        fmt = model.quant_format
+        if fmt is None:
+            return
+        k = quant.kernel(fmt, platform)
+    except quant.QuantError as e:
+        hint = f"use {e.nearest} (zenops tiny-model --quant {e.nearest} makes one)" if e.nearest else "serve it in bf16"
+        raise PlanRefusedError("quantization", f"{model.name}: {e}", hint=hint) from e
+    if fmt.name in ("gptq-int4", "awq-int4") and dtype == "float32":
+        raise PlanRefusedError(
+            "quantization", f"{fmt.title} runs with bfloat16 or float16 activations, not float32",
+            hint="--dtype bfloat16",
+        )  # fmt: skip
+    bf16 = round(model.params_b * 1e9 * DTYPE_BYTES["bfloat16"])
+    size = model.weight_bytes(dtype)
+    reasons.append(
+        Reason(
+            "quantization",
+            f"{fmt.title}: {_gib(size)} GiB of weights ({bf16 / size:.1f}x less than bf16's {_gib(bf16)} GiB: "
+            f"{model.linear_params() / 1e9:.3g}B linear parameters at {fmt.weight_bits} bits plus their scales, the "
+            f"rest in {dtype}), in memory sizing and both roofs; served by {k.kernel} on the {platform} platform "
+            f"of {quant.ENGINE} (source: {k.source})",
+        )
+    )
 
 
 def _as_layout(made: Plan, topo: Topology, layout: str) -> Plan:

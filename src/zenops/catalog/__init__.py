@@ -61,6 +61,27 @@ class ModelSpec:
     num_experts: int | None = None  # mixture of experts: experts per layer (all of them stay in memory)
     notes: str = ""
     provenance: str = ""  # where the numbers come from (the catalogue's `source:` note, or how params were found)
+    # config.json's quantization_config as JSON ("": not quantized); zenops.quant reads the format from it
+    quantization: str = ""
+
+    @property
+    def quant_format(self) -> Any:
+        """The weights' format (zenops.quant.Format), None when not quantized; raises zenops.quant.QuantError for
+        one the engine cannot run."""
+        from zenops import quant  # noqa: PLC0415
+
+        return quant.detect(json.loads(self.quantization)) if self.quantization else None
+
+    def linear_params(self) -> float:
+        """Parameters of the linear layers (attention and MLP projections): what a quantized checkpoint quantizes;
+        the rest (embeddings, lm_head, norms) stays in the model's dtype."""
+        if self.intermediate_size is None:
+            embeddings = (self.vocab_size or 0) * self.hidden_size * (1 if self.tied_embeddings else 2)
+            return max(0.0, self.params_b * 1e9 - embeddings)
+        attention = self.hidden_size * self.head_dim * (self.attention_heads + 2 * self.kv_heads)
+        attention += self.attention_heads * self.head_dim * self.hidden_size
+        mlp = 3 * self.hidden_size * self.intermediate_size * (self.num_experts or 1)
+        return float(min(self.params_b * 1e9, self.layers * (attention + mlp)))
 
     def kv_heads_per_rank(self, tensor_parallel: int = 1) -> int:
         """KV heads vLLM keeps on each tensor-parallel rank: ``max(1, kv_heads // tp)``. When TP exceeds the KV
@@ -88,7 +109,14 @@ class ModelSpec:
         return 4 * self.layers * self.attention_heads * self.head_dim
 
     def weight_bytes(self, dtype: str) -> int:
-        return round(self.params_b * 1e9 * dtype_bytes(dtype))
+        """Bytes of the weights in ``dtype``; a quantized model's linear layers at their bits, with their scales."""
+        fmt = self.quant_format
+        if fmt is None:
+            return round(self.params_b * 1e9 * dtype_bytes(dtype))
+        from zenops import quant  # noqa: PLC0415
+
+        linear = self.linear_params()
+        return quant.weight_bytes(fmt, linear, self.params_b * 1e9 - linear, dtype_bytes(dtype))
 
 
 @dataclass(frozen=True)
@@ -422,6 +450,7 @@ def model_from_config_json(path: Path) -> ModelSpec:
         "num_experts": experts,
     }
     params, how = _count_params(cfg, config_file.parent, shape)
+    qc = cfg.raw.get("quantization_config") or cfg.text.get("quantization_config")
     return ModelSpec(
         name=str(config_file.parent) if config_file.name == "config.json" else cfg.where,
         params_b=params / 1e9,
@@ -441,6 +470,7 @@ def model_from_config_json(path: Path) -> ModelSpec:
         vocab_size=cfg.optional("vocab_size"),
         num_experts=experts,
         provenance=f"params: {how}",
+        quantization=json.dumps(qc, sort_keys=True) if isinstance(qc, dict) else "",
     )
 
 

