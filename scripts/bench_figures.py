@@ -20,7 +20,7 @@ def last_campaign(result: dict) -> str:
 
 
 def quant_reason(result: dict) -> str:
-    plan = next(iter(result["plans"].values()))
+    plan = result["plans"][0]
     why = [r["text"] for r in plan["reasons"] if r["topic"] == "quantization"]
     return why[0] if why else "bf16 (not quantized)"
 
