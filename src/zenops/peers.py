@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from zenops.catalog import GIB
 from zenops.cpulist import format_cpulist
 
 if TYPE_CHECKING:
@@ -92,6 +91,8 @@ def _without(args: list[str], *flags: str) -> list[str]:
 
 def _kv(args: list[str], env: dict[str, str], kv_bytes: int, legacy: bool) -> tuple[list[str], dict[str, str]]:
     """The KV cache size as this engine takes it: --kv-cache-memory-bytes, or VLLM_CPU_KVCACHE_SPACE (GiB, < 0.20)."""
+    from zenops.catalog import GIB  # noqa: PLC0415  (not at the top: request_options imports this module on --help)
+
     if legacy:
         return args, {**env, _KV_ENV: str(max(1, kv_bytes // GIB))}
     return [*args, "--kv-cache-memory-bytes", str(kv_bytes)], env
@@ -103,6 +104,8 @@ def relayout(name: str, plan: Plan, topo: Topology) -> tuple[Plan, str]:
     on this host (naming why)."""
     if name == ZENOPS:
         return plan, ""
+    from zenops.catalog import GIB  # noqa: PLC0415  (not at the top: request_options imports this module on --help)
+
     p = peer(name)
     all_cpus = sorted(c for n in topo.nodes for core in n.cores for c in core.cpus)
     all_nodes = [n.id for n in topo.nodes]
