@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -279,7 +279,8 @@ class MetricsService:
             addresses=view.addresses,
             api_key_file=old.api_key_file or None,
         )
-        new = Metrics(new.host if gw else old.host, old.inventory, new.nodes, new.vllm, new.haproxy, new.api_key_file)
+        if not gw:  # without a gateway Prometheus stays where `up` put it, even when the first host changes
+            new = replace(new, host=old.host, inventory=old.inventory)
         if new == old:
             return had
         joined = set(new.nodes) - set(old.nodes)
