@@ -18,7 +18,8 @@ What it decides, and the rules (each shows up in ``Plan.reasons`` with its input
 * roofline: each instance's decode ceiling at its concurrency, step time >= max(bytes read / bandwidth, FLOPs /
   FLOP/s), from measured figures in the facts (`zenops facts --bandwidth`) or the catalogue's theoretical ones.
 * CPUs: OpenMP threads are bound to one logical CPU per physical core (SMT siblings skipped), NUMA-local, with
-  RESERVED_CORES_PER_RANK core(s) per rank left out for the API server / engine frontend (vLLM #25818). The container's
+  RESERVED_CORES_PER_RANK core(s) per rank left out for the API server / engine frontend (vLLM #25818), except on
+  ranks of SMALL_RANK_CORES cores or fewer, which bind them all (measured faster on a 2-vCPU VM). The container's
   cpuset holds the whole slice (siblings and reserved cores included) so the frontend has somewhere to run.
 * memory: per instance, KV cache = node memory share - OS headroom - weights - runtime overhead, but never more than
   max_num_seqs x max_model_len tokens need (2 x layers x KV heads x head dim x dtype bytes per token): more KV than
@@ -51,6 +52,10 @@ CORES_PER_THROUGHPUT_INSTANCE = 64  # AMD (serving-layouts.md 2): two 64-core in
 FREEZING_MIN_VLLM = (0, 12, 0)  # TORCHINDUCTOR_FREEZING=1 as AMD runs it needs vLLM >= 0.12 (serving-layouts.md 2)
 ROOFLINE_CONTEXT = 256  # tokens of context per sequence for the plan's ceiling: the seed benchmark's 128 in + 128 out
 RESERVED_CORES_PER_RANK = 1  # physical cores per rank kept free of OpenMP threads for the frontend (vLLM #25818)
+SMALL_RANK_CORES = 2  # ... except on ranks of this many cores or fewer, which bind them all: on a 2-vCPU Zen 4 VM one
+# OpenMP thread moved 19 GB/s and two 45 GB/s, and the write-up's all-cores binding served 1.15x/1.24x/1.45x the
+# tok/s of one bound core at 1/4/8 concurrent requests (scripts/bench-serving, issue 27); the frontend then shares
+# the cores with the OpenMP threads
 OS_HEADROOM_MIN = 2 * GIB  # memory left to the OS, sshd, Docker, page cache, per NUMA node ...
 OS_HEADROOM_FRACTION = 0.04  # ... or this fraction of the node, whichever is larger
 RUNTIME_OVERHEAD_FIXED = int(2.5 * GIB)  # Python, torch, zentorch, compile caches, activation buffers per instance
@@ -1367,7 +1372,7 @@ def _explain(
             "cpus",
             f"OpenMP threads on {omp}: node {first.node.id}'s {n_cores} physical cores"
             f"{smt}, minus {len(reserved) // tp or 0} reserved for the API server/engine frontend "
-            f"({format_cpulist(reserved) or 'none: a single core'}); the write-up bound 0-(nproc-1), "
+            f"({format_cpulist(reserved) or _no_reserve(n_cores)}); the write-up bound 0-(nproc-1), "
             "and its VLLM_CPU_NUM_OF_RESERVED_CPU=1 only applies to automatic binding",
         )
     )
@@ -1435,6 +1440,15 @@ def _explain(
         reasons.append(Reason("zentorch", f"vLLM {'.'.join(map(str, version))}: {how}"))
 
 
+def _no_reserve(cores: int) -> str:
+    if cores <= 1:
+        return "none: a single core"
+    return (
+        f"none: a rank of {cores} cores binds them all (SMALL_RANK_CORES = {SMALL_RANK_CORES}): on a 2-vCPU VM two "
+        "OpenMP threads moved 2.3x one thread's bandwidth and served 1.15-1.45x its tok/s (scripts/bench-serving)"
+    )
+
+
 def _instance(
     index: int,
     port: int,
@@ -1469,7 +1483,7 @@ def _instance(
     bind_ranks: list[list[int]] = []
     reserved: list[int] = []
     for s in slots:
-        keep = RESERVED_CORES_PER_RANK if len(s.cores) > RESERVED_CORES_PER_RANK else 0
+        keep = RESERVED_CORES_PER_RANK if len(s.cores) > SMALL_RANK_CORES else 0
         reserved += [c.primary for c in s.cores[:keep]]
         bind_ranks.append([c.primary for c in s.cores[keep:]])
     all_cpus = sorted(c for s in slots for core in s.cores for c in core.cpus)

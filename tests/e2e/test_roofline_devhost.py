@@ -159,7 +159,7 @@ def check_measurement(bw: dict, topology: dict, plan: dict, roofs: list[dict]) -
         assert sorted(p["threads"] for p in node.get("scaling", [])) == sorted(steps), node
         assert all(p["gbps"] > 0 and p["gflops"] > 0 for p in node.get("scaling", [])), node
     # the plan's ceiling is per instance: read at the instance's own OpenMP threads where they are fewer than the
-    # node's (the 2-vCPU case: 1 thread, the other core left to the frontend)
+    # node's (an instance that leaves a core to its frontend: nodes of more than planner.SMALL_RANK_CORES cores)
     most = max(v["cores"] for v in bw["nodes"].values())
     for inst, roof in zip(plan["instances"], roofs, strict=True):
         threads = len(parse_cpulist(inst["omp_threads_bind"].split("|")[0]))

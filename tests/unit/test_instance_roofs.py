@@ -38,17 +38,38 @@ def _vm(scaling: bool = True) -> Topology:
     return Topology.from_facts(with_bandwidth(fixture("zen4-vm-hotplug"), {"0": node}))
 
 
-def test_on_a_2_vcpu_vm_the_one_instance_gets_its_one_threads_bandwidth_not_the_nodes():
+def test_on_a_2_vcpu_vm_the_one_instance_binds_both_cores_and_gets_their_bandwidth():
     p = plan(_vm(), catalog.get_model(TINY))
     (inst,) = p.instances
-    assert inst.omp_threads_bind == "1"  # one core left to the frontend: one OpenMP thread
+    assert inst.omp_threads_bind == "0-1"  # a rank of SMALL_RANK_CORES cores or fewer reserves none
     roof = inst.roofline
     assert roof is not None
-    assert roof["bandwidth_gbps"] == pytest.approx(19.0)
-    assert roof["gflops"] == pytest.approx(95.0)
-    assert "with this instance's 1 OpenMP thread(s) (measured with 1 thread(s)): 19.0 GB/s" in roof["source"]
-    assert "all 2 thread(s) of the node: 36 GB/s" in roof["source"]
+    assert roof["bandwidth_gbps"] == pytest.approx(36.0)
+    assert "with this instance's 2 OpenMP thread(s) (measured with 2 thread(s)): 36.0 GB/s" in roof["source"]
     assert any(r.topic == "roofline" and "measured per instance" in r.text for r in p.reasons)
+
+
+def test_an_instance_that_leaves_a_core_to_its_frontend_gets_its_own_threads_figure_not_the_nodes():
+    # a 4-core VM (8 CPUs with SMT): one core reserved, 3 OpenMP threads; one thread moved 19 GB/s, three 45, all 4: 52
+    node = {
+        "gbps": 52.0,
+        "gflops": 400.0,
+        "method": "probe",
+        "cores": 4,
+        "scaling": [
+            {"threads": 1, "gbps": 19.0, "gflops": 95.0},
+            {"threads": 2, "gbps": 36.0, "gflops": 200.0},
+            {"threads": 3, "gbps": 45.0, "gflops": 300.0},
+        ],
+    }
+    p = plan(Topology.from_facts(with_bandwidth(fixture("vm-8-smt-adjacent"), {"0": node})), catalog.get_model(TINY))
+    (inst,) = p.instances
+    assert len(inst.cpus) == 3 and len(inst.reserved_cpus) == 1
+    roof = inst.roofline
+    assert roof is not None
+    assert (roof["bandwidth_gbps"], roof["gflops"]) == (pytest.approx(45.0), pytest.approx(300.0))
+    assert "with this instance's 3 OpenMP thread(s) (measured with 3 thread(s)): 45.0 GB/s" in roof["source"]
+    assert "all 4 thread(s) of the node: 52 GB/s" in roof["source"]
 
 
 def test_facts_measured_before_per_thread_figures_keep_the_node_share_and_say_so():

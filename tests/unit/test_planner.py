@@ -539,10 +539,13 @@ def test_small_vms_with_smt_bind_one_thread_per_core_whatever_the_numbering(host
 
 
 def test_small_vm_like_this_machine_plans_what_it_did():
-    """zen4-vm-hotplug is this project's CI machine (2 vCPUs, one node): one instance, CPU 1 bound, CPU 0 reserved."""
+    """zen4-vm-hotplug is this project's CI machine (2 vCPUs, one node): one instance bound to both CPUs, none
+    reserved (a rank of SMALL_RANK_CORES cores or fewer binds them all; measured faster there)."""
     p = plan(topo("zen4-vm-hotplug"), catalog.get_model("Qwen/Qwen3-0.6B"))
     (inst,) = p.instances
-    assert (inst.cpus, inst.reserved_cpus, inst.cpuset) == ([1], [0], "0-1")
+    assert (inst.cpus, inst.reserved_cpus, inst.cpuset) == ([0, 1], [], "0-1")
+    assert inst.env["VLLM_CPU_OMP_THREADS_BIND"] == "0-1"
+    assert any("binds them all" in r.text for r in p.reasons if r.topic == "cpus")
     assert p.objective == "latency"
     assert p.max_num_seqs == 5
     assert "TORCHINDUCTOR_FREEZING" not in inst.env
