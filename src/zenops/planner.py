@@ -388,6 +388,7 @@ class Plan:
     warnings: list[str]
     topology: str
     objective: str = "latency"  # latency | throughput
+    weights: str = ""  # the weights' format: a quantized one's name (zenops.quant, e.g. awq-int4), else the dtype
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -1053,6 +1054,7 @@ def plan(
         warnings=warnings,
         topology=topo.source,
         objective=objective,
+        weights=model.quant_format.name if model.quant_format is not None else dtype,
     )
     return _as_layout(made, topo, opts.layout)
 

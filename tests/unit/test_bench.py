@@ -728,6 +728,26 @@ def test_a_bench_without_any_ceiling_says_how_to_get_one(tmp_path, monkeypatch):
     assert with_ceiling.roofline_pct == pytest.approx(30.0)
 
 
+def test_a_result_above_its_ceiling_says_the_ceiling_was_measured_too_low(tmp_path, monkeypatch):
+    """The bench playbook a TEST DOUBLE; the ceiling planned so low that GOOD's tok/s is above it, then high."""
+    config, inv = _served(tmp_path)
+    monkeypatch.setattr("zenops.context.run_playbook", bench_playbook(GOOD, instances=1))
+
+    def above(gbps: float, run_id: str) -> list[str]:
+        roof = {"weight_bytes": 8_000_000_000, "bandwidth_gbps": gbps, "source": "measured"}
+        _served_in(config, tmp_path, inv, {"platform": "zen", "instances": [{"index": 0, "roofline": roof}]})
+        req = bench_run.BenchRequest(runs_dir=tmp_path / "runs", run_id=run_id)
+        out = bench_run.bench_inventory(RunContext(config), inv, req)
+        (result,) = out.report.results
+        assert result.roofline_pct is not None
+        return [w for w in out.warnings if "the ceiling was measured too low" in w]
+
+    said = above(0.08, "low")  # 8 GB at 0.08 GB/s: a ceiling of 0.01 tok/s
+    assert len(said) == 1
+    assert f"zenops facts --bandwidth --inventory {inv}" in said[0]
+    assert above(10_000.0, "high") == []
+
+
 def test_gateway_bench_runs_one_client_on_the_gateway_host_against_its_port(tmp_path, monkeypatch):
     config, inv = _served(tmp_path)
     record = load_serving_record(config, inv)

@@ -64,7 +64,8 @@ def test_an_instance_that_leaves_a_core_to_its_frontend_gets_its_own_threads_fig
     }
     p = plan(Topology.from_facts(with_bandwidth(fixture("vm-8-smt-adjacent"), {"0": node})), catalog.get_model(TINY))
     (inst,) = p.instances
-    assert len(inst.cpus) == 3 and len(inst.reserved_cpus) == 1
+    assert len(inst.cpus) == 3
+    assert len(inst.reserved_cpus) == 1
     roof = inst.roofline
     assert roof is not None
     assert (roof["bandwidth_gbps"], roof["gflops"]) == (pytest.approx(45.0), pytest.approx(300.0))

@@ -7,13 +7,17 @@ Xeon with AMX (cpu platform)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tests.unit.test_planner import fixture, topo, with_bandwidth
-from zenops import catalog, quant, tinymodel
+from zenops import catalog, quant, report, tinymodel
+from zenops.catalog import _catalogue_model
+from zenops.errors import ConfigError
 from zenops.planner import PlanOptions, PlanRefusedError, Topology, plan
+from zenops.report.loading import with_roofline
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +111,44 @@ def test_an_unrunnable_checkpoint_is_refused_by_the_plan_with_exit_7(models, tmp
         plan(topo("zen4-vm-hotplug"), catalog.get_model(str(d)))
     assert e.value.exit_code == 7
     assert "w8a8" in (e.value.hint or "")
+
+
+def test_a_published_int4_checkpoint_in_the_catalogue_is_planned_at_its_bytes_on_gp_5_24_96():
+    """Qwen/Qwen3-4B-AWQ: the catalogue carries its config.json quantization_config; the plan on the flavor the
+    project is built for sizes memory and the roofline at int4, against its bf16 twin Qwen/Qwen3-4B."""
+    awq, bf16 = catalog.get_model("Qwen/Qwen3-4B-AWQ"), catalog.get_model("Qwen/Qwen3-4B")
+    assert awq.quant_format is not None
+    assert awq.quant_format.name == "awq-int4"
+    assert bf16.quant_format is None
+    flavor = Topology.from_flavor(catalog.get_flavor("gp.5.24.96"))
+    p4, p16 = (plan(flavor, m, PlanOptions(vllm_version="0.32.0")) for m in (awq, bf16))
+    (i4,), (i16,) = p4.instances, p16.instances
+    assert 2.2 < i4.weights_gib < 2.7  # ~2.6 GB per step instead of ~8
+    assert i16.weights_gib > 7
+    assert i4.roofline is not None
+    assert i16.roofline is not None
+    assert i4.roofline["weight_bytes"] < i16.roofline["weight_bytes"] / 2.8
+    assert i4.roofline["memory_ms"] < i16.roofline["memory_ms"] / 2.5
+    assert any(r.topic == "quantization" and "CPUWNA16LinearKernel" in r.text for r in p4.reasons)
+
+
+def test_a_catalogue_entry_with_a_quantization_config_that_is_not_one_is_refused():
+    entry = dict(catalog.load_resource("models.yaml", "models")[1]["Qwen/Qwen3-4B-AWQ"])
+    for bad in ("awq", {"bits": 4}):
+        entry["quantization_config"] = bad
+        with pytest.raises(ConfigError, match="quantization_config"):
+            _catalogue_model("models.yaml", "x", entry)
+
+
+def test_bench_results_are_labelled_with_their_plans_weights(models):
+    """The plan names the weights' format; a result read beside it carries it, and the tables say it."""
+    flavor = Topology.from_flavor(catalog.get_flavor("gp.5.24.96"))
+    plans = {q: plan(flavor, catalog.get_model(str(models[q])), PlanOptions(vllm_version="0.32.0")).to_dict()
+             for q in ("bf16", "w4a16")}  # fmt: skip
+    assert (plans["bf16"]["weights"], plans["w4a16"]["weights"]) == ("bfloat16", "w4a16")
+    base = report.parse_json_result(
+        {"output_throughput": 12.0, "completed": 4, "model": "m", "max_concurrency": 1}, "r"
+    )
+    rows = [replace(with_roofline(base, plans[q], 0), model=q) for q in ("bf16", "w4a16")]
+    assert [report.model_cell(r) for r in rows] == ["bf16", "w4a16 (w4a16)"]
+    assert "| w4a16 (w4a16) |" in report.markdown(rows)

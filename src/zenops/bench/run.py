@@ -286,16 +286,23 @@ def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limi
     expected = sum(len(h.get("servers") or []) for p in phases for h in p["hosts"].values()) * len(runs)
     if len(rep.results) < expected:
         warn(f"{expected} results expected, {len(rep.results)} found in {run_dir}")
-    _warn_without_ceiling(rep, inventory, warn)
+    _warn_about_ceiling(rep, inventory, warn)
     return BenchOutcome(run_id, run_dir, runs, phases, rep, manifest, ctx.warnings[first_warning:])
 
 
-def _warn_without_ceiling(rep: report_lib.Report, inventory: Path, warn: Callable[[str], None]) -> None:
+def _warn_about_ceiling(rep: report_lib.Report, inventory: Path, warn: Callable[[str], None]) -> None:
+    """No ceiling at all, or a result above its ceiling: a ceiling is measured once (the probe's best pass), and one
+    measured while something else loaded the host is too low; both say how to measure it again."""
+    again = f"`zenops facts --bandwidth --inventory {inventory}`, then `zenops up` again re-plans with it"
     if rep.results and all(r.roofline_pct is None for r in rep.results):
+        warn(f"no ceiling to compare with: the servers' plan has no roofline (measure the hosts with {again}; "
+             "or `zenops up --measure`)")  # fmt: skip
+    above = [r for r in report_lib.ordered(rep.results) if r.roofline_pct is not None and r.roofline_pct > 100]
+    for r in above:
         warn(
-            "no ceiling to compare with: the servers' plan has no roofline (measure the hosts with "
-            f"`zenops facts --bandwidth --inventory {inventory}`, then `zenops up` again re-plans with it; "
-            "or `zenops up --measure`)"
+            f"{r.label or r.model} at concurrency {r.max_concurrency}: {r.output_tok_s:.1f} tok/s is "
+            f"{r.roofline_pct:.0f}% of the plan's ceiling: the ceiling was measured too low (most often while "
+            f"something else loaded the host); measure it again on a quiet host with {again}"
         )
 
 

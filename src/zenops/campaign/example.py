@@ -8,7 +8,8 @@ cloud: sandbox                    # a clouds.yaml entry (new servers, torn down 
 flavors: [gp.5.24.96]             # ... one server per flavor, its cells one after another
 # inventory: hosts.yml            # ... or your own hosts instead of cloud + flavors (nothing provisioned)
 models:                           # catalogue ids or local model directories (relative to this file)
-  - Qwen/Qwen3-0.6B
+  - Qwen/Qwen3-4B
+  - Qwen/Qwen3-4B-AWQ             # quantization is a property of the weights: int4 beside its bf16 twin
 variants:                         # name -> `zenops up` options
   zen: {platform: zen}
   cpu: {platform: cpu}

@@ -47,7 +47,7 @@ from typing import Any
 from zenops.errors import UsageError, in_one_line
 from zenops.metrics.server import merged as merged_server
 from zenops.report.comparison import Comparison, compare, host_totals
-from zenops.report.rendering import cost_header, csv_text, fmt, fmt_price, md_table, roofline_cell
+from zenops.report.rendering import cost_header, csv_text, fmt, fmt_price, md_table, model_cell, roofline_cell
 from zenops.report.results import BenchResult
 
 HOURS_PER_MONTH = 730  # 365 x 24 / 12: a server billed around the clock
@@ -629,7 +629,7 @@ def _markdown(rep: CampaignReport) -> str:
     body = []
     for row in rep.rows:
         r = row.result
-        cells = [row.flavor or "-", row.model, row.variant or "-", str(row.concurrency or "-")]
+        cells = [row.flavor or "-", model_cell(r, row.model), row.variant or "-", str(row.concurrency or "-")]
         tpot = fmt(r.median_tpot_ms) + (" (bursts)" if row.bursty else "")
         cells += [fmt(r.output_tok_s), fmt(r.median_ttft_ms), tpot, _failed_cell(row)]
         cells += [fmt_price(r.price_per_hour) if r.price_per_hour is not None else "-"] if show_price else []

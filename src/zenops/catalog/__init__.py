@@ -178,7 +178,8 @@ def _catalogue_model(where: str, name: str, entry: Any) -> ModelSpec:
 
     if not isinstance(entry, dict):
         raise bad("", "must be a mapping")
-    known = {"params_b", "architecture", "hf_token_required", "tied_embeddings", "notes", "source"}
+    known = {"params_b", "architecture", "hf_token_required", "tied_embeddings", "notes", "source",
+             "quantization_config"}  # fmt: skip
     for key in entry.keys() - known - set(_INT_FIELDS) - set(_OPTIONAL_INT_FIELDS):
         raise bad(str(key), "unknown field")
     for key in _INT_FIELDS:
@@ -196,6 +197,9 @@ def _catalogue_model(where: str, name: str, entry: Any) -> ModelSpec:
     for key in ("architecture", "source"):
         if not isinstance(entry.get(key), str) or not entry[key]:
             raise bad(key, "must be a non-empty string")
+    qc = entry.get("quantization_config")
+    if qc is not None and (not isinstance(qc, dict) or not qc.get("quant_method")):
+        raise bad("quantization_config", "must be the checkpoint's config.json quantization_config (a mapping)")
     fields: dict[str, Any] = {key: entry.get(key) for key in (*_INT_FIELDS, *_OPTIONAL_INT_FIELDS)}
     return ModelSpec(
         name=name,
@@ -205,6 +209,7 @@ def _catalogue_model(where: str, name: str, entry: Any) -> ModelSpec:
         tied_embeddings=entry["tied_embeddings"],
         notes=str(entry.get("notes") or ""),
         provenance=entry["source"],
+        quantization=json.dumps(qc, sort_keys=True) if qc else "",
         **fields,
     )
 

@@ -265,7 +265,7 @@ def print_table(
     table.add_column(cost_title.replace("$ per 1M output tokens", "$/1M output tokens"), justify="right")
     for r in rows:
         cells = [_text(r.label or "-")] if host_column else []
-        cells.append(_text(r.model))
+        cells.append(_text(lib.model_cell(r)))
         if show_flavor:
             cells.append(_text(r.flavor or "-"))
         if show_platform:

@@ -255,10 +255,13 @@ def _plan_for(file: Path, root: Path, cache: dict[Path, Mapping[str, Any] | None
 
 
 def with_roofline(result: BenchResult, plan: Mapping[str, Any] | None, instance: int | None = None) -> BenchResult:
-    """``result`` with the plan's ceiling at its concurrency (max concurrency, else every prompt at once) and its
+    """``result`` with the weights' format of its plan (metadata ``weights``: bfloat16, awq-int4, ...) and the plan's
+    ceiling at its concurrency (max concurrency, else every prompt at once) and its
     context (mean input + output tokens per request, else the plan's own context); unchanged without a plan."""
     if plan is None:
         return result
+    if plan.get("weights") and "weights" not in result.metadata:  # the format the server's plan loaded
+        result = replace(result, metadata={**result.metadata, "weights": str(plan["weights"])})
     index = result.instance if result.instance is not None else instance
     if index is None:
         index = 0 if len(plan.get("instances") or []) == 1 else None

@@ -47,6 +47,17 @@ def md_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+FLOAT_WEIGHTS = ("bfloat16", "float16", "float32")
+
+
+def model_cell(r: BenchResult, model: str | None = None) -> str:
+    """The model's name, with its weights' format when they are quantized (``Qwen/Qwen3-4B-AWQ (awq-int4)``): the
+    plan's ``weights`` (zenops.planner.Plan), carried in the result's metadata by zenops.report.loading."""
+    weights = r.metadata.get("weights")
+    name = model if model is not None else r.model
+    return f"{name} ({weights})" if weights and weights not in FLOAT_WEIGHTS else name
+
+
 def roofline_cell(r: BenchResult) -> str:
     """``"41.2% of 152.3 (memory)"``: measured output tok/s against the plan's ceiling and the binding roof."""
     if r.roofline_pct is None or not r.roofline:
@@ -85,7 +96,7 @@ def markdown(results: Sequence[BenchResult], *, label_column: bool = False) -> s
     body = []
     for r in rows:
         cells = [r.label or "-"] if label_column else []
-        cells += [r.model]
+        cells += [model_cell(r)]
         cells += [r.flavor or "-"] if show_flavor else []
         cells += [r.platform or "-"] if show_platform else []
         cells += [str(r.max_concurrency or "-")] if show_conc else []
