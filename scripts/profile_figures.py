@@ -24,47 +24,25 @@ from collections import Counter
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-# Where a sample went, by the frames of its stack (py-spy's "function (file:line)"), the first rule that matches
-# wins. Waits come first: with --idle py-spy also samples threads blocked in a poll, a lock or a queue.
+# Where a main-thread sample went, by the frames of its stack (py-spy's "function (file:line)"): the first rule that
+# matches wins, so the specific ones (attention, called from inside the compiled graph) come before the general ones.
 RULES: tuple[tuple[str, str], ...] = (
+    ("waiting for the other process (shm message queue: spins in sched_yield)", r"SpinCondition\.wait|acquire_read"),
+    ("model: attention + KV cache write (cpu_attn)", r"CPUAttentionBackendImpl|cpu_attn|reshape_and_cache"),
+    ("model: slot mapping", r"slot_mapping"),
+    ("model: sampling", r"Sampler|sampler|TopKTopP|_sample\b|sample_tokens"),
     (
-        "idle: waiting (poll, lock, queue, sleep)",
-        r"^(select|poll|epoll_wait|_poll|wait|acquire|sleep|recv|"
-        r"recv_multipart|_recv|get|dequeue|_run_once|run_forever|accept|readinto|read)\b[^;]*$",
+        "model: logits / linear layers outside the graph",
+        r"compute_logits|unquantized_gemm|WNA16|scaled_mm|apply_weights",
     ),
-    (
-        "model: linear layers (GEMM/GEMV)",
-        r"\b(linear|apply_weights|zentorch_linear|mm|matmul|addmm|WNA16|"
-        r"scaled_mm|qkv_proj|gate_up_proj|down_proj|o_proj|lm_head)\b.*(execute_model|forward)|"
-        r"(forward|execute_model).*\b(apply|linear|zentorch_linear|addmm|matmul)\b",
-    ),
-    (
-        "model: attention",
-        r"(forward|execute_model).*\b(attention|attn|paged_attention|flash|sdpa|"
-        r"cpu_attn|reshape_and_cache)",
-    ),
-    (
-        "model: sampling / logits",
-        r"\b(sample|sampler|compute_logits|logits_processor|topk|top_k|top_p|"
-        r"_sample|greedy)",
-    ),
-    ("model: other forward (norms, rotary, MLP activation, glue)", r"\b(forward|execute_model|_model_forward)\b"),
-    (
-        "engine: input preparation",
-        r"\b(_prepare_inputs|prepare_inputs|_update_states|_prepare|"
-        r"_calc_spec_decode|input_batch|_prepare_input_ids)",
-    ),
-    ("engine: scheduler", r"\b(schedule|scheduler|update_from_output|_update_after_schedule)\b"),
-    (
-        "engine: output processing / IPC",
-        r"\b(process_outputs|output_processor|detokeniz|decode|"
-        r"send_multipart|encode|msgspec|serialize|_send|put)",
-    ),
-    (
-        "frontend: HTTP / streaming",
-        r"\b(uvicorn|starlette|fastapi|h11|httptools|stream|completion|"
-        r"chat|openai|serving)",
-    ),
+    ("model: compiled graph (linear layers, norms, rotary, activations)", r"CompiledFxGraph|compiled_fx|Runner\.call"),
+    ("model: other forward", r"\bforward\b|execute_model|_model_forward"),
+    ("engine: input preparation", r"_prepare_inputs|_update_states|input_batch"),
+    ("engine: scheduler", r"Scheduler\.|\bschedule\b"),
+    ("engine: output processing / IPC", r"OutputProcessor|process_outputs|update_from_output|Socket\.send|enqueue"),
+    ("frontend: tokenizer / detokenizer", r"tokeniz|detokeniz"),
+    ("frontend: HTTP / streaming", r"starlette|uvicorn|fastapi|serving|completion"),
+    ("frontend: event loop (uvloop: epoll, idle or callbacks)", r"Runner\.run$|run_forever|_run_once"),
 )
 
 
@@ -126,30 +104,31 @@ def metrics(port: str) -> float:
 
 
 def classify(stack: str) -> str:
-    frames = [f.split(" (", 1)[0] for f in stack.split(";")]
-    leaf = frames[-1] if frames else ""
-    joined = ";".join(frames)
+    frames = ";".join(f.split(" (", 1)[0] for f in stack.split(";"))
     for label, pattern in RULES:
-        target = leaf if label.startswith("idle") else joined
-        if re.search(pattern, target):
+        if re.search(pattern, frames):
             return label
     return "other"
 
 
 def _process(stacks: Counter[str]) -> str:
     text = " ".join(stacks)
-    if "EngineCore" in text or "run_engine_core" in text or "busy_loop" in text:
-        return "engine core (scheduler + model runner, the OpenMP threads' host)"
-    if "uvicorn" in text or "api_server" in text or "run_server" in text:
+    if "WorkerProc" in text:
+        return "worker (model runner: the OpenMP threads' host)"
+    if "run_engine_core" in text:
+        return "engine core (scheduler; hands each step to the worker)"
+    if "ServeSubcommand" in text or "uvloop" in text:
         return "API server (HTTP, tokenizer, detokenizer)"
     return "other process"
 
 
 def read_samples(path: str) -> Counter[str]:
+    """The main thread's stacks (those from ``<module>``): py-spy with --idle samples every thread at every tick, so
+    the main thread's share of a label is its share of the wall time; helper threads (monitors, sockets) idle."""
     out: Counter[str] = Counter()
     for line in pathlib.Path(path).read_text(errors="replace").splitlines():
         stack, _, count = line.rpartition(" ")
-        if stack and count.isdigit():
+        if stack.startswith("<module>") and count.isdigit():
             out[stack] += int(count)
     return out
 
