@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.e2e.test_serve_devhost import BASE_ARCHIVE, ZENOPS, zenops
-from zenops import devhost
+from zenops import devhost, quant
 from zenops.cpulist import parse_cpulist
 
 pytestmark = pytest.mark.e2e
@@ -165,3 +165,45 @@ def check_measurement(bw: dict, topology: dict, plan: dict, roofs: list[dict]) -
         threads = len(parse_cpulist(inst["omp_threads_bind"].split("|")[0]))
         if threads < most:
             assert f"with this instance's {threads} OpenMP thread(s)" in roof["source"], roof["source"]
+
+
+@pytest.mark.full  # a second devhost, `up` twice and two benches (~5 min): the landing keeps the bf16 roofline above
+def test_a_quantized_twin_is_served_planned_at_its_bytes_and_measured_under_its_ceiling(roof_host, tmp_path):
+    """The same 200M architecture in bf16 and int4 (compressed-tensors W4A16, `tiny-model --quant w4a16`), served one
+    after the other through `zenops up` on a devhost and benchmarked at C=1: the int4 plan names its weights and the
+    kernel this machine's platform gets (zenops.quant's table), reads under a third of the bf16 bytes per step, and
+    every measured tok/s stays under its own plan's ceiling; the report labels the format. The ratio is printed, not
+    asserted (scripts/bench-quant measures it with repeats)."""
+    inventory, _dev = roof_host
+    paths = {}
+    for q in ("bf16", "w4a16"):
+        extra = [] if q == "bf16" else ["--quant", q]
+        made = subprocess.run([ZENOPS, "--json", "tiny-model", str(tmp_path / q), "--params", "200M", *extra],
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        paths[q] = json.loads(made.stdout.strip().splitlines()[-1])["path"]
+    up_args = ["up", "-i", str(inventory), "--image-source", "pip", "--base-image", "zenops/bookworm-slim:latest",
+               "--base-image-archive", str(BASE_ARCHIVE)]  # fmt: skip
+    figures: dict[str, dict] = {}
+    for q in ("bf16", "w4a16"):
+        served, _ = zenops(*up_args, "--model", paths[q], *(["--measure"] if q == "bf16" else []))
+        host = served["hosts"][0]["host"]
+        plan = served["plans"][host]
+        (inst,) = plan["instances"]
+        assert plan["weights"] == ("bfloat16" if q == "bf16" else q)
+        if q != "bf16":
+            expected = quant.kernel(quant.FORMATS[q], plan["platform"]).kernel
+            assert any(r["topic"] == "quantization" and expected in r["text"] for r in plan["reasons"]), plan
+        bench, _ = zenops(
+            "bench", "-i", str(inventory), "--concurrency", "1", "--num-prompts", "8", "--input-len", "64",
+            "--output-len", "48", "--runs-dir", str(tmp_path / "runs"), "--run-id", q,
+        )  # fmt: skip
+        (r,) = bench["results"]
+        assert r["output_throughput"] > 0
+        assert r["output_throughput"] <= r["ceiling_tok_s"], r
+        figures[q] = {"tok_s": r["output_throughput"], "ceiling": r["ceiling_tok_s"],
+                      "bytes_per_step": inst["roofline"]["bytes_per_step"], "platform": plan["platform"]}  # fmt: skip
+    assert figures["w4a16"]["bytes_per_step"] < figures["bf16"]["bytes_per_step"] / 3
+    rep = subprocess.run([ZENOPS, "report", str(tmp_path / "runs" / "w4a16"), "--format", "md"],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    assert "(w4a16)" in rep.stdout
+    print(json.dumps({**figures, "ratio": round(figures["w4a16"]["tok_s"] / figures["bf16"]["tok_s"], 2)}, indent=1))
