@@ -960,7 +960,7 @@ def plan(
     objective = _choose_objective(opts, reasons)
 
     dtype = _choose_dtype(opts.dtype, platform, topo, reasons, warnings)
-    _check_quantization(model, platform, dtype, reasons)
+    _check_quantization(model, platform, dtype, reasons, warnings)
 
     weights = model.weight_bytes(dtype)
     per_token = model.kv_bytes_per_token(dtype)
@@ -1059,7 +1059,9 @@ def plan(
     return _as_layout(made, topo, opts.layout)
 
 
-def _check_quantization(model: ModelSpec, platform: str, dtype: str, reasons: list[Reason]) -> None:
+def _check_quantization(
+    model: ModelSpec, platform: str, dtype: str, reasons: list[Reason], warnings: list[str]
+) -> None:
     """A quantized model: its format must have a kernel on the chosen platform (zenops.quant's table), refused
     before anything is deployed otherwise, naming the nearest option; the reason names format, kernel and source."""
     from zenops import quant  # noqa: PLC0415
@@ -1088,6 +1090,15 @@ def _check_quantization(model: ModelSpec, platform: str, dtype: str, reasons: li
             f"of {quant.ENGINE} (source: {k.source})",
         )
     )
+    m = quant.MEASURED.get((fmt.name, platform))
+    if m is not None:
+        reasons.append(Reason("quantization", f"measured decode tok/s against bf16: {m.ratios} ({m.source})"))
+    if m is not None and m.slower:
+        warnings.append(
+            f"{fmt.title} decodes slower than bf16 on the {platform} platform ({m.ratios}; {m.source}): its "
+            f"{k.kernel.split(' ', 1)[0]} does not pay for the bytes it saves; serve compressed-tensors w8a8 or w4a16 "
+            "(zentorch's kernels), or bf16"
+        )
 
 
 def _as_layout(made: Plan, topo: Topology, layout: str) -> Plan:

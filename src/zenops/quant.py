@@ -41,6 +41,30 @@ class Kernel:
     source: str
 
 
+@dataclass(frozen=True)
+class Measured:
+    """A format's decode tok/s against bf16 on one platform, measured (the same weights, the same host)."""
+
+    ratios: str  # "0.75x at 1 concurrent request, 0.66x at 4"
+    slower: bool  # below bf16 at every level measured: the plan warns
+    source: str  # the command, machine and model it came from
+
+
+_BENCH_QUANT = ("scripts/bench-quant (campaign, 2 repeats, 128 in / 64 out) on an AMD EPYC Zen 4 VM with 2 vCPUs "
+                "(AVX-512 BF16, no AMX), a 196M-parameter Llama, 2026-11-27")  # fmt: skip
+# Measured on the zen platform only (this project's machine); the cpu platform's rows are not measured yet.
+MEASURED: dict[tuple[str, str], Measured] = {
+    ("gptq-int4", "zen"): Measured("0.75x at 1 concurrent request, 0.66x at 4", True, _BENCH_QUANT),
+    ("awq-int4", "zen"): Measured(
+        "as gptq-int4 (the same kernel after repacking): 0.75x and 0.66x", True, _BENCH_QUANT + ", gptq-int4's figures"
+    ),
+    ("w4a16", "zen"): Measured(
+        "0.94x at 1 concurrent request (within the 20% spread), 1.20x at 4", False, _BENCH_QUANT
+    ),
+    ("w8a8", "zen"): Measured("1.68x at 1 concurrent request, 1.51x at 4", False, _BENCH_QUANT),
+}
+
+
 # (format, platform) -> the kernel that serves it. zen: vLLM's ZenCpuPlatform (AMD with AVX-512 and zentorch);
 # cpu: the stock CPU platform (other x86). Read in the wheel; line numbers are of that file.
 KERNELS: dict[tuple[str, str], Kernel] = {

@@ -152,3 +152,21 @@ def test_bench_results_are_labelled_with_their_plans_weights(models):
     rows = [replace(with_roofline(base, plans[q], 0), model=q) for q in ("bf16", "w4a16")]
     assert [report.model_cell(r) for r in rows] == ["bf16", "w4a16 (w4a16)"]
     assert "| w4a16 (w4a16) |" in report.markdown(rows)
+
+
+def test_a_format_measured_slower_than_bf16_on_its_platform_is_warned_where_it_was_measured(models):
+    """zenops.quant.MEASURED (scripts/bench-quant on a Zen 4 VM): GPTQ int4 falls back to CPUWNA16's vec kernel on the
+    zen platform and decoded at 0.66-0.75x bf16 there: the plan warns and names what runs faster. The cpu platform's
+    rows are not measured: no warning, no figure."""
+    zen = topo("zen4-vm-hotplug")
+    gptq = plan(zen, catalog.get_model(str(models["gptq-int4"])))
+    (said,) = [w for w in gptq.warnings if "decodes slower than bf16" in w]
+    assert "0.66x" in said
+    assert "w8a8" in said
+    assert any("measured decode tok/s against bf16" in r.text for r in gptq.reasons if r.topic == "quantization")
+    w8 = plan(zen, catalog.get_model(str(models["w8a8"])))
+    assert not [w for w in w8.warnings if "slower than bf16" in w]
+    assert any("1.68x" in r.text for r in w8.reasons if r.topic == "quantization")
+    intel = plan(topo("xeon-8480-2s"), catalog.get_model(str(models["gptq-int4"])))
+    assert not [w for w in intel.warnings if "slower than bf16" in w]
+    assert not any("measured decode" in r.text for r in intel.reasons)
