@@ -207,3 +207,55 @@ def test_a_quantized_twin_is_served_planned_at_its_bytes_and_measured_under_its_
                          capture_output=True, text=True, check=True)  # fmt: skip
     assert "(w4a16)" in rep.stdout
     print(json.dumps({**figures, "ratio": round(figures["w4a16"]["tok_s"] / figures["bf16"]["tok_s"], 2)}, indent=1))
+
+
+def _plan_beside(source: str) -> dict:
+    """The plan.json of the host a bench result file belongs to (runs/<id>/<host>/plan.json, above the result)."""
+    for d in Path(source.split(":", 1)[0]).parents:
+        if (d / "plan.json").is_file():
+            return json.loads((d / "plan.json").read_text())
+    raise AssertionError(f"no plan.json above {source}")
+
+
+@pytest.mark.full  # four cells of serve + bench on a devhost (~8 min): scripts/bench-serving prints the figures
+def test_the_peers_settings_run_side_by_side_in_one_campaign_and_are_compared_to_zenops(roof_host, tmp_path):
+    """`variants: peers` on a devhost: zenops's plan, the write-up's recipe, AMD's skill and vLLM's defaults served one
+    after another on the same host and benchmarked (C=1, 2 repeats: a spread to judge by); each cell's server ran the
+    peer's settings as zenops.peers writes them (read back from the plan each bench kept), and the report gives each
+    peer's ratio to zenops with a verdict. Which peer wins is not asserted: that is a measurement."""
+    inventory, dev = roof_host
+    made = subprocess.run([ZENOPS, "--json", "tiny-model", str(tmp_path / "tiny")], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    model = json.loads(made.stdout.strip().splitlines()[-1])["path"]
+    spec = tmp_path / "peers.yml"
+    spec.write_text(
+        f"name: peers-e2e\ninventory: {inventory}\nmodels: [{model}]\nvariants: peers\n"
+        "engine: {image_source: pip, base_image: 'zenops/bookworm-slim:latest', "
+        f"base_image_archive: '{BASE_ARCHIVE}', engine_args: [--enforce-eager]}}\n"
+        "bench: {concurrency: [1], input_len: 32, output_len: 16, prompts: 6, repeats: 2}\nbudget: {ttl: 1h}\n"
+    )
+    ran, _ = zenops("campaign", "run", str(spec), timeout=3000)
+    campaign = ran["campaign"]
+    rep, _ = zenops("campaign", "report", campaign)
+    rows = {r["variant"]: r for r in rep["rows"]}
+    assert sorted(rows) == ["amd-skill", "vllm-defaults", "writeup", "zenops"], rows.keys()
+    assert all(r["repeats"] == 2 and r["output_throughput"] > 0 for r in rows.values())
+    peers = {p["peer"]: p for p in rep["peers"]}
+    assert sorted(peers) == ["amd-skill", "vllm-defaults", "writeup"]
+    for p in peers.values():
+        assert p["tok_s"] > 0
+        assert p["noise"] is not None
+        assert p["verdict"] in ("zenops ahead", "within the noise", "peer ahead"), p
+    # what each server ran: the plan the bench kept beside its results
+    plans = {v: _plan_beside(r["sources"][0]) for v, r in rows.items()}
+    host_cpus = sorted(parse_cpulist(plans["zenops"]["instances"][0]["cpuset"]))  # one instance: the whole host
+    writeup = plans["writeup"]["instances"][0]
+    assert sorted(parse_cpulist(writeup["env"]["VLLM_CPU_OMP_THREADS_BIND"])) == host_cpus  # 0-(nproc-1)
+    assert writeup["env"]["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
+    assert writeup["args"][writeup["args"].index("--max-num-seqs") + 1] == "5"
+    for own_binding in ("amd-skill", "vllm-defaults"):
+        assert "VLLM_CPU_OMP_THREADS_BIND" not in plans[own_binding]["instances"][0]["env"]
+    assert "--kv-cache-memory-bytes" not in plans["vllm-defaults"]["instances"][0]["args"]
+    assert "--max-num-seqs" not in plans["vllm-defaults"]["instances"][0]["args"]
+    print(json.dumps({"host": dev.name, "rows": {v: r["output_throughput"] for v, r in rows.items()},
+                      "peers": rep["peers"]}, indent=1))  # fmt: skip
