@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from zenops.catalog import DTYPE_BYTES, GIB, FlavorSpec, ModelSpec, cpu_spec
@@ -389,6 +389,7 @@ class Plan:
     topology: str
     objective: str = "latency"  # latency | throughput
     weights: str = ""  # the weights' format: a quantized one's name (zenops.quant, e.g. awq-int4), else the dtype
+    layout: str = "zenops"  # zenops's plan, or the peer's settings it was replaced with (zenops.peers, --layout)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -1114,7 +1115,7 @@ def _as_layout(made: Plan, topo: Topology, layout: str) -> Plan:
     except ValueError as e:
         raise PlanRefusedError("layout", str(e), hint="measure the other layouts on this host") from e
     relaid.reasons.append(Reason("layout", why))
-    return relaid
+    return replace(relaid, layout=layout)
 
 
 # --- the roofline ------------------------------------------------------------------------------------------------

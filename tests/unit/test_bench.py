@@ -718,6 +718,11 @@ def test_a_bench_without_any_ceiling_says_how_to_get_one(tmp_path, monkeypatch):
     assert pcts == [None, None]
     assert len(said) == 1
     assert f"zenops facts --bandwidth --inventory {inv}" in said[0]
+    # a peer's settings (--layout writeup): no ceiling is planned for them; measuring again would not give one
+    said, _ = bench_with({"platform": "zen", "layout": "writeup", "instances": [{"index": 0}, {"index": 1}]}, "peer")
+    assert len(said) == 1
+    assert "writeup's settings (--layout)" in said[0]
+    assert "zenops facts --bandwidth" not in said[0]
     # one result with a ceiling (its instance's plan has the measured memory bandwidth) is enough
     roof = {"weight_bytes": 8_000_000_000, "bandwidth_gbps": 100.0, "source": "measured"}
     said, pcts = bench_with({"platform": "zen", "instances": [{"index": 0, "roofline": roof}, {"index": 1}]}, "one")

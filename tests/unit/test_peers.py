@@ -27,6 +27,7 @@ def _arg(args: list[str], flag: str) -> str | None:
 def test_zenops_is_the_plan_itself(facts):
     assert _plan(facts, "zenops") == _plan(facts, "zenops")
     assert not any(r.topic == "layout" for r in _plan(facts, "zenops").reasons)
+    assert _plan(facts, "zenops").layout == "zenops"
 
 
 @pytest.mark.parametrize(("facts", "cpus", "nproc", "ram_gib"), [
@@ -50,6 +51,7 @@ def test_the_writeup_binds_every_cpu_reserves_one_and_gives_three_quarters_of_ra
     assert _arg(inst.args, "--max-model-len") == str(p.max_model_len)  # as zenops's: a benchmark parameter
     why = next(r.text for r in p.reasons if r.topic == "layout")
     assert why.startswith("layout writeup (the write-up's recipe)")
+    assert p.layout == "writeup"
 
 
 def test_amds_skill_takes_one_sockets_physical_cores_and_its_memory_with_its_kv_rule():

@@ -260,8 +260,10 @@ def with_roofline(result: BenchResult, plan: Mapping[str, Any] | None, instance:
     context (mean input + output tokens per request, else the plan's own context); unchanged without a plan."""
     if plan is None:
         return result
-    if plan.get("weights") and "weights" not in result.metadata:  # the format the server's plan loaded
-        result = replace(result, metadata={**result.metadata, "weights": str(plan["weights"])})
+    # the format the server's plan loaded, and whose settings it ran (zenops's plan or a peer's)
+    labels = {k: str(plan[k]) for k in ("weights", "layout") if plan.get(k) and k not in result.metadata}
+    if labels:
+        result = replace(result, metadata={**result.metadata, **labels})
     index = result.instance if result.instance is not None else instance
     if index is None:
         index = 0 if len(plan.get("instances") or []) == 1 else None
