@@ -52,10 +52,10 @@ CORES_PER_THROUGHPUT_INSTANCE = 64  # AMD (serving-layouts.md 2): two 64-core in
 FREEZING_MIN_VLLM = (0, 12, 0)  # TORCHINDUCTOR_FREEZING=1 as AMD runs it needs vLLM >= 0.12 (serving-layouts.md 2)
 ROOFLINE_CONTEXT = 256  # tokens of context per sequence for the plan's ceiling: the seed benchmark's 128 in + 128 out
 RESERVED_CORES_PER_RANK = 1  # physical cores per rank kept free of OpenMP threads for the frontend (vLLM #25818)
-SMALL_RANK_CORES = 2  # ... except on ranks of this many cores or fewer, which bind them all: on a 2-vCPU Zen 4 VM one
-# OpenMP thread moved 18.6-19.1 GB/s and two 28-45 GB/s, and the write-up's all-cores binding served 1.15x/1.24x/1.45x the
-# tok/s of one bound core at 1/4/8 concurrent requests (scripts/bench-serving, issue 27); the frontend then shares
-# the cores with the OpenMP threads
+SMALL_RANK_CORES = 2  # ... except on ranks of this many cores or fewer, which bind them all: on a 2-vCPU Zen 4 VM
+# one OpenMP thread moved 18.6-19.1 GB/s and two 28-45 GB/s, and the write-up's all-cores binding served
+# 1.15x/1.24x/1.45x the tok/s of one bound core at 1/4/8 concurrent requests (scripts/bench-serving, issue 27); the
+# frontend then shares the cores with the OpenMP threads
 OS_HEADROOM_MIN = 2 * GIB  # memory left to the OS, sshd, Docker, page cache, per NUMA node ...
 OS_HEADROOM_FRACTION = 0.04  # ... or this fraction of the node, whichever is larger
 RUNTIME_OVERHEAD_FIXED = int(2.5 * GIB)  # Python, torch, zentorch, compile caches, activation buffers per instance
