@@ -294,11 +294,12 @@ def _warn_about_ceiling(rep: report_lib.Report, inventory: Path, warn: Callable[
     """No ceiling at all, or a result above its ceiling: a ceiling is measured once (the probe's best pass), and one
     measured while something else loaded the host is too low; both say how to measure it again."""
     again = f"`zenops facts --bandwidth --inventory {inventory}`, then `zenops up` again re-plans with it"
+    none = bool(rep.results) and all(r.roofline_pct is None for r in rep.results)
     peer = next((r.metadata["layout"] for r in rep.results if r.metadata.get("layout", "zenops") != "zenops"), None)
-    if peer and all(r.roofline_pct is None for r in rep.results):
+    if none and peer:
         warn(f"no ceiling to compare with: the servers run {peer}'s settings (--layout), which zenops does not plan a "
              "ceiling for; compare them with zenops's own plan on the same host")  # fmt: skip
-    elif rep.results and all(r.roofline_pct is None for r in rep.results):
+    elif none:
         warn(f"no ceiling to compare with: the servers' plan has no roofline (measure the hosts with {again}; "
              "or `zenops up --measure`)")  # fmt: skip
     above = [r for r in report_lib.ordered(rep.results) if r.roofline_pct is not None and r.roofline_pct > 100]

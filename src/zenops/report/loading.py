@@ -255,7 +255,8 @@ def _plan_for(file: Path, root: Path, cache: dict[Path, Mapping[str, Any] | None
 
 
 def with_roofline(result: BenchResult, plan: Mapping[str, Any] | None, instance: int | None = None) -> BenchResult:
-    """``result`` with the weights' format of its plan (metadata ``weights``: bfloat16, awq-int4, ...) and the plan's
+    """``result`` with its plan's weights and layout (metadata ``weights``: bfloat16, awq-int4, ...; ``layout``:
+    zenops or a peer's) and the plan's
     ceiling at its concurrency (max concurrency, else every prompt at once) and its
     context (mean input + output tokens per request, else the plan's own context); unchanged without a plan."""
     if plan is None:
