@@ -116,8 +116,8 @@ def test_help_exits_0_and_names_the_exit_codes():
     r = CliRunner().invoke(cli, ["rollout", "--help"])
     assert r.exit_code == 0, r.output
     text = flat(r.output)
-    assert "Exit codes: 14 locked, 15 gate failed, 16 paused (noisy)" in text
-    for flag in ("--batch", "--canary", "--max-unavailable", "--allow-downtime", "--dry-run", "--abort", "--model"):
+    assert "Exit codes: 14 locked, 15 gate failed, 16 paused (too noisy, or too busy to measure)" in text
+    for flag in ("--gate-seconds", "--gate-answer-timeout", "--batch", "--canary", "--max-unavailable", "--allow-downtime", "--dry-run", "--abort", "--model"):
         assert flag in text
 
 

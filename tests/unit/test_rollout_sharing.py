@@ -53,7 +53,7 @@ def measure(fleet: Fleet, monkeypatch: pytest.MonkeyPatch, hosts: list[str]) -> 
     monkeypatch.setattr(bench_run, "bench_inventory", fake_bench)
     ctx = RunContext(fleet.config, note=notes.append)
     r = Rollout(ctx, fleet.inventory, RolloutRequest(changes={"max_num_seqs": 1}))
-    r.state = SimpleNamespace(run_dir=str(fleet.inventory.parent / "runs"))  # type: ignore[assignment]
+    r.state = SimpleNamespace(run_dir=str(fleet.inventory.parent / "runs"), gate_prompts=None)  # type: ignore[assignment]
     assert r._bench(hosts, "gate-batch1") == {}
     return seen, notes
 

@@ -46,7 +46,7 @@ class Surge:
         m.setattr(deploy, "retire_server", self.retire_server)
         m.setattr(deploy, "serving_server_names", lambda dep: sorted(self.in_cloud))
         m.setattr(rollout_run.Rollout, "_serve", lambda r, request, hosts, *, min_healthy: self.serve(request, hosts))
-        m.setattr(rollout_run.Rollout, "_bench", lambda r, hosts, label: self.bench(hosts, label))
+        m.setattr(rollout_run.Rollout, "_bench", lambda r, hosts, label, prompts=None: self.bench(hosts, label))
         m.setattr(gw_lib, "update", self.update)
         m.setattr(gw_lib, "ready", lambda ctx, inv, gw, names, timeout=60: self.step("ready", names))
         m.setattr(gw_lib, "drain", lambda ctx, inv, gw, names, timeout: self.step("drain", names))

@@ -78,6 +78,7 @@ class BenchRequest:
     campaign: str | None = None  # the campaign the run belongs to
     # one host after another instead of all at once: hosts that share a machine would otherwise measure each other
     one_at_a_time: bool = False
+    answer_timeout: int = 120  # seconds each server may take to answer the check before the runs
 
 
 @dataclass
@@ -149,6 +150,7 @@ def _phase(run: _Run) -> dict[str, Any]:
         "vllm_server_bench_metadata": dict(run.metadata),
         "vllm_server_bench_timeout": run.req.timeout,
         "vllm_server_bench_log_lines": run.req.log_lines,
+        "vllm_server_bench_answer_timeout": run.req.answer_timeout,
         "vllm_server_deployment": run.inventory.stem,
     }
     if run.req.one_at_a_time:

@@ -58,6 +58,8 @@ class GateFlags:
     max_spread: float
     gate_concurrency: int
     gate_prompts: int
+    gate_seconds: int
+    gate_answer_timeout: int
     gate_output_len: int
     gate_warmups: int
     runs_dir: Path
@@ -151,11 +153,27 @@ _gate_options = option_group(
             help="The gate's concurrency.",
         ),
         click.option(
+            "--gate-seconds",
+            type=DurationType(1),
+            default=10,
+            show_default=True,
+            help="Each measured gate run lasts at least this long: its prompts are sized from a first run's pace "
+            "(a fixed count lasts 1 s on a tiny model, too short to tell a change from noise).",
+        ),
+        click.option(
             "--gate-prompts",
             type=click.IntRange(min=1),
             default=32,
             show_default=True,
-            help="Prompts per gate run (long enough that servers measured together overlap).",
+            help="Prompts of the first gate run, which measures the servers' pace (the least any run has).",
+        ),
+        click.option(
+            "--gate-answer-timeout",
+            type=DurationType(1),
+            default=120,
+            show_default=True,
+            help="How long a server may take to answer the gate's first completion; longer: the fleet is too busy "
+            "to measure and the rollout pauses (exit 16), nothing drained.",
         ),
         click.option(
             "--gate-output-len", type=click.IntRange(min=1), default=64, show_default=True, help="Tokens per reply."
@@ -213,9 +231,11 @@ def rollout(
 
     Only what you pass changes; everything else stays as `zenops up` left it (the serving record); with --tuned
     FILE, the options of the model's entry (the deployment's model, or --model) count as passed. Before
-    anything changes: the new pair and plans are checked on every host's saved facts, and (--perf-gate) a short
-    `vllm bench serve` measures every server twice (each run after --gate-warmups unmeasured requests): the
-    baseline and its run-to-run spread.
+    anything changes: the new pair and plans are checked on every host's saved facts, and (--perf-gate) `vllm
+    bench serve` measures every server (each run after --gate-warmups unmeasured requests): a first run of
+    --gate-prompts gives the pace, the runs after it last at least --gate-seconds and repeat until the last two
+    agree within --max-spread (5 runs or 300 s at most): the baseline and its run-to-run spread. Servers too busy
+    to answer within --gate-answer-timeout (live traffic saturates them): the rollout pauses (exit 16).
 
     \b
     Each batch: drain its servers in the gateway (in-flight requests finish, --drain-timeout) -> replace them
@@ -235,8 +255,8 @@ def rollout(
     A failed gate sends the failed batch and every batch before it back to the previous release through the
     same drain and stops (exit 15, naming the gate, host and figures; --no-revert leaves them). Ctrl-C or a lost
     controller: re-run the same command, it resumes; no server stays drained. One mutating command per
-    deployment at a time (exit 14 names the holder). Exit codes: 14 locked, 15 gate failed, 16 paused (noisy).
-    History: `zenops status -i fleet.yml`; gate artifacts: <runs-dir>/<rollout id>/.
+    deployment at a time (exit 14 names the holder). Exit codes: 14 locked, 15 gate failed, 16 paused (too
+    noisy, or too busy to measure). History: `zenops status -i fleet.yml`; gate artifacts: <runs-dir>/<rollout id>/.
     """
     from zenops.deployment.identity import of_inventory  # noqa: PLC0415
     from zenops.rollout import GateLimits, RolloutRequest  # noqa: PLC0415
@@ -264,6 +284,8 @@ def rollout(
         limits=GateLimits(max_tps_drop=gate.max_tps_drop, max_ttft_rise=gate.max_ttft_rise, max_spread=gate.max_spread),
         gate_concurrency=gate.gate_concurrency,
         gate_prompts=gate.gate_prompts,
+        gate_seconds=gate.gate_seconds,
+        answer_timeout=gate.gate_answer_timeout,
         gate_output_len=gate.gate_output_len,
         gate_warmups=gate.gate_warmups,
         dry_run=dry_run,

@@ -34,6 +34,7 @@ class BatchState:
     started_at: str | None = None
     finished_at: str | None = None
     wall_s: float | None = None
+    phases: dict[str, float] = field(default_factory=dict)  # phase -> seconds (drain, replace, gate, ready)
     verdicts: list[dict[str, Any]] = field(default_factory=list)
     # a surge (a one-server cloud deployment): {"old": host, "new": the new server's name once made (None before),
     # "new_address": its fixed address, "old_retired": the old server deleted}
@@ -55,6 +56,9 @@ class RolloutState:
     changes: dict[str, Any] = field(default_factory=dict)  # host -> {kind, diffs}
     baseline: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # server -> samples
     baseline_spread: float | None = None
+    baseline_all: dict[str, list[float]] = field(default_factory=dict)  # server -> every baseline run's tok/s
+    gate_prompts: int | None = None  # prompts per gate run, sized by time at the baseline (kept for a resume)
+    phases: dict[str, float] = field(default_factory=dict)  # the rollout's own phases (baseline) -> seconds
     drained: list[str] = field(default_factory=list)  # gateway servers zenops drained and has not put back
     served: dict[str, Any] = field(default_factory=dict)  # host -> {plan, endpoints, image} after its batch
     retired: list[str] = field(default_factory=list)  # hosts a surge replaced (their servers are deleted)

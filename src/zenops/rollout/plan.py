@@ -137,6 +137,7 @@ class Sample:
     failed: int = 0
     # the server's own figures of the run (zenops.metrics.server: KV peak, preemptions, queue, batch), if read
     server: Mapping[str, Any] | None = None
+    duration_s: float | None = None  # the run's wall time as the client measured it (None: not reported)
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,63 @@ class GateLimits:
     max_tps_drop: float = 0.10  # fail when output tok/s is lower by more than this (beyond the spread)
     max_ttft_rise: float = 0.25  # fail when median TTFT is higher by more than this (beyond the spread)
     max_spread: float = 0.25  # run-to-run spread above this: too noisy to tell
+
+
+@dataclass(frozen=True)
+class GateSizing:
+    """How long the gate measures: by time, not by a fixed prompt count. A run of 32 prompts lasts 1.4 s on a tiny
+    model, whose run-to-run spread is then 70-140% on a 2-core machine, while a release of a big model takes minutes
+    for the same count. So a first run of ``first_prompts`` measures the servers' pace, and every measured run after
+    it has as many prompts as last ``min_seconds`` at that pace (as MLPerf sizes its runs by a minimum duration).
+    The baseline is then repeated until its last ``repeats`` runs agree within the limits' ``max_spread``, or until
+    ``time_limit_s`` / ``max_repeats`` say stop (then the gate tells what it can, or pauses as too noisy)."""
+
+    first_prompts: int = 32
+    min_seconds: float = 10.0
+    max_prompts: int = 4096
+    repeats: int = 2  # the baseline is the last this many runs
+    max_repeats: int = 5  # measured baseline runs at most (the sizing run not counted unless long enough)
+    time_limit_s: float = 300.0  # the baseline's repeats stop once this much time went on them
+
+
+def sized_prompts(prompts: int, duration_s: float | None, sizing: GateSizing, *, concurrency: int = 1) -> int:
+    """Prompts for a run of at least ``sizing.min_seconds``, from a run of ``prompts`` that lasted ``duration_s``:
+    scaled by the pace, 10% over (the pace varies), a whole number of ``concurrency`` waves, never fewer than
+    ``prompts`` nor more than ``max_prompts``. Unknown duration: ``prompts`` (nothing to scale by)."""
+    if not duration_s or duration_s <= 0 or duration_s >= sizing.min_seconds:
+        return min(prompts, sizing.max_prompts)
+    n = math.ceil(prompts * sizing.min_seconds / duration_s * 1.1)
+    n = math.ceil(n / max(1, concurrency)) * max(1, concurrency)
+    return max(prompts, min(n, sizing.max_prompts))
+
+
+def window(runs: Mapping[str, Sequence[Sample]], repeats: int) -> dict[str, list[Sample]]:
+    """Each server's last ``repeats`` runs: the baseline once it settled (the first runs after a fleet's start or a
+    busy minute are the noisy ones)."""
+    return {server: list(samples[-repeats:]) for server, samples in runs.items()}
+
+
+def settled(runs: Mapping[str, Sequence[Sample]], sizing: GateSizing, limits: GateLimits) -> bool:
+    """True when every server has ``repeats`` runs and their spread is within ``max_spread``."""
+    if not runs or any(len(v) < sizing.repeats for v in runs.values()):
+        return False
+    last = window(runs, sizing.repeats)
+    return all(spread([s.output_tok_s for s in v]) <= limits.max_spread for v in last.values())
+
+
+def more_baseline_runs(
+    runs: Mapping[str, Sequence[Sample]], sizing: GateSizing, limits: GateLimits, *, elapsed_s: float
+) -> bool:
+    """Whether the baseline measures once more: not settled yet, under ``max_repeats`` runs and inside its time
+    limit (the next run would take about as long as the average one so far)."""
+    if settled(runs, sizing, limits):
+        return False
+    done = max((len(v) for v in runs.values()), default=0)
+    if done < sizing.repeats:
+        return True
+    if done >= sizing.max_repeats:
+        return False
+    return elapsed_s + elapsed_s / done <= sizing.time_limit_s
 
 
 @dataclass

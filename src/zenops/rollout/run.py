@@ -11,12 +11,13 @@ deployment's ledger (zenops.deployment.rollouts): a re-run continues; whatever h
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import statistics
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,7 +38,19 @@ from zenops.errors import (
     UsageError,
     ZenopsError,
 )
-from zenops.rollout.plan import GateLimits, Sample, Verdict, host_change, make_batches, spread, verdict
+from zenops.rollout.plan import (
+    GateLimits,
+    GateSizing,
+    Sample,
+    Verdict,
+    host_change,
+    make_batches,
+    more_baseline_runs,
+    sized_prompts,
+    spread,
+    verdict,
+    window,
+)
 
 # ServeRequest fields a rollout may change (the same model/engine/plan options as `zenops up`)
 # what a rollout may change: the table's changeable options (zenops.request_options, one declaration each)
@@ -56,6 +69,21 @@ def replace_failure(error: RunFailedError) -> str:
     return STOP if any(s in text for s in _STOP_FAILURES) else "health"
 
 
+# the gate's bench run could not measure because the servers were too busy: its answer check ran out of time
+_BUSY_TASK = "answers"
+_BUSY_MESSAGES = ("timed out", "did not answer 200 within")
+
+
+def busy_failure(error: RunFailedError) -> str | None:
+    """When a gate's bench run failed because the servers did not answer its check in time (a fleet saturated by
+    live traffic): the host and what timed out; None for any other failure (a server down, a wrong key, a broken
+    image)."""
+    for f in error.failures:
+        if not f.unreachable and _BUSY_TASK in f.task and any(m in f.message for m in _BUSY_MESSAGES):
+            return f"{f.host}: {' '.join(f.message.split())[:300]}"
+    return None
+
+
 @dataclass(frozen=True)
 class RolloutRequest:
     changes: Mapping[str, Any]  # ServeRequest field -> new value (only what the operator asked to change)
@@ -69,16 +97,31 @@ class RolloutRequest:
     perf_gate: bool = True
     limits: GateLimits = field(default_factory=GateLimits)
     gate_concurrency: int = 4
-    gate_prompts: int = 32
+    gate_prompts: int = 32  # the first (sizing) run's prompts; the measured runs last at least gate_seconds
+    gate_seconds: float = 10.0
     gate_input_len: int = 64
     gate_output_len: int = 64
     # unmeasured requests before each gate run: a server just started (the new ones, and every server of a fleet
     # whose `up` just ended) answers its first requests slower, which read as a regression or as run-to-run spread
     gate_warmups: int = 8
-    baseline_repeats: int = 2
+    baseline_repeats: int = 2  # the baseline is the last this many runs, once they agree within --max-spread
+    baseline_max_repeats: int = 5
+    baseline_time_limit: float = 300.0
+    # how long a server may take to answer the gate's first check: longer and the fleet is too busy to measure
+    answer_timeout: int = 120
     dry_run: bool = False
     runs_dir: Path = Path("runs")
     tuned_reason: str | None = None  # --tuned: the campaign and figures behind the changes (the new plans' reason)
+
+    @property
+    def sizing(self) -> GateSizing:
+        return GateSizing(
+            first_prompts=self.gate_prompts,
+            min_seconds=self.gate_seconds,
+            repeats=self.baseline_repeats,
+            max_repeats=max(self.baseline_repeats, self.baseline_max_repeats),
+            time_limit_s=self.baseline_time_limit,
+        )
 
 
 @dataclass
@@ -342,6 +385,15 @@ class Rollout:
     def _note(self, text: str) -> None:
         self.ctx.note(f"rollout: {text}")
 
+    @contextlib.contextmanager
+    def _phase(self, batch: BatchState, name: str) -> Iterator[None]:
+        """Time a phase of a batch into its state (what a rollout's time goes on: `zenops status`, the note)."""
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            batch.phases[name] = round(batch.phases.get(name, 0.0) + time.monotonic() - t0, 1)
+
     def _save(self) -> None:
         """The ledger's state, and a copy beside the gates' bench artifacts (<runs-dir>/<rollout id>/rollout.json)
         once that directory exists."""
@@ -428,7 +480,7 @@ class Rollout:
 
         return {h: str((saved_facts(self.ctx.config, h) or {}).get("boot_id") or "") for h in hosts}
 
-    def _bench(self, hosts: list[str], label: str) -> dict[str, Sample]:
+    def _bench(self, hosts: list[str], label: str, prompts: int | None = None) -> dict[str, Sample]:
         """One short `vllm bench serve` per server of these hosts: all at once (the control measured under the same
         conditions as the changed servers), or one host after another when some of them share a machine: measured
         at once they would measure each other (two servers on one core halve each other's figures, at random)."""
@@ -443,7 +495,7 @@ class Rollout:
         req = BenchRequest(
             profile="seed",
             concurrency=(self.req.gate_concurrency,),
-            num_prompts=self.req.gate_prompts,
+            num_prompts=prompts or self.state.gate_prompts or self.req.gate_prompts,
             input_len=self.req.gate_input_len,
             output_len=self.req.gate_output_len,
             num_warmups=self.req.gate_warmups,
@@ -451,37 +503,95 @@ class Rollout:
             run_id=f"{label}-{time.strftime('%H%M%S')}",
             timeout=600,
             one_at_a_time=bool(sharing),
+            answer_timeout=self.req.answer_timeout,
         )
-        outcome = bench_inventory(self.ctx.quiet(), self.inventory, req, limit=",".join(hosts))
+        try:
+            outcome = bench_inventory(self.ctx.quiet(), self.inventory, req, limit=",".join(hosts))
+        except RunFailedError as e:
+            busy = busy_failure(e)
+            if busy is None:
+                raise
+            raise _TooBusyError(busy) from e
         out: dict[str, Sample] = {}
         for r in outcome.report.results:
             host = str(r.metadata.get("host") or "")
             port = _port_of(self.state, host, r.instance)
             out[gw_lib.backend_name(host, port)] = Sample(
-                r.output_tok_s, r.median_ttft_ms, r.failed or 0, dict(r.server) if r.server else None
+                r.output_tok_s, r.median_ttft_ms, r.failed or 0, dict(r.server) if r.server else None, r.duration_s
             )
         return out
 
     def _baseline(self) -> None:
+        """Measure every server before anything changes, sized by time: a first run of --gate-prompts gives each
+        server's pace, the measured runs have as many prompts as last --gate-seconds at the slowest pace, and they
+        repeat until the last --baseline-repeats agree within --max-spread (or the time limit). A fleet too busy to
+        answer pauses the rollout (exit 16) with nothing changed."""
         hosts = sorted(self.record.plans)
+        sizing = self.req.sizing
+        c = self.req.gate_concurrency
         self._note(
-            f"measuring the baseline of {len(hosts)} host(s) before changing anything "
-            f"({self.req.baseline_repeats} runs: C={self.req.gate_concurrency}, {self.req.gate_prompts} prompts"
-            f" after {self.req.gate_warmups} warm-up requests)"
+            f"measuring the baseline of {len(hosts)} host(s) before changing anything (C={c}, runs of at least "
+            f"{sizing.min_seconds:g} s after {self.req.gate_warmups} warm-up requests, until the last "
+            f"{sizing.repeats} agree within {self.req.limits.max_spread:.0%}; at most {sizing.max_repeats} runs or "
+            f"{sizing.time_limit_s:g} s)"
         )
         self._note_unknown_boot_ids(hosts)
-        runs: dict[str, list[dict[str, Any]]] = {}
-        for k in range(self.req.baseline_repeats):
-            for server, s in self._bench(hosts, f"baseline{k + 1}").items():
-                runs.setdefault(server, []).append(dataclasses.asdict(s))
-        self.state.baseline = runs
-        self.state.baseline_spread = max((spread([x["output_tok_s"] for x in v]) for v in runs.values()), default=0.0)
+        t0 = time.monotonic()
+        try:
+            first = self._bench(hosts, "baseline-sizing", sizing.first_prompts)
+            prompts = max(
+                (sized_prompts(sizing.first_prompts, x.duration_s, sizing, concurrency=c) for x in first.values()),
+                default=sizing.first_prompts,
+            )
+            self.state.gate_prompts = prompts
+            pace = ", ".join(f"{s} {x.duration_s:.1f} s" for s, x in sorted(first.items()) if x.duration_s)
+            runs: dict[str, list[Sample]] = {}
+            if prompts == sizing.first_prompts:  # long enough already: it counts
+                runs = {server: [x] for server, x in first.items()}
+                self._note(f"a run of {prompts} prompts lasts at least {sizing.min_seconds:g} s ({pace}): it counts")
+            else:
+                self._note(f"{sizing.first_prompts} prompts took {pace}: each gate run has {prompts} prompts")
+            t_runs = time.monotonic()
+            k = len(next(iter(runs.values()), []))
+            while more_baseline_runs(runs, sizing, self.req.limits, elapsed_s=time.monotonic() - t_runs):
+                k += 1
+                for server, x in self._bench(hosts, f"baseline{k}", prompts).items():
+                    runs.setdefault(server, []).append(x)
+        except _TooBusyError as e:
+            self._pause_busy("the baseline", str(e), ready=[])
+        kept = window(runs, sizing.repeats)
+        self.state.baseline = {server: [dataclasses.asdict(x) for x in v] for server, v in kept.items()}
+        self.state.baseline_spread = max((spread([x.output_tok_s for x in v]) for v in kept.values()), default=0.0)
+        self.state.baseline_all = {server: [round(x.output_tok_s, 2) for x in v] for server, v in runs.items()}
+        self.state.phases["baseline"] = round(time.monotonic() - t0, 1)
         self._save()
         figures = ", ".join(
-            f"{s} {statistics.fmean(x['output_tok_s'] for x in v):.1f} tok/s" for s, v in sorted(runs.items())
+            f"{s} {statistics.fmean(x.output_tok_s for x in v):.1f} tok/s" for s, v in sorted(kept.items())
         )
-        self._note(f"baseline: {figures}; run-to-run spread {self.state.baseline_spread:.0%}")
-        self.ledger.event(self.state.id, "baseline", servers=runs, spread=self.state.baseline_spread)
+        n_runs = max((len(v) for v in runs.values()), default=0)
+        self._note(
+            f"baseline: {figures}; the last {sizing.repeats} of {n_runs} runs of {prompts} prompts, run-to-run "
+            f"spread {self.state.baseline_spread:.0%} ({self.state.phases['baseline']:.0f} s)"
+        )
+        self.ledger.event(
+            self.state.id, "baseline", servers=self.state.baseline, spread=self.state.baseline_spread,
+            prompts=prompts, runs=self.state.baseline_all,
+        )  # fmt: skip
+
+    def _pause_busy(self, what: str, detail: str, *, ready: list[str]) -> NoReturn:
+        """The servers did not answer the gate's check in time: live traffic saturates them. Pause (exit 16) with
+        ``ready`` back in rotation, rather than fail a rollout that cannot measure."""
+        if ready:
+            self._ready(ready)
+        self.state.status = "paused"
+        self.state.message = f"too busy to measure {what}: {detail}"
+        self._save()
+        self.ledger.event(self.state.id, "paused", reason=self.state.message)
+        raise RolloutPausedError(
+            f"the fleet is too busy to measure {what}: {detail}",
+            hint="nothing was drained; re-run the same `zenops rollout` when the load is lower (it resumes), give "
+            "the servers longer with --gate-answer-timeout, or roll out without the gate (--no-perf-gate)",
+        )
 
     def _control_host(self, batch_index: int) -> str | None:
         """An untouched host: one of a later batch (or not rolled at all)."""
@@ -489,10 +599,13 @@ class Rollout:
         untouched = [h for h in sorted(self.record.plans) if h not in changed]
         return untouched[0] if untouched else None
 
-    def _perf_gate(self, i: int, batch: BatchState) -> list[Verdict]:
+    def _perf_gate(self, i: int, batch: BatchState, *, ready_on_pause: list[str]) -> list[Verdict]:
         control = self._control_host(i)
         hosts = batch.hosts + ([control] if control else [])
-        now_samples = self._bench(hosts, f"gate-batch{i + 1}")
+        try:
+            now_samples = self._bench(hosts, f"gate-batch{i + 1}")
+        except _TooBusyError as e:
+            self._pause_busy(f"batch {i + 1}'s new servers", str(e), ready=ready_on_pause)
         control_servers = [s for s in now_samples if control and s.startswith(f"{control}-")]
         limits = self.req.limits
         verdicts = []
@@ -533,28 +646,35 @@ class Rollout:
         names = gw.names_on(batch.hosts) if gw else []
         batch.status = "draining"
         self._save()
-        self._drain(names)
+        with self._phase(batch, "drain"):
+            self._drain(names)
         batch.status = "replacing"
         self._save()
         try:
-            served = self._serve(self.state.to_request, batch.hosts, min_healthy=self.req.min_healthy)
+            with self._phase(batch, "replace"):  # stop the old container, start the new, its health gate
+                served = self._serve(self.state.to_request, batch.hosts, min_healthy=self.req.min_healthy)
         except RunFailedError as e:
             self._gate_failed(
                 i, batch, replace_failure(e), e.failures[0].host if e.failures else batch.hosts[0], e.message
             )
         self._keep_served(served)
-        new_names = self._update_services(batch.hosts)
+        with self._phase(batch, "services"):
+            new_names = self._update_services(batch.hosts)
         if self.req.perf_gate:
             batch.status = "gating"
             self._save()
-            self._gate_verdicts(i, batch, self._perf_gate(i, batch), ready_on_pause=new_names)
-        self._ready(new_names)
+            with self._phase(batch, "perf gate"):
+                verdicts = self._perf_gate(i, batch, ready_on_pause=new_names)
+            self._gate_verdicts(i, batch, verdicts, ready_on_pause=new_names)
+        with self._phase(batch, "ready"):
+            self._ready(new_names)
         batch.status = "done"
         batch.finished_at = now()
         batch.wall_s = round(time.monotonic() - t0, 1)
         self._save()
         self.ledger.event(self.state.id, "batch done", batch=i + 1, hosts=batch.hosts, wall_s=batch.wall_s)
-        self._note(f"{what} done in {batch.wall_s:.0f}s: {', '.join(batch.hosts)} serve the new release")
+        phases = ", ".join(f"{k} {v:.0f}s" for k, v in batch.phases.items())
+        self._note(f"{what} done in {batch.wall_s:.0f}s ({phases}): {', '.join(batch.hosts)} serve the new release")
 
     # --- a surge (one-server cloud deployment) -----------------------------------------------------------------
 
@@ -640,7 +760,10 @@ class Rollout:
     def _surge_gate(self, i: int, old: str, new: str) -> list[Verdict]:
         """The new server against the old one's baseline; the old one, measured at the same time, is the control
         (their instances paired in port order)."""
-        now_samples = self._bench([new, old], f"gate-batch{i + 1}")
+        try:
+            now_samples = self._bench([new, old], f"gate-batch{i + 1}")
+        except _TooBusyError as e:
+            self._pause_busy(f"the surge's new server {new}", str(e), ready=[])
         base = {s: [Sample(**x) for x in v] for s, v in self.state.baseline.items()}
         olds = sorted((s for s in base if s.startswith(f"{old}-")), key=_port_key)
         news = sorted((s for s in now_samples if s.startswith(f"{new}-")), key=_port_key)
@@ -857,6 +980,10 @@ class Rollout:
             return hosts
         finally:
             self._reconcile_drained()
+
+
+class _TooBusyError(Exception):
+    """A gate's bench run found the servers too busy to answer in time (busy_failure's detail)."""
 
 
 def _port_of(state: RolloutState, host: str, instance: int | None) -> int:
