@@ -382,10 +382,31 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
     ).stdout  # fmt: skip
     assert "tiny-llama" in table_md
 
-    # down removes the server and proves it
+    # down removes the server and proves it, with requests in flight: a client streams one request after another
+    # while the container is stopped (issue 25: a vLLM PID 1 left zombies that Docker could not stop; the init
+    # reaps them). The stop must succeed, and the client's last request must end, not hang.
+    inflight: dict[str, Any] = {"done": 0, "started": 0}
+
+    def stream_until_the_server_goes() -> None:
+        body = {"model": "tiny-llama", "prompt": "The engine", "max_tokens": 256, "ignore_eos": True, "stream": True}
+        while True:
+            inflight["started"] += 1
+            try:
+                post(f"{base}/completions", body, key, stream=True)
+            except Exception as e:  # cut mid-stream (IncompleteRead) or refused: it ended
+                inflight["ended_by"] = f"{type(e).__name__}: {e}"[:200]
+                return
+            inflight["done"] += 1
+
+    client = threading.Thread(target=stream_until_the_server_goes, daemon=True)
+    client.start()
+    time.sleep(3)
     t0 = time.monotonic()
     down, _ = zenops("down", "-i", str(inventory))
     t_down = time.monotonic() - t0
+    client.join(timeout=150)
+    assert not client.is_alive(), inflight  # the in-flight request ended with its server
+    assert inflight["started"] > inflight["done"], inflight  # the last request was cut, or refused, by the stop
     assert down["hosts"][0]["containers"] == [ep["container"]]
     left = in_host(dev.container, "docker", "ps", "-a", "-q", "--filter", "label=io.zenops.managed=true")
     assert left.strip() == ""
@@ -405,9 +426,10 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
                     "second up (no changes)": round(t_second, 1),
                     "bench seed (8 prompts)": round(t_seed, 1),
                     "bench sweep (1,2 x 4 prompts), zentorch on and off": round(t_sweep, 1),
-                    "down": round(t_down, 1),
+                    "down (requests in flight)": round(t_down, 1),
                 },
                 "report_md": table_md,
+                "client_while_down": inflight,
                 "platform": {
                     "expected_from_facts": expected_platform,
                     "vendor": facts["vendor"],
