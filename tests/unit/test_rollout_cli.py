@@ -117,7 +117,17 @@ def test_help_exits_0_and_names_the_exit_codes():
     assert r.exit_code == 0, r.output
     text = flat(r.output)
     assert "Exit codes: 14 locked, 15 gate failed, 16 paused (too noisy, or too busy to measure)" in text
-    for flag in ("--gate-seconds", "--gate-answer-timeout", "--batch", "--canary", "--max-unavailable", "--allow-downtime", "--dry-run", "--abort", "--model"):
+    for flag in (
+        "--gate-seconds",
+        "--gate-answer-timeout",
+        "--batch",
+        "--canary",
+        "--max-unavailable",
+        "--allow-downtime",
+        "--dry-run",
+        "--abort",
+        "--model",
+    ):
         assert flag in text
 
 

@@ -42,7 +42,7 @@ def with_boot_ids(fleet: Fleet, ids: dict[str, str | None]) -> None:
 
 
 def measure(fleet: Fleet, monkeypatch: pytest.MonkeyPatch, hosts: list[str]) -> tuple[list[Any], list[str]]:
-    """Rollout._bench on ``hosts``: the requests the bench got, the notes the rollout printed."""
+    """PerfGate.measure on ``hosts``: the requests the bench got, the notes the rollout printed."""
     seen: list[Any] = []
     notes: list[str] = []
 
@@ -54,7 +54,7 @@ def measure(fleet: Fleet, monkeypatch: pytest.MonkeyPatch, hosts: list[str]) -> 
     ctx = RunContext(fleet.config, note=notes.append)
     r = Rollout(ctx, fleet.inventory, RolloutRequest(changes={"max_num_seqs": 1}))
     r.state = SimpleNamespace(run_dir=str(fleet.inventory.parent / "runs"), gate_prompts=None)  # type: ignore[assignment]
-    assert r._bench(hosts, "gate-batch1") == {}
+    assert r.perf.measure(hosts, "gate-batch1") == {}
     return seen, notes
 
 
@@ -94,14 +94,14 @@ def test_the_baseline_says_which_facts_have_no_boot_id(fleet):
     with_boot_ids(fleet, {"h1": BOOT_A, "h2": None, "h3": None})
     notes: list[str] = []
     r = Rollout(RunContext(fleet.config, note=notes.append), fleet.inventory, RolloutRequest(changes={}))
-    r._note_unknown_boot_ids(["h1", "h2", "h3"])
+    r.perf.note_unknown_boot_ids(["h1", "h2", "h3"])
     assert len(notes) == 1, notes
     assert "the saved facts of h2, h3 have no kernel boot id" in notes[0], notes
     assert f"zenops facts -i {fleet.inventory}" in notes[0]
     notes.clear()
-    r._note_unknown_boot_ids(["h2"])  # one host measures nothing but itself
+    r.perf.note_unknown_boot_ids(["h2"])  # one host measures nothing but itself
     with_boot_ids(fleet, {"h1": BOOT_A, "h2": BOOT_B, "h3": BOOT_B})
-    r._note_unknown_boot_ids(["h1", "h2", "h3"])
+    r.perf.note_unknown_boot_ids(["h1", "h2", "h3"])
     assert notes == []
 
 

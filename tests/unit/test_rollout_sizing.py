@@ -7,8 +7,9 @@ import pytest
 
 from tests.unit.test_rollout_cli import models  # noqa: F401  (a fixture)
 from zenops.errors import HostFailure, RunFailedError
+from zenops.rollout.gates import busy_failure
 from zenops.rollout.plan import GateLimits, GateSizing, Sample, more_baseline_runs, settled, sized_prompts, window
-from zenops.rollout.run import RolloutRequest, busy_failure
+from zenops.rollout.run import RolloutRequest
 
 SIZING = GateSizing(first_prompts=32, min_seconds=10.0, max_prompts=4096, repeats=2, max_repeats=5, time_limit_s=300)
 LIMITS = GateLimits(max_spread=0.25)
@@ -162,7 +163,7 @@ def baseline_of(fleet, req):
     notes: list[str] = []
     r = Rollout(RunContext(fleet.config, note=notes.append), fleet.inventory, req)
     r.state = r.prepare()
-    r._baseline()
+    assert r.perf.baseline() is None
     return r.state, notes
 
 
@@ -203,14 +204,29 @@ def test_a_baseline_that_never_settles_stops_at_its_limit_with_its_spread(two_ho
 
 
 def test_servers_too_busy_to_answer_pause_the_rollout_before_anything_changes(two_hosts, monkeypatch):
+    from zenops.context import RunContext  # noqa: PLC0415
     from zenops.errors import RolloutPausedError  # noqa: PLC0415
+    from zenops.rollout.run import Rollout  # noqa: PLC0415
 
     busy = failed(HostFailure("h2", "Check each server answers", "http://h2:8000/v1/completions failed: timed out"))
+    asked = scripted_bench(monkeypatch, [busy])
+    r = Rollout(RunContext(two_hosts.config), two_hosts.inventory, RolloutRequest(changes={"max_num_seqs": 1}))
+    state = r.prepare()
+    # the gate says so, as a verdict ...
+    r.state = state
+    v = r.perf.baseline()
+    assert v is not None
+    assert (v.outcome, v.server) == ("busy", "the baseline")
+    assert "h2: http://h2:8000/v1/completions failed: timed out" in v.reasons[0]
+    # ... and the driver pauses on it (exit 16), before anything changed
+    asked.clear()
     scripted_bench(monkeypatch, [busy])
     with pytest.raises(RolloutPausedError, match="too busy to measure the baseline: h2") as e:
-        baseline_of(two_hosts, RolloutRequest(changes={"max_num_seqs": 1}))
+        r.run(state)
     assert e.value.exit_code == 16
     assert "nothing was drained" in (e.value.hint or "")
+    assert state.status == "paused"
+    assert all(b.status == "pending" for b in state.batches)
 
 
 def test_another_bench_failure_is_not_a_pause(two_hosts, monkeypatch):

@@ -23,6 +23,7 @@ from zenops.deployment.record import load_serving_record
 from zenops.deployment.rollouts import Ledger
 from zenops.deployment.services import gateway as gw_lib
 from zenops.errors import ExitCode, HostFailure, RunFailedError
+from zenops.rollout import gates
 from zenops.rollout import run as rollout_run
 from zenops.rollout.plan import Sample
 
@@ -45,8 +46,8 @@ class Surge:
         m.setattr(deploy, "add_server", self.add_server)
         m.setattr(deploy, "retire_server", self.retire_server)
         m.setattr(deploy, "serving_server_names", lambda dep: sorted(self.in_cloud))
-        m.setattr(rollout_run.Rollout, "_serve", lambda r, request, hosts, *, min_healthy: self.serve(request, hosts))
-        m.setattr(rollout_run.Rollout, "_bench", lambda r, hosts, label, prompts=None: self.bench(hosts, label))
+        m.setattr(rollout_run.Rollout, "serve", lambda r, request, hosts, *, min_healthy: self.serve(request, hosts))
+        m.setattr(gates.PerfGate, "measure", lambda g, hosts, label, prompts=None: self.bench(hosts, label))
         m.setattr(gw_lib, "update", self.update)
         m.setattr(gw_lib, "ready", lambda ctx, inv, gw, names, timeout=60: self.step("ready", names))
         m.setattr(gw_lib, "drain", lambda ctx, inv, gw, names, timeout: self.step("drain", names))
@@ -170,7 +171,10 @@ def test_dry_run_plans_a_surge(run, cloud_fleet, monkeypatch):
     assert r.exit_code == 0, r.output
     res = result_of(r.output)
     assert res["batches"] == [[OLD]]
-    assert res["batch_states"][0]["surge"] == {"old": OLD, "new": None, "new_address": None, "old_retired": False}
+    assert res["batch_states"][0]["strategy"] == "surge"
+    assert res["batch_states"][0]["surge"] == {
+        "old": OLD, "new": None, "new_address": None, "retiring": False, "old_retired": False,
+    }  # fmt: skip
     assert double.calls == ["preflight 2"]
 
 
@@ -260,9 +264,9 @@ def test_replace_failure_tells_a_stop_from_a_health_gate():
     def failure(message: str) -> RunFailedError:
         return RunFailedError("serve.yml", [HostFailure("h", "t", message)], rc=2)
 
-    assert rollout_run.replace_failure(failure("cannot stop container: abc: PID 7 is zombie")) == rollout_run.STOP
-    assert rollout_run.replace_failure(failure("server did not become healthy in 900 s")) == "health"
-    assert rollout_run.replace_failure(RunFailedError("serve.yml", [], rc=2)) == "health"
+    assert gates.replace_failure(failure("cannot stop container: abc: PID 7 is zombie")) == gates.STOP
+    assert gates.replace_failure(failure("server did not become healthy in 900 s")) == "health"
+    assert gates.replace_failure(RunFailedError("serve.yml", [], rc=2)) == "health"
 
 
 def test_interrupted_while_switching_then_resumed_makes_no_second_server(run, cloud_fleet, monkeypatch):
@@ -274,8 +278,10 @@ def test_interrupted_while_switching_then_resumed_makes_no_second_server(run, cl
     state = Ledger(cloud_fleet.config, inventory_name(cloud_fleet.inventory)).load()
     assert state is not None
     assert state.batches[0].status == "switching"
-    assert state.batches[0].surge == {"old": OLD, "new": NEW, "new_address": "10.0.0.2", "old_retired": False}
-    assert "retiring" not in state.batches[0].surge  # the old server was not being deleted yet
+    assert state.batches[0].surge == {
+        "old": OLD, "new": NEW, "new_address": "10.0.0.2", "retiring": False, "old_retired": False,
+    }  # fmt: skip
+    assert state.batches[0].surge["retiring"] is False  # the old server was not being deleted yet
     assert state.drained == []
     double.calls.clear()
     r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), *ROLL)
@@ -381,8 +387,8 @@ def test_a_multi_host_cloud_rollout_is_refused_while_up_cloud_holds_the_deployme
     path = lock_path(config, "cloud-c-fle")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(asdict(holder)))
-    monkeypatch.setattr(rollout_run.Rollout, "_serve", lambda *a, **k: pytest.fail("nothing may be served"))
-    monkeypatch.setattr(rollout_run.Rollout, "_bench", lambda *a, **k: pytest.fail("nothing may be measured"))
+    monkeypatch.setattr(rollout_run.Rollout, "serve", lambda *a, **k: pytest.fail("nothing may be served"))
+    monkeypatch.setattr(gates.PerfGate, "measure", lambda *a, **k: pytest.fail("nothing may be measured"))
     r = rollout(run, fleet, "--model", new_model(fleet), *ROLL)
     assert r.exit_code == ExitCode.LOCKED, r.output
     assert "deployment cloud-c-fle is locked by" in flat(r.output)

@@ -317,6 +317,7 @@ def _tuned(ctx: click.Context, app: App, path: Path, model: str | None, inventor
 
 def _print_plan(app: App, state: RolloutState) -> None:
     from zenops.rollout.run import describe_changes  # noqa: PLC0415
+    from zenops.rollout.strategies import STRATEGIES  # noqa: PLC0415
 
     app.err.print(f"{state.id}: {escape(describe_changes(state.from_request, state.to_request))}")
     for i, b in enumerate(state.batches):
@@ -327,11 +328,8 @@ def _print_plan(app: App, state: RolloutState) -> None:
         )
         app.err.print(f"  batch {i + 1}{' (canary)' if i == 0 and len(state.batches) > 1 else ''}: {escape(hosts)}"
                       + (f" [{marks}]" if marks else ""))  # fmt: skip
-        if b.surge:
-            app.err.print(
-                f"    surge: a new server serves the new release and passes the gates, then {escape(b.hosts[0])} is "
-                "drained and deleted"
-            )
+        for line in STRATEGIES[b.strategy].describe(b):
+            app.err.print(f"    {escape(line)}")
 
 
 def _report(app: App, result: RolloutResult, abort: bool, tuned: TunedOptions | None = None) -> None:

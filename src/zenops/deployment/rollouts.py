@@ -30,6 +30,7 @@ def ledger_dir(config: Config, key: str) -> Path:
 @dataclass
 class BatchState:
     hosts: list[str]
+    strategy: str = "in-place"  # how the batch goes to the new release: zenops.rollout.strategies
     status: str = "pending"  # pending | surging | draining | replacing | gating | switching | done | reverted
     started_at: str | None = None
     finished_at: str | None = None
@@ -79,7 +80,11 @@ class RolloutState:
         values = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         if data.get("gateway") and not data.get("services"):  # a state written before services existed
             values["services"] = {"gateway": data["gateway"]}
-        values["batches"] = [BatchState(**b) for b in data.get("batches", [])]
+        values["batches"] = [
+            # a state written before strategies were named: a batch with a surge's state surges
+            BatchState(**{"strategy": "surge" if b.get("surge") else "in-place", **b})
+            for b in data.get("batches", [])
+        ]
         return cls(**values)
 
 

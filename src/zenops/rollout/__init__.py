@@ -1,9 +1,11 @@
 """`zenops rollout`: change a deployment host by host behind its gateway, with health and performance gates,
 automatic revert and a resumable ledger.
 
-* zenops.rollout.plan   pure logic: batches, what changes on a host, the performance gate's verdict
+* zenops.rollout.plan        pure logic: batches, what changes on a host, the gate's sizing and verdict
 * zenops.deployment.rollouts  the deployment's rollout ledger (state.json, history.jsonl)
-* zenops.rollout.run    the run: drain -> replace -> gates -> back in rotation, revert, resume
+* zenops.rollout.run         the driver: batches, state, history; decides on the gates' verdicts; revert, resume
+* zenops.rollout.gates       the gates: measure and return verdicts (pass, fail, inconclusive, busy)
+* zenops.rollout.strategies  how a batch goes to the new release: in_place, surge (one module each)
 """
 
 from zenops.rollout.plan import GateLimits

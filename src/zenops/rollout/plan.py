@@ -207,7 +207,7 @@ def more_baseline_runs(
 @dataclass
 class Verdict:
     server: str
-    outcome: str  # pass | fail | inconclusive
+    outcome: str  # pass | fail | inconclusive (too noisy to tell) | busy (too busy to measure)
     reasons: list[str] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
 
@@ -216,6 +216,8 @@ class Verdict:
 
     def line(self) -> str:
         f = self.figures
+        if "new_tok_s" not in f:  # no measurement behind it (busy, or the health gate)
+            return f"{self.server}: {self.outcome.upper()}" + (f" -- {'; '.join(self.reasons)}" if self.reasons else "")
         parts = [
             f"output {f['new_tok_s']:.1f} tok/s vs baseline {f['baseline_tok_s']:.1f}",
             f"expected {f['expected_tok_s']:.1f}" + (f" (control drift x{f['drift']:.2f})" if f.get("drift") else ""),
