@@ -517,11 +517,12 @@ def test_2c_a_fleet_saturated_by_live_traffic_pauses_the_rollout_and_fails_no_re
     args = ("rollout", "-i", str(fleet.inventory), "--model", str(fleet.models[target]), "--min-healthy", "2")
     server_args = json.loads(in_host(fleet.hosts[0].container, "docker", "inspect", "zenops-vllm-0"))[0]["Args"]
     seats = int(server_args[server_args.index("--max-num-seqs") + 1])
-    # 8 requests per seat of every server, 256 tokens each: a queue at every server
-    with Load(fleet.url, fleet.key, workers=8 * seats * FLEET_SIZE, pause=0.0, max_tokens=256) as load:
+    # 4 requests per seat of every server, 512 tokens each: three waves queue behind the running one at every server,
+    # so the gate's check (a completion sent to each server) waits seconds for a seat: longer than its 1 s
+    with Load(fleet.url, fleet.key, workers=4 * seats * FLEET_SIZE, pause=0.0, max_tokens=512) as load:
         time.sleep(10)  # the queues fill
         t0 = time.monotonic()
-        _rc, err, _notes = run_zenops(fleet, *args, "--gate-answer-timeout", "2", rc=16)
+        _rc, err, _notes = run_zenops(fleet, *args, "--gate-answer-timeout", "1", rc=16)
         paused_after = round(time.monotonic() - t0, 1)
     FIGURES["rollout_saturated"] = {
         "load": load.summary(), "paused_after_s": paused_after, "message": err.get("message", "")[:500],
