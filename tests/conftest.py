@@ -92,6 +92,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def lane_cpus() -> str | None:
+    """The CPUs of the test hosts of the e2e modules that run beside the other lanes of scripts/test (the rollout
+    fleet, the serving e2e): this machine's last CPU, as a 1-vCPU host (`zenops devhost up --cpus`; their facts show
+    that one CPU, so their plans bind it). On a 2-core machine, servers that bind both cores busy-poll them while
+    the other lanes' work waits; confined to one, they leave the others to the lanes. None on a 1-CPU machine.
+    The roofline e2e keeps the whole machine: it measures it, alone."""
+    cpus = sorted(os.sched_getaffinity(0))
+    return str(cpus[-1]) if len(cpus) > 1 else None
+
+
 def quiet_measurements_done() -> None:
     """Tell scripts/test that this lane's noise-sensitive measurements are over (ZENOPS_QUIET_MARK, a file it waits
     for before starting other vLLM workloads beside them). Outside scripts/test: nothing."""

@@ -11,6 +11,7 @@ No --privileged: systemd runs with SYS_ADMIN + NET_ADMIN, seccomp/apparmor uncon
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -136,10 +137,16 @@ def list_hosts(name: str | None = None) -> list[DevHost]:
     return sorted(hosts, key=lambda h: h.container)
 
 
-def up(state_dir: Path, name: str = "dev", count: int = 1, timeout: float = 90) -> tuple[Path, list[DevHost]]:
-    """Start (or reuse) ``count`` hosts; write an inventory for them; return its path and the hosts."""
+def up(
+    state_dir: Path, name: str = "dev", count: int = 1, timeout: float = 90, cpus: str | None = None
+) -> tuple[Path, list[DevHost]]:
+    """Start (or reuse) ``count`` hosts; write an inventory for them; return its path and the hosts. ``cpus``: the
+    CPUs each host may use (Docker's --cpuset-cpus, e.g. "1" or "0-3"): a smaller machine than this one, as its facts
+    then show (a reused host keeps the CPUs it was started with)."""
     if count < 1:
         raise UsageError("--count must be at least 1")
+    if cpus is not None and not cpus_ok(cpus):
+        raise UsageError(f"--cpus {cpus}: use CPU ids this machine has, e.g. 1 or 0-3 (see `nproc`)")
     _preflight()
     d = home(state_dir, name)
     d.mkdir(parents=True, exist_ok=True)
@@ -162,6 +169,7 @@ def up(state_dir: Path, name: str = "dev", count: int = 1, timeout: float = 90) 
                 "--label",
                 f"{LABEL}={name}",
                 *_RUN_FLAGS,
+                *(["--cpuset-cpus", cpus] if cpus else []),
                 IMAGE,
                 "/sbin/init",
             )
@@ -180,6 +188,17 @@ def up(state_dir: Path, name: str = "dev", count: int = 1, timeout: float = 90) 
     inv = inventory_path(state_dir, name)
     inv.write_text("# written by `zenops devhost up`\n" + yaml.safe_dump({"all": {"hosts": hosts}}, sort_keys=True))
     return inv, list_hosts(name)
+
+
+def cpus_ok(spec: str) -> bool:
+    """A cpuset list (``1``, ``0-3``, ``0,2``) of CPUs this process may use."""
+    from zenops.cpulist import parse_cpulist  # noqa: PLC0415
+
+    try:
+        wanted = set(parse_cpulist(spec))
+    except ValueError:
+        return False
+    return bool(wanted) and wanted <= os.sched_getaffinity(0)
 
 
 def down(state_dir: Path, name: str = "dev") -> list[str]:

@@ -44,7 +44,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, quiet_measurements_done
+from tests.conftest import REPO, lane_cpus, quiet_measurements_done
 from zenops import devhost
 from zenops.tinymodel import generate
 
@@ -90,8 +90,8 @@ def run_zenops(fleet: Fleet, *args: str, rc: int | None = 0, timeout: float = 18
 class Load:
     """A bounded client: ``workers`` threads sending short completions to the gateway until stopped, each pausing
     ``pause`` seconds between requests: about one request every 2.5 s, so a drain or a switch of the gateway (6-10 s)
-    still sees two or more. Not denser: the fleet's hosts share this machine's cores (every host's plan pins its server
-    to CPU 1), and a vLLM worker busy-polls its input for a second after each request (vllm's shm_broadcast
+    still sees two or more. Not denser: the fleet's hosts share this machine's last CPU (conftest.lane_cpus: every
+    host's plan binds it), and a vLLM worker busy-polls its input for a second after each request (vllm's shm_broadcast
     SpinCondition, busy_loop_s=1, no setting): at one request every second (the former 2 s pause) each loaded server
     kept a core about 80% busy doing nothing (CI7 sampled 129 CPU-s of VLLM::Worker in 200 s), which slowed every
     other CI lane and starved the server being replaced on that core."""
@@ -264,7 +264,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     weights.write_bytes(weights.read_bytes()[:4096])
     models["broken"] = broken
     name = f"fl{secrets.token_hex(2)}"
-    inventory, hosts = devhost.up(state, name, count=FLEET_SIZE)
+    inventory, hosts = devhost.up(state, name, count=FLEET_SIZE, cpus=lane_cpus())
     f = Fleet(inventory, hosts, env, models)
     t0 = time.monotonic()
     try:

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, lane_cpus
 from zenops import devhost
 from zenops.config import load
 from zenops.facts import facts_path
@@ -91,7 +91,7 @@ def host(isolated_home: Path):
         pytest.fail(f"{BASE_ARCHIVE} is missing: run scripts/build-images")
     state = isolated_home / "state" / "zenops"
     name = f"srv{secrets.token_hex(2)}"
-    inventory, hosts = devhost.up(state, name, count=1)
+    inventory, hosts = devhost.up(state, name, count=1, cpus=lane_cpus())
     try:
         yield inventory, hosts[0], state
     finally:

@@ -30,14 +30,19 @@ def devhost() -> None:
 @devhost.command("up")
 @name_option
 @click.option("--count", default=1, show_default=True, type=click.IntRange(1, 16), help="How many hosts.")
+@click.option(
+    "--cpus",
+    metavar="LIST",
+    help="The CPUs each host may use (e.g. 1, or 0-3): a smaller machine than this one, as its facts then show.",
+)
 @json_option
 @click.pass_context
-def up_cmd(ctx: click.Context, name: str, count: int) -> None:
+def up_cmd(ctx: click.Context, name: str, count: int, cpus: str | None) -> None:
     """Start (or reuse) the hosts and write their inventory."""
     from zenops import devhost as lib  # noqa: PLC0415
 
     app = get_app(ctx)
-    inv, hosts = lib.up(app.config.state_dir, name, count)
+    inv, hosts = lib.up(app.config.state_dir, name, count, cpus=cpus)
     if app.json:
         app.emit_json(
             {"type": "result", "command": "devhost up", "inventory": str(inv), "hosts": [h.__dict__ for h in hosts]}
