@@ -961,7 +961,7 @@ def plan(
     objective = _choose_objective(opts, reasons)
 
     dtype = _choose_dtype(opts.dtype, platform, topo, reasons, warnings)
-    _check_quantization(model, platform, dtype, reasons, warnings)
+    _check_quantization(model, platform, dtype, reasons, warnings, topo.flags)
 
     weights = model.weight_bytes(dtype)
     per_token = model.kv_bytes_per_token(dtype)
@@ -1061,7 +1061,7 @@ def plan(
 
 
 def _check_quantization(
-    model: ModelSpec, platform: str, dtype: str, reasons: list[Reason], warnings: list[str]
+    model: ModelSpec, platform: str, dtype: str, reasons: list[Reason], warnings: list[str], flags: frozenset[str]
 ) -> None:
     """A quantized model: its format must have a kernel on the chosen platform (zenops.quant's table), refused
     before anything is deployed otherwise, naming the nearest option; the reason names format, kernel and source."""
@@ -1091,14 +1091,15 @@ def _check_quantization(
             f"of {quant.ENGINE} (source: {k.source})",
         )
     )
-    m = quant.MEASURED.get((fmt.name, platform))
+    m = quant.measured(fmt.name, platform, flags)
     if m is not None:
         reasons.append(Reason("quantization", f"measured decode tok/s against bf16: {m.ratios} ({m.source})"))
     if m is not None and m.slower:
+        better = [f for f in quant.faster_than_bf16(platform, flags) if f != fmt.name]
         warnings.append(
-            f"{fmt.title} decodes slower than bf16 on the {platform} platform ({m.ratios}; {m.source}): its "
-            f"{k.kernel.split(' ', 1)[0]} does not pay for the bytes it saves; serve compressed-tensors w8a8 or w4a16 "
-            "(zentorch's kernels), or bf16"
+            f"{fmt.title} decodes slower than bf16 on the {platform} platform with {quant.isa(flags)} ({m.ratios}; "
+            f"{m.source}): its {k.kernel.split(' ', 1)[0]} does not pay for the bytes it saves; serve "
+            + (f"{' or '.join(better)}, or bf16" if better else "bf16")
         )
 
 

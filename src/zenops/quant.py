@@ -11,7 +11,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,16 +53,36 @@ class Measured:
 _BENCH_QUANT = ("scripts/bench-quant (campaign, 2 repeats, 128 in / 64 out) on an AMD EPYC Zen 4 VM with 2 vCPUs "
                 "(AVX-512 BF16, no AMX), a 196M-parameter Llama, 2026-11-27")  # fmt: skip
 # Measured on the zen platform only (this project's machine); the cpu platform's rows are not measured yet.
-MEASURED: dict[tuple[str, str], Measured] = {
-    ("gptq-int4", "zen"): Measured("0.75x at 1 concurrent request, 0.66x at 4", True, _BENCH_QUANT),
-    ("awq-int4", "zen"): Measured(
+MEASURED: dict[tuple[str, str, str], Measured] = {
+    ("gptq-int4", "zen", "avx512"): Measured("0.75x at 1 concurrent request, 0.66x at 4", True, _BENCH_QUANT),
+    ("awq-int4", "zen", "avx512"): Measured(
         "as gptq-int4 (the same kernel after repacking): 0.75x and 0.66x", True, _BENCH_QUANT + ", gptq-int4's figures"
     ),
-    ("w4a16", "zen"): Measured(
+    ("w4a16", "zen", "avx512"): Measured(
         "0.94x at 1 concurrent request (within the 20% spread), 1.20x at 4", False, _BENCH_QUANT
     ),
-    ("w8a8", "zen"): Measured("1.68x at 1 concurrent request, 1.51x at 4", False, _BENCH_QUANT),
+    ("w8a8", "zen", "avx512"): Measured("1.68x at 1 concurrent request, 1.51x at 4", False, _BENCH_QUANT),
 }
+
+
+def isa(flags: Iterable[str]) -> str:
+    """The instruction set a measurement holds for (the kernels pick their code path by it): ``amx`` (AMX tiles),
+    ``avx512`` or ``avx2``."""
+    f = set(flags)
+    if "amx_tile" in f:
+        return "amx"
+    return "avx512" if "avx512f" in f else "avx2"
+
+
+def measured(fmt: str, platform: str, flags: Iterable[str]) -> Measured | None:
+    """The measured ratio of ``fmt`` to bf16 on this platform and instruction set, if it was measured."""
+    return MEASURED.get((fmt, platform, isa(flags)))
+
+
+def faster_than_bf16(platform: str, flags: Iterable[str]) -> list[str]:
+    """The formats measured at bf16's speed or faster on this platform and instruction set."""
+    which = isa(flags)
+    return sorted(f for (f, p, i), m in MEASURED.items() if p == platform and i == which and not m.slower)
 
 
 # (format, platform) -> the kernel that serves it. zen: vLLM's ZenCpuPlatform (AMD with AVX-512 and zentorch);
