@@ -82,9 +82,12 @@ def test_measured_tok_s_stays_under_the_measured_ceiling(roof_host, tmp_path):
 
     runs_dir = tmp_path / "runs"
     t0 = time.monotonic()
+    # a short run: what is checked is measured <= ceiling, not a figure for the record (scripts/bench-serving makes
+    # those). On a CPU without native bf16 the 200M model decodes at ~2 tok/s (AVX2 EPYC, CI3): 8 prompts x 48 tokens
+    # at C=1 and C=4 took 513 s there
     bench, _ = zenops(
-        "bench", "-i", str(inventory), "--profile", "sweep", "--concurrency", "1,4", "--num-prompts", "8",
-        "--input-len", "64", "--output-len", "48", "--runs-dir", str(runs_dir), "--run-id", "roofline",
+        "bench", "-i", str(inventory), "--profile", "sweep", "--concurrency", "1,4", "--num-prompts", "4",
+        "--input-len", "64", "--output-len", "24", "--runs-dir", str(runs_dir), "--run-id", "roofline",
         "--price-per-hour", "0.79",
     )  # fmt: skip
     stages["bench c1,c4"] = round(time.monotonic() - t0, 1)
