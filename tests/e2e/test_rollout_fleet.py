@@ -521,7 +521,6 @@ def call(url: str, method: str, key: str | None = None, auth: str | None = None)
         return int(e.code)
 
 
-@pytest.mark.full  # 3-4 minutes past the landing budget on a 2-vCPU AVX2 machine (CI3)
 def test_2c_a_fleet_saturated_by_live_traffic_pauses_the_rollout_and_fails_no_request(fleet: Fleet) -> None:
     """Live traffic far beyond the servers' seats (requests queue at every server): the gate's first check cannot get
     an answer within --gate-answer-timeout, so the rollout pauses with exit 16 and says the fleet is too busy to
