@@ -371,21 +371,26 @@ class Rollout:
                 "to continue (it puts them back first)"
             )
 
-    def _pause_busy(self, v: Verdict, *, ready: list[str]) -> NoReturn:
-        """The servers did not answer the gate's check in time: live traffic saturates them. Pause (exit 16) with
-        ``ready`` back in rotation, rather than fail a rollout that cannot measure."""
-        if ready:
-            self.ready(ready)
-        detail = "; ".join(v.reasons)
+    def _pause(self, message: str, error: str, hint: str, *, ready: list[str], **event: Any) -> NoReturn:
+        """Pause the rollout (exit 16): ``ready`` back in rotation, the state and history say why, a re-run resumes."""
+        self.ready(ready)
         self.state.status = "paused"
-        self.state.message = f"too busy to measure {v.server}: {detail}"
+        self.state.message = message
         self.save()
-        self.ledger.event(self.state.id, "paused", reason=self.state.message)
-        raise RolloutPausedError(
+        self.ledger.event(self.state.id, "paused", **event, reason=message)
+        raise RolloutPausedError(error, hint=hint)
+
+    def _pause_busy(self, v: Verdict, *, ready: list[str]) -> NoReturn:
+        """The servers did not answer the gate's check in time: live traffic saturates them. Pause with ``ready``
+        back in rotation, rather than fail a rollout that cannot measure."""
+        detail = "; ".join(v.reasons)
+        self._pause(
+            f"too busy to measure {v.server}: {detail}",
             f"the fleet is too busy to measure {v.server}: {detail}",
-            hint=("nothing was drained; " if not ready else "the batch serves the new release; ")
+            ("nothing was drained; " if not ready else "the batch serves the new release; ")
             + "re-run the same `zenops rollout` when the load is lower (it resumes), give the servers longer with "
             "--gate-answer-timeout, or roll out without the gate (--no-perf-gate)",
+            ready=ready,
         )
 
     def decide(
@@ -413,15 +418,14 @@ class Rollout:
             self._gate_failed(i, batch, "performance", host, "; ".join(v.line() for v in failed))
         unsure = [v for v in verdicts if v.outcome == "inconclusive"]
         if unsure:
-            self.ready(ready_on_pause or [])
-            self.state.status = "paused"
-            self.state.message = "; ".join(v.line() for v in unsure)
-            self.save()
-            self.ledger.event(self.state.id, "paused", batch=i + 1, reason=self.state.message)
-            raise RolloutPausedError(
-                f"the performance gate cannot tell on {', '.join(v.server for v in unsure)}: " + self.state.message,
-                hint="the batch serves the new release; re-run the same `zenops rollout` to measure again and "
-                "go on (a quieter machine, or longer --gate-seconds), or raise --max-spread",
+            message = "; ".join(v.line() for v in unsure)
+            self._pause(
+                message,
+                f"the performance gate cannot tell on {', '.join(v.server for v in unsure)}: {message}",
+                "the batch serves the new release; re-run the same `zenops rollout` to measure again and go on (a "
+                "quieter machine, or longer --gate-seconds), or raise --max-spread",
+                ready=ready_on_pause or [],
+                batch=i + 1,
             )
 
     def keep_served(self, served: Any) -> None:
