@@ -370,7 +370,7 @@ def test_1b_a_release_that_changes_nothing_passes_its_gate_with_the_default_limi
                     "baseline_spread": result.get("baseline_spread"),
                     "gate_prompts": result.get("gate_prompts"),
                     "baseline_runs": result.get("baseline_all"),
-                    "phases": result.get("phases"),
+                    "baseline_s": result.get("baseline_s"),
                     "batches": [
                         {"hosts": b["hosts"], "wall_s": b["wall_s"], "phases": b["phases"]}
                         for b in result["batch_states"]

@@ -59,7 +59,7 @@ class RolloutState:
     baseline_spread: float | None = None
     baseline_all: dict[str, list[float]] = field(default_factory=dict)  # server -> every baseline run's tok/s
     gate_prompts: int | None = None  # prompts per gate run, sized by time at the baseline (kept for a resume)
-    phases: dict[str, float] = field(default_factory=dict)  # the rollout's own phases (baseline) -> seconds
+    baseline_s: float | None = None  # the baseline's wall time (each batch keeps its own phases)
     drained: list[str] = field(default_factory=list)  # gateway servers zenops drained and has not put back
     served: dict[str, Any] = field(default_factory=dict)  # host -> {plan, endpoints, image} after its batch
     retired: list[str] = field(default_factory=list)  # hosts a surge replaced (their servers are deleted)

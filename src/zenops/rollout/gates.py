@@ -188,7 +188,7 @@ class PerfGate:
         st.baseline = {server: [dataclasses.asdict(x) for x in v] for server, v in kept.items()}
         st.baseline_spread = max((spread([x.output_tok_s for x in v]) for v in kept.values()), default=0.0)
         st.baseline_all = {server: [round(x.output_tok_s, 2) for x in v] for server, v in runs.items()}
-        st.phases["baseline"] = round(time.monotonic() - t0, 1)
+        st.baseline_s = round(time.monotonic() - t0, 1)
         d.save()
         figures = ", ".join(
             f"{s} {statistics.fmean(x.output_tok_s for x in v):.1f} tok/s" for s, v in sorted(kept.items())
@@ -196,7 +196,7 @@ class PerfGate:
         n_runs = max((len(v) for v in runs.values()), default=0)
         d.note(
             f"baseline: {figures}; the last {sizing.repeats} of {n_runs} runs of {prompts} prompts, run-to-run "
-            f"spread {st.baseline_spread:.0%} ({st.phases['baseline']:.0f} s)"
+            f"spread {st.baseline_spread:.0%} ({st.baseline_s:.0f} s)"
         )
         d.ledger.event(
             st.id, "baseline", servers=st.baseline, spread=st.baseline_spread, prompts=prompts, runs=st.baseline_all,
