@@ -31,7 +31,7 @@ def vllm_bench_argv(run: Mapping[str, Any], **kwargs: Any) -> list[str]:
     _need()
     try:
         return client.bench_argv(run, **kwargs)
-    except (KeyError, TypeError) as e:
+    except (KeyError, TypeError, ValueError) as e:
         raise AnsibleFilterError(f"vllm_bench_argv: {e}") from e
 
 

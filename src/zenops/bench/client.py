@@ -25,6 +25,9 @@ KEY_WRAPPER = (
 )
 # the program that runs `vllm bench serve` and reads the server's /metrics around and during it (zenops.bench.sampler)
 SAMPLER = (Path(__file__).parent / "sampler.py").read_text()
+# zenops's own load client, the sampler runs it instead of `vllm bench serve` (client "zenops"): zenops.bench.loadgen
+LOADGEN = (Path(__file__).parent / "loadgen.py").read_text()
+CLIENTS = ("vllm", "zenops")  # `vllm bench serve` (the published format); zenops's light client (starts in ~1 s)
 SERVER_METRICS_SUFFIX = server_metrics.SUFFIX  # beside each run's result: <stem>.server.json
 
 
@@ -67,8 +70,11 @@ def bench_argv(
     metadata: Mapping[str, Any] | None = None,
     timeout: int = 3600,
     docker: str = "docker",
+    client: str = "vllm",
 ) -> list[str]:
-    """`docker run ... vllm bench serve ...` for one run against one server, in the server's own image.
+    """`docker run ... vllm bench serve ...` for one run against one server, in the server's own image; with
+    ``client`` "zenops", zenops's own load client (zenops.bench.loadgen: the same flags and result keys, standard
+    library only, no torch to import) in its place.
 
     The client shares the server's volumes (model directory, Hugging Face cache: the tokenizer is there, offline),
     uses the host's network (the server listens there), runs on ``cpuset`` when given. With ``key_file`` (a path
@@ -126,10 +132,14 @@ def bench_argv(
     if cpuset:
         argv += ["--cpuset-cpus", cpuset]
     argv.append(server.get("image_id") or server["image"])
+    if client not in CLIENTS:
+        raise ValueError(f"client {client!r} is not one of {', '.join(CLIENTS)}")
     if key_file:  # sh -c SCRIPT $0 $@: the key file is $0, the sampler's program $1, vllm's arguments follow
         argv += ["-c", KEY_WRAPPER, key_file, SAMPLER]
     else:
         argv += ["-c", SAMPLER]
+    if client == "zenops":
+        argv += ["--zenops-load", LOADGEN]
     argv += [
         "bench",
         "serve",

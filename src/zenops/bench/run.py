@@ -79,6 +79,8 @@ class BenchRequest:
     # one host after another instead of all at once: hosts that share a machine would otherwise measure each other
     one_at_a_time: bool = False
     answer_timeout: int = 120  # seconds each server may take to answer the check before the runs
+    # the load client (zenops.bench.client.CLIENTS): vllm's `vllm bench serve`, or zenops's light one (the gates')
+    client: str = "vllm"
 
 
 @dataclass
@@ -151,6 +153,7 @@ def _phase(run: _Run) -> dict[str, Any]:
         "vllm_server_bench_timeout": run.req.timeout,
         "vllm_server_bench_log_lines": run.req.log_lines,
         "vllm_server_bench_answer_timeout": run.req.answer_timeout,
+        "vllm_server_bench_client": run.req.client,
         "vllm_server_deployment": run.inventory.stem,
     }
     if run.req.one_at_a_time:

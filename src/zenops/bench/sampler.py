@@ -5,7 +5,9 @@ cache usage), and once after, and writes them to ``ZENOPS_METRICS_OUT`` as JSON 
 "gauges": [{t, running, waiting, kv}], "errors"}). zenops.bench.server_figures turns that into the run's server-side
 figures.
 
-The client's exit status is vllm's; SIGTERM and SIGINT (the run's time limit, a cancel) are passed on to it. A
+Its arguments are `vllm`'s (``bench serve ...``), or ``--zenops-load PROGRAM ARGS...``: zenops's own load client
+(zenops.bench.loadgen's source, run by this python3 with the same arguments). The client's exit status is vllm's;
+SIGTERM and SIGINT (the run's time limit, a cancel) are passed on to it. A
 metrics read that fails is recorded in "errors", never a failed run. The API key, when the server needs one, is in
 OPENAI_API_KEY (zenops.bench.client.KEY_WRAPPER put it there from its file).
 """
@@ -80,7 +82,10 @@ def main() -> None:
     client: subprocess.Popen[bytes] | None = None
     for sig in (signal.SIGTERM, signal.SIGINT):  # the time limit reaches vllm (set before it starts: no gap)
         signal.signal(sig, lambda signum, _frame: client.send_signal(signum) if client is not None else None)
-    client = subprocess.Popen(["vllm", *sys.argv[1:]])
+    command = ["vllm", *sys.argv[1:]]
+    if sys.argv[1:2] == ["--zenops-load"]:  # zenops's own load client (zenops.bench.loadgen): its program, its args
+        command = [sys.executable, "-c", sys.argv[2], *sys.argv[3:]]
+    client = subprocess.Popen(command)
     rc = client.wait()
     if url:
         stop.set()

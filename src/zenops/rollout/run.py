@@ -2,9 +2,9 @@
 
 For each batch (the canary first): drain its servers in the gateway (in-flight requests finish), replace them
 (playbooks/serve.yml on those hosts only, with the health gate and a minimum healthy time), run the performance gate
-(a short `vllm bench serve` on the new servers and an untouched control server at the same time, against the
-baseline the rollout measured before it changed anything; hosts whose facts show one kernel share a machine and are
-measured one after another instead), then put them back. A failed gate sends the failed batch
+(a short run of the load client, zenops.bench.loadgen, on the new servers and an untouched control server at the same
+time, against the baseline the rollout measured before it changed anything; hosts whose facts show one kernel share a
+machine and are measured one after another instead), then put them back. A failed gate sends the failed batch
 and every batch already changed back to the previous request through the same drain. The state is in the
 deployment's ledger (zenops.deployment.rollouts): a re-run continues; whatever happens, no server stays drained.
 """
