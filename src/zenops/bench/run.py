@@ -81,6 +81,8 @@ class BenchRequest:
     answer_timeout: int = 120  # seconds each server may take to answer the check before the runs
     # the load client (zenops.bench.client.CLIENTS): vllm's `vllm bench serve`, or zenops's light one (the gates')
     client: str = "vllm"
+    # host -> the platform its servers' health gate verified at their start: not asked again before the runs
+    known_platforms: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -154,6 +156,7 @@ def _phase(run: _Run) -> dict[str, Any]:
         "vllm_server_bench_log_lines": run.req.log_lines,
         "vllm_server_bench_answer_timeout": run.req.answer_timeout,
         "vllm_server_bench_client": run.req.client,
+        "vllm_server_bench_known_platforms": dict(run.req.known_platforms),
         "vllm_server_deployment": run.inventory.stem,
     }
     if run.req.one_at_a_time:

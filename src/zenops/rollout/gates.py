@@ -126,6 +126,7 @@ class PerfGate:
             one_at_a_time=bool(sharing),
             answer_timeout=d.req.answer_timeout,
             client="zenops",  # no torch to import per run: ~14 s less per server and run (zenops.bench.loadgen)
+            known_platforms=d.platforms_now(hosts),
         )
         try:
             outcome = bench_inventory(d.ctx.quiet(), d.inventory, req, limit=",".join(hosts))

@@ -445,6 +445,17 @@ class Rollout:
             out.pop(host, None)
         return out
 
+    def platforms_now(self, hosts: list[str]) -> dict[str, str]:
+        """Host -> the platform its servers' health gate verified at their start (the record's endpoints, or those
+        this rollout served), where all of a host's servers agree on a known one."""
+        now = self._endpoints_now()
+        out = {}
+        for host in hosts:
+            seen = {str(ep.get("platform") or "") for ep in now.get(host, [])}
+            if len(seen) == 1 and seen <= {"zen", "cpu"}:
+                out[host] = seen.pop()
+        return out
+
     def update_services(self, hosts: list[str]) -> list[str]:
         """Every service of the deployment (the gateway...) following the servers of the rollout's view (the
         record's, the served ones, not the retired ones): a service changes what it must, e.g. the gateway's
