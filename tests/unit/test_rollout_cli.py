@@ -62,7 +62,10 @@ class Fleet:
         )
         plans = serve.make_plans({h: load_facts_file(FACTS, h) for h in hosts}, spec, opts, self.config)
         endpoints = {
-            h: [{"instance": i.index, "port": i.port, "url": f"http://{h}.example:{i.port}/v1"} for i in p.instances]
+            h: [
+                {"instance": i.index, "port": i.port, "url": f"http://{h}.example:{i.port}/v1", "platform": p.platform}
+                for i in p.instances
+            ]
             for h, p in plans.items()
         }
         gw = gw_lib.Gateway(

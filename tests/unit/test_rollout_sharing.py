@@ -53,8 +53,14 @@ def measure(fleet: Fleet, monkeypatch: pytest.MonkeyPatch, hosts: list[str]) -> 
     monkeypatch.setattr(bench_run, "bench_inventory", fake_bench)
     ctx = RunContext(fleet.config, note=notes.append)
     r = Rollout(ctx, fleet.inventory, RolloutRequest(changes={"max_num_seqs": 1}))
-    r.state = SimpleNamespace(run_dir=str(fleet.inventory.parent / "runs"), gate_prompts=None)  # type: ignore[assignment]
+    r.state = SimpleNamespace(  # type: ignore[assignment]
+        run_dir=str(fleet.inventory.parent / "runs"), gate_prompts=None, served={}, retired=[]
+    )
     assert r.perf.measure(hosts, "gate-batch1") == {}
+    # the gate's runs: zenops's light client, and each host's platform as its health gate saw it (not asked again)
+    for req, _limit in seen:
+        assert req.client == "zenops"
+        assert req.known_platforms == {h: r.record.endpoints[h][0]["platform"] for h in hosts}
     return seen, notes
 
 
