@@ -158,8 +158,8 @@ def in_host(container: str, *cmd: str) -> str:
 def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp_path):  # noqa: PLR0915
     inventory, dev, state = host
     # first on this fresh host (the first run's path: empty image store, no facts): the measured roofline, a 200M model
-    # under `up --measure` (tests/e2e/test_roofline_devhost.py, whose whole-machine variant runs with --full). It
-    # runs first in its lane, while the other lanes start no vLLM server (scripts/test's quiet window)
+    # under `up --measure` (tests/e2e/test_roofline_devhost.py, whose whole-machine variant runs with --full). Beside
+    # the other lanes of scripts/test: noise lowers the measured tok/s, which must stay under the measured ceiling
     from tests.e2e.test_roofline_devhost import measure_roofline  # noqa: PLC0415 - that module imports this one
 
     t0 = time.monotonic()
