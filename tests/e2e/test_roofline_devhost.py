@@ -54,10 +54,10 @@ def test_measured_tok_s_stays_under_the_measured_ceiling_on_the_whole_machine(ro
     measure_roofline(inventory, tmp_path)
 
 
-def measure_roofline(inventory: Path, tmp_path: Path) -> dict:
+def measure_roofline(inventory: Path, tmp_path: Path) -> None:
     """`up --measure` of a 200M model on the inventory's one host (a model change where a server runs: it is
     replaced), `facts --bandwidth`, a short bench at C=1 and C=4: every measured tok/s above 0 and at most the plan's
-    ceiling; figures to .cache/e2e/roofline.json. Returns the plan."""
+    ceiling; figures to .cache/e2e/roofline.json."""
     stages: dict[str, float] = {}
 
     t0 = time.monotonic()
@@ -156,7 +156,6 @@ def measure_roofline(inventory: Path, tmp_path: Path) -> dict:
         + "\n"
     )
     print(json.dumps({"stages_s": stages, "results": figures}, indent=1))
-    return plan
 
 
 def check_measurement(bw: dict, topology: dict, plan: dict, roofs: list[dict]) -> None:

@@ -82,6 +82,8 @@ def bench_argv(
     variable vllm bench sends as a bearer token) just before it starts the client: the key is never on a command line
     nor in the container's configuration (``docker inspect``).
     """
+    if client not in CLIENTS:
+        raise ValueError(f"client {client!r} is not one of {', '.join(CLIENTS)}")
     stem = result_stem(platform, run)
     base_url = f"http://{server.get('address') or '127.0.0.1'}:{server['port']}"
     meta = {
@@ -132,8 +134,6 @@ def bench_argv(
     if cpuset:
         argv += ["--cpuset-cpus", cpuset]
     argv.append(server.get("image_id") or server["image"])
-    if client not in CLIENTS:
-        raise ValueError(f"client {client!r} is not one of {', '.join(CLIENTS)}")
     if key_file:  # sh -c SCRIPT $0 $@: the key file is $0, the sampler's program $1, vllm's arguments follow
         argv += ["-c", KEY_WRAPPER, key_file, SAMPLER]
     else:
