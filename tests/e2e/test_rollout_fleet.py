@@ -102,6 +102,7 @@ class Load:
     workers: int = 2
     pause: float = 5.0
     max_tokens: int = 8
+    timeout: float = 120.0
     ok: int = 0
     failed: int = 0
     errors: list[str] = field(default_factory=list)
@@ -119,7 +120,7 @@ class Load:
             headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.key}"},
         )
         try:
-            with urllib.request.urlopen(req, timeout=120) as resp:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 data = json.loads(resp.read())
             good = bool(data.get("choices"))
             err = "" if good else f"no choices: {str(data)[:200]}"
@@ -147,7 +148,7 @@ class Load:
     def __exit__(self, *_exc: object) -> None:
         self._stop.set()
         for t in self._threads:
-            t.join(150)
+            t.join(self.timeout + 30)
 
     def summary(self) -> dict[str, Any]:
         return {"requests": self.ok + self.failed, "ok": self.ok, "failed": self.failed, "errors": self.errors[:5]}
@@ -531,9 +532,13 @@ def test_2c_a_fleet_saturated_by_live_traffic_pauses_the_rollout_and_fails_no_re
     args = ("rollout", "-i", str(fleet.inventory), "--model", str(fleet.models[target]), "--min-healthy", "2")
     server_args = json.loads(in_host(fleet.hosts[0].container, "docker", "inspect", "zenops-vllm-0"))[0]["Args"]
     seats = int(server_args[server_args.index("--max-num-seqs") + 1])
-    # 4 requests per seat of every server, 512 tokens each: three waves queue behind the running one at every server,
-    # so the gate's check (a completion sent to each server) waits seconds for a seat: longer than its 1 s
-    with Load(fleet.url, fleet.key, workers=4 * seats * FLEET_SIZE, pause=0.0, max_tokens=512) as load:
+    # 2 requests per seat of every server, 256 tokens each: a wave queues behind the running one at every server, so
+    # the gate's check (a completion sent to each server) waits a whole wave for a seat: seconds, longer than its 1 s.
+    # Not deeper: a request sent late waits for every wave ahead of it, and with 4 waves of 512 tokens on a 2-core
+    # AVX2 machine beside the other CI lanes that passed the client's 120 s (the landing of stop 35: 10 of 50
+    # requests timed out in the client, none failed at the servers). The client waits up to 600 s: this test
+    # checks that the servers fail no request, not how fast a saturated machine answers.
+    with Load(fleet.url, fleet.key, workers=2 * seats * FLEET_SIZE, pause=0.0, max_tokens=256, timeout=600.0) as load:
         time.sleep(10)  # the queues fill
         t0 = time.monotonic()
         _rc, err, _notes = run_zenops(fleet, *args, "--gate-answer-timeout", "1", rc=16)
