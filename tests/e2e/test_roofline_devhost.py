@@ -227,6 +227,55 @@ def test_a_quantized_twin_is_served_planned_at_its_bytes_and_measured_under_its_
     print(json.dumps({**figures, "ratio": round(figures["w4a16"]["tok_s"] / figures["bf16"]["tok_s"], 2)}, indent=1))
 
 
+@pytest.mark.full  # a devhost, `up`, a gated rollout and a re-run of `up` (~10 min): the twin above serves int4 by `up`
+def test_a_bf16_server_rolls_out_to_int4_through_the_performance_gate(roof_host, tmp_path):
+    """bf16 -> int4 is a model change, so `zenops rollout` gates it: the 200M architecture in bf16 served by `up`, then
+    rolled out to its int4 twin (compressed-tensors W4A16, the same weights quantized) on the one host (in place,
+    --allow-downtime). The performance gate measures the int4 server against the bf16 baseline it took before the
+    change; its limits are opened wide here, so that the rollout goes through whatever the ratio on this machine
+    (which format is faster is a measurement: scripts/bench-quant), and the verdict's figures are checked and printed.
+    After it the host serves the int4 checkpoint with the plan `up` makes for it (the kernel this platform gets), and
+    `up` with the int4 model changes nothing: the rollout left exactly what `up` would have."""
+    inventory, dev = roof_host
+    paths = {}
+    for q in ("bf16", "w4a16"):
+        extra = [] if q == "bf16" else ["--quant", q]
+        made = subprocess.run([ZENOPS, "--json", "tiny-model", str(tmp_path / q), "--params", "200M", *extra],
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        paths[q] = json.loads(made.stdout.strip().splitlines()[-1])["path"]
+    up_args = ["up", "-i", str(inventory), "--image-source", "pip", "--base-image", "zenops/bookworm-slim:latest",
+               "--base-image-archive", str(BASE_ARCHIVE)]  # fmt: skip
+    zenops(*up_args, "--model", paths["bf16"])
+    t0 = time.monotonic()
+    done, _ = zenops(
+        "rollout", "-i", str(inventory), "--model", paths["w4a16"], "--allow-downtime", "--min-healthy", "2",
+        "--max-tps-drop", "0.95", "--max-ttft-rise", "20", "--max-spread", "10", "--runs-dir", str(tmp_path / "runs"),
+    )  # fmt: skip
+    wall = round(time.monotonic() - t0, 1)
+    assert done["status"] == "done", done
+    verdicts = [v for b in done["batch_states"] for v in b["verdicts"]]
+    perf = [v for v in verdicts if "new_tok_s" in v["figures"]]
+    assert perf, verdicts  # the performance gate measured the int4 server
+    for v in perf:
+        assert v["outcome"] == "pass", v
+        f = v["figures"]
+        assert f["new_tok_s"] > 0, f
+        assert f["baseline_tok_s"] > 0, f
+    inspect = json.loads(subprocess.run(["docker", "exec", dev.container, "docker", "inspect", "zenops-vllm-0"],
+                                        capture_output=True, text=True, check=True).stdout)[0]  # fmt: skip
+    assert Path(inspect["Config"]["Cmd"][0]).name == Path(paths["w4a16"]).name, inspect["Config"]["Cmd"]
+    assert inspect["State"]["Running"], inspect["State"]
+    again, _ = zenops(*up_args, "--model", paths["w4a16"])
+    plan = again["plans"][again["hosts"][0]["host"]]
+    assert plan["weights"] == "w4a16", plan
+    expected = quant.kernel(quant.FORMATS["w4a16"], plan["platform"]).kernel
+    assert any(r["topic"] == "quantization" and expected in r["text"] for r in plan["reasons"]), plan["reasons"]
+    assert again["changed_total"] == 0, again["changed_total"]
+    print(json.dumps({"rollout_wall_s": wall, "platform": plan["platform"],
+                      "phases": [b["phases"] for b in done["batch_states"]],
+                      "gate": [v["figures"] for v in perf]}, indent=1))  # fmt: skip
+
+
 def _plan_beside(source: str) -> dict:
     """The plan.json of the host a bench result file belongs to (runs/<id>/<host>/plan.json, above the result)."""
     for d in Path(source.split(":", 1)[0]).parents:
