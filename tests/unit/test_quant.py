@@ -204,3 +204,16 @@ def test_up_refuses_a_quantized_model_on_a_pair_whose_kernels_were_not_read_befo
     r = CliRunner().invoke(cli, [*argv, "--image-source", "pip"])
     assert isinstance(r.exception, AssertionError), r.output  # the recorder stopped it at provisioning
     assert nothing_runs == ["up_cloud"]
+
+
+def test_the_avx2_measurement_reaches_plans_on_avx2_hosts_only(models):
+    """quant.MEASURED's cpu/avx2 row (scripts/bench-quant on a Zen 3 VM): a plan for an AVX2-only AMD host (the cpu
+    platform) names the measured ratio and warns exactly when it is slower than bf16; an Intel host with AMX (the
+    same platform, another instruction set) gets no figure."""
+    m = quant.MEASURED[("w8a8", "cpu", "avx2")]
+    zen3 = plan(topo("epyc-7763-vm"), catalog.get_model(str(models["w8a8"])), ENGINE)
+    assert zen3.platform == "cpu"
+    assert any(m.ratios in r.text for r in zen3.reasons if r.topic == "quantization"), zen3.reasons
+    assert bool([w for w in zen3.warnings if "decodes slower than bf16" in w]) == m.slower
+    amx = plan(topo("xeon-8480-2s"), catalog.get_model(str(models["w8a8"])), ENGINE)
+    assert not any("measured decode" in r.text for r in amx.reasons)
