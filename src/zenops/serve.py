@@ -240,12 +240,14 @@ def resolve_model(name: str) -> tuple[ModelSpec, Path | None]:
     return spec, None
 
 
-def check_request(req: ServeRequest, warn: Callable[[str], None]) -> None:
+def check_request(req: ServeRequest, warn: Callable[[str], None]) -> tuple[compat.Combo, ModelSpec, Path | None]:
     """What can be refused from the request alone, before anything is provisioned (`up --cloud` asks it before it
-    creates servers): the engine pair, and a quantized model on a pair whose kernels zenops did not read."""
+    creates servers; serving asks it first): the engine pair, and a quantized model on a pair whose kernels zenops
+    did not read. Returns the pair, the model's spec and its local directory (None: not a local model)."""
     combo = resolve_combo(req, warn)
-    model, _dir = resolve_model(req.model)
+    model, model_dir = resolve_model(req.model)
     check_quantized_engine(model, combo.vllm)
+    return combo, model, model_dir
 
 
 def request_to_dict(req: ServeRequest, hf_token_given: bool, model_dir: Path | None = None) -> dict[str, Any]:
@@ -382,9 +384,7 @@ def serve_inventory(
     request's options came from a campaign's tuned file, this its reason (TunedConfig.reason): every plan carries it
     (and so does the serving record's)."""
     config, warn, first_warning = ctx.config, ctx.warn, len(ctx.warnings)
-    combo = resolve_combo(req, warn)
-    model, model_dir = resolve_model(req.model)
-    check_quantized_engine(model, combo.vllm)  # a refusal here: nothing on the hosts changed
+    combo, model, model_dir = check_request(req, warn)  # a refusal here: nothing on the hosts changed
     api_key = ensure_api_key(config, inventory, req.api_key_file)
     opts = plan_options(req, combo.vllm, tuned=tuned)
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.e2e.test_serve_devhost import BASE_ARCHIVE, ZENOPS, zenops
+from tests.e2e.test_serve_devhost import BASE_ARCHIVE, ZENOPS, in_host, zenops
 from zenops import devhost, quant
 from zenops.cpulist import parse_cpulist
 
@@ -185,6 +185,29 @@ def check_measurement(bw: dict, topology: dict, plan: dict, roofs: list[dict]) -
             assert f"with this instance's {threads} OpenMP thread(s)" in roof["source"], roof["source"]
 
 
+def _twins(tmp_path: Path) -> dict[str, str]:
+    """The 200M architecture in bf16 and its int4 twin (`tiny-model --quant w4a16`: the same weights, quantized)."""
+    paths = {}
+    for q in ("bf16", "w4a16"):
+        extra = [] if q == "bf16" else ["--quant", q]
+        made = subprocess.run([ZENOPS, "--json", "tiny-model", str(tmp_path / q), "--params", "200M", *extra],
+                              capture_output=True, text=True, check=True)  # fmt: skip
+        paths[q] = json.loads(made.stdout.strip().splitlines()[-1])["path"]
+    return paths
+
+
+def _up_pip(inventory: Path) -> list[str]:
+    """`up` on the inventory with the engine image of the package-index route (the pair whose kernels were read)."""
+    return ["up", "-i", str(inventory), "--image-source", "pip", "--base-image", "zenops/bookworm-slim:latest",
+            "--base-image-archive", str(BASE_ARCHIVE)]  # fmt: skip
+
+
+def _names_its_kernel(plan: dict, fmt: str) -> bool:
+    """The plan's quantization reason names the kernel zenops.quant's table gives the format on the plan's platform."""
+    expected = quant.kernel(quant.FORMATS[fmt], plan["platform"]).kernel
+    return any(r["topic"] == "quantization" and expected in r["text"] for r in plan["reasons"])
+
+
 @pytest.mark.full  # a second devhost, `up` twice and two benches (~5 min): the landing keeps the bf16 roofline above
 def test_a_quantized_twin_is_served_planned_at_its_bytes_and_measured_under_its_ceiling(roof_host, tmp_path):
     """The same 200M architecture in bf16 and int4 (compressed-tensors W4A16, `tiny-model --quant w4a16`), served one
@@ -193,14 +216,8 @@ def test_a_quantized_twin_is_served_planned_at_its_bytes_and_measured_under_its_
     every measured tok/s stays under its own plan's ceiling; the report labels the format. The ratio is printed, not
     asserted (scripts/bench-quant measures it with repeats)."""
     inventory, _dev = roof_host
-    paths = {}
-    for q in ("bf16", "w4a16"):
-        extra = [] if q == "bf16" else ["--quant", q]
-        made = subprocess.run([ZENOPS, "--json", "tiny-model", str(tmp_path / q), "--params", "200M", *extra],
-                              capture_output=True, text=True, check=True)  # fmt: skip
-        paths[q] = json.loads(made.stdout.strip().splitlines()[-1])["path"]
-    up_args = ["up", "-i", str(inventory), "--image-source", "pip", "--base-image", "zenops/bookworm-slim:latest",
-               "--base-image-archive", str(BASE_ARCHIVE)]  # fmt: skip
+    paths = _twins(tmp_path)
+    up_args = _up_pip(inventory)
     figures: dict[str, dict] = {}
     for q in ("bf16", "w4a16"):
         served, _ = zenops(*up_args, "--model", paths[q], *(["--measure"] if q == "bf16" else []))
@@ -209,8 +226,7 @@ def test_a_quantized_twin_is_served_planned_at_its_bytes_and_measured_under_its_
         (inst,) = plan["instances"]
         assert plan["weights"] == ("bfloat16" if q == "bf16" else q)
         if q != "bf16":
-            expected = quant.kernel(quant.FORMATS[q], plan["platform"]).kernel
-            assert any(r["topic"] == "quantization" and expected in r["text"] for r in plan["reasons"]), plan
+            assert _names_its_kernel(plan, q), plan
         bench, _ = zenops(
             "bench", "-i", str(inventory), "--concurrency", "1", "--num-prompts", "8", "--input-len", "64",
             "--output-len", "48", "--runs-dir", str(tmp_path / "runs"), "--run-id", q,
@@ -237,14 +253,8 @@ def test_a_bf16_server_rolls_out_to_int4_through_the_performance_gate(roof_host,
     After it the host serves the int4 checkpoint with the plan `up` makes for it (the kernel this platform gets), and
     `up` with the int4 model changes nothing: the rollout left exactly what `up` would have."""
     inventory, dev = roof_host
-    paths = {}
-    for q in ("bf16", "w4a16"):
-        extra = [] if q == "bf16" else ["--quant", q]
-        made = subprocess.run([ZENOPS, "--json", "tiny-model", str(tmp_path / q), "--params", "200M", *extra],
-                              capture_output=True, text=True, check=True)  # fmt: skip
-        paths[q] = json.loads(made.stdout.strip().splitlines()[-1])["path"]
-    up_args = ["up", "-i", str(inventory), "--image-source", "pip", "--base-image", "zenops/bookworm-slim:latest",
-               "--base-image-archive", str(BASE_ARCHIVE)]  # fmt: skip
+    paths = _twins(tmp_path)
+    up_args = _up_pip(inventory)
     zenops(*up_args, "--model", paths["bf16"])
     t0 = time.monotonic()
     done, _ = zenops(
@@ -261,15 +271,13 @@ def test_a_bf16_server_rolls_out_to_int4_through_the_performance_gate(roof_host,
         f = v["figures"]
         assert f["new_tok_s"] > 0, f
         assert f["baseline_tok_s"] > 0, f
-    inspect = json.loads(subprocess.run(["docker", "exec", dev.container, "docker", "inspect", "zenops-vllm-0"],
-                                        capture_output=True, text=True, check=True).stdout)[0]  # fmt: skip
+    inspect = json.loads(in_host(dev.container, "docker", "inspect", "zenops-vllm-0"))[0]
     assert Path(inspect["Config"]["Cmd"][0]).name == Path(paths["w4a16"]).name, inspect["Config"]["Cmd"]
     assert inspect["State"]["Running"], inspect["State"]
     again, _ = zenops(*up_args, "--model", paths["w4a16"])
     plan = again["plans"][again["hosts"][0]["host"]]
     assert plan["weights"] == "w4a16", plan
-    expected = quant.kernel(quant.FORMATS["w4a16"], plan["platform"]).kernel
-    assert any(r["topic"] == "quantization" and expected in r["text"] for r in plan["reasons"]), plan["reasons"]
+    assert _names_its_kernel(plan, "w4a16"), plan["reasons"]
     assert again["changed_total"] == 0, again["changed_total"]
     print(json.dumps({"rollout_wall_s": wall, "platform": plan["platform"],
                       "phases": [b["phases"] for b in done["batch_states"]],
