@@ -5,6 +5,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -35,6 +36,10 @@ def sigint_reaches_children() -> None:
     main_thread = threading.current_thread() is threading.main_thread()  # only it may set a handler
     if main_thread and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # scripts/test stops a lane that runs beside a failed tier with SIGTERM: an interruption, so the fixtures still
+    # take their hosts and deployments down (by default SIGTERM ends pytest without its teardown)
+    if main_thread and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
@@ -102,9 +107,17 @@ def lane_cpus() -> str | None:
     return str(cpus[-1]) if len(cpus) > 1 else None
 
 
-def quiet_measurements_done() -> None:
-    """Tell scripts/test that this lane's noise-sensitive measurements are over (ZENOPS_QUIET_MARK, a file it waits
-    for before starting other vLLM workloads beside them). Outside scripts/test: nothing."""
-    mark = os.environ.get("ZENOPS_QUIET_MARK")
-    if mark:
-        Path(mark).touch()
+def wait_for_a_quiet_machine(limit_s: float = 3 * 3600) -> float:
+    """Before a measurement that needs a quiet machine (the rollout's performance gates): wait until every other lane
+    of scripts/test has ended, so that no vLLM workload of theirs runs beside it (ZENOPS_QUIET_AFTER: their end marks,
+    space-separated). Outside scripts/test: no wait. Past ``limit_s`` it goes on (the verdict may then be noisy; the
+    lanes' own timeouts end them long before). Returns the seconds waited."""
+    marks = [Path(m) for m in os.environ.get("ZENOPS_QUIET_AFTER", "").split()]
+    t0 = time.monotonic()
+    while any(not m.exists() for m in marks) and time.monotonic() - t0 < limit_s:
+        time.sleep(5)
+    waited = time.monotonic() - t0
+    if marks:
+        left = [m.name for m in marks if not m.exists()]
+        print(f"\nwaited {waited:.0f}s for the other lanes to end" + (f" (still running: {left})" if left else ""))
+    return waited

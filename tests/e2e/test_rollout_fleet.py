@@ -1,24 +1,26 @@
 """`zenops rollout` end to end on one fleet behind its gateway (2 hosts in the landing run, 3 with `scripts/test
---full`: there test 2's batch after the canary holds two hosts at once), all real: systemd container hosts over SSH,
+--full`: there test 1's batch after the canary holds two hosts at once), all real: systemd container hosts over SSH,
 Docker inside, the engine image from the machine's image cache (pip route), real vLLM servers with tiny models made
-offline, real HAProxy from Debian's packages. The fleet is shared by the tests of this module, in order:
+offline, real HAProxy from Debian's packages, Prometheus. The fleet is shared by the tests of this module, in order:
 
-1. a release that starts but is slower (--max-num-seqs 1 under a concurrency-4 gate) is stopped by the performance
-   gate, with its default limits, and reverted; the message shows baseline vs new tok/s. The devhosts are containers
-   on this machine: their facts show one kernel, so the rollout measures them one after another (at once, their
-   servers on one core measured each other: one server's two baseline runs differed 6x). It runs first, right after
-   the fleet's `up`: scripts/test starts this module beside stages that mostly wait on the sandbox cloud, SSH or apt,
-   never beside another vLLM workload (beside the campaign's servers, CI17 measured a baseline spread of 87% and a
-   control drift of x0.39: no verdict possible);
-2. rolling from model A to model B while a bounded load runs through the gateway (the canary, then a batch of the
+1. rolling from model A to model B while a bounded load runs through the gateway (the canary, then a batch of the
    others: one host, or two at once with --full), interrupted (Ctrl-C) after the canary batch and resumed by the same
-   command: zero failed requests, every host on B, the gateway serving them all, none left drained;
-3. the perimeter: every route the running servers expose (their /openapi.json), called without the key directly at
+   command: zero failed requests, every host on B, the gateway serving them all, none left drained; then (1b) the
+   metrics follow the new servers and `zenops top` reads them under load, and (1c) live traffic that saturates the
+   fleet pauses a rollout (exit 16) before it changes anything;
+2. the perimeter: every route the running servers expose (their /openapi.json), called without the key directly at
    each server and through the gateway, with a valid body: nothing but /health answers 2xx (the server's middleware
    answers 401; the gateway 404 off its allowlist, 401 on it); with the key the API works on both;
-4. (`scripts/test --full` only: the revert is test 1's too) a release whose servers cannot start (a corrupt model:
-   config fine, weights truncated) fails the health gate on the canary, is reverted, exit 15 names the health gate;
-   zero failed requests throughout.
+3. (`scripts/test --full` only) a release whose servers cannot start (a corrupt model: config fine, weights
+   truncated) fails the health gate on the canary, is reverted, exit 15 names the health gate; zero failed requests;
+4. the performance gates, last, on a quiet machine: scripts/test runs this module first, beside the lint and unit
+   tiers and then beside its other lanes, and these tests wait until every other lane has ended (beside the
+   campaign's servers CI17 measured a baseline spread of 87% and a control drift of x0.39: no verdict possible). The
+   devhosts are containers on this machine: their facts show one kernel, so the rollout measures them one after
+   another. (4b) A release that changes nothing (model A <-> B) passes its gate with the default limits (once; twice
+   with --full); (4, --full) a release that starts but is slower (--max-num-seqs 1 under a concurrency-4 gate) is
+   stopped by the performance gate with its default limits and reverted, the message showing baseline vs new tok/s;
+5. `down` takes the deployment and its metrics away.
 
 Figures (load counts, wall time per batch) go to .cache/e2e/rollout.json for the record.
 """
@@ -44,7 +46,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, lane_cpus, quiet_measurements_done
+from tests.conftest import REPO, lane_cpus, wait_for_a_quiet_machine
 from zenops import devhost
 from zenops.tinymodel import generate
 
@@ -290,56 +292,6 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         devhost.down(state, name)
 
 
-def test_1_slower_release_is_stopped_by_the_performance_gate_and_reverted(fleet: Fleet) -> None:
-    """max-num-seqs 1 under a concurrency-4 gate starts fine (the health gate passes) but queues 3 of every 4
-    requests: the performance gate, with its default limits and sizing (runs of at least 10 s, from a first run's
-    pace), fails the canary against the baseline the rollout measured before it changed anything, reverts it, and
-    exit 15 names the gate with the figures behind it."""
-    before = served_models(fleet)
-    t0 = time.monotonic()
-    args = [
-        ZENOPS, "--json", "rollout", "-i", str(fleet.inventory), "--max-num-seqs", "1", "--gate-concurrency", "4",
-        "--min-healthy", "2",
-    ]  # fmt: skip
-    try:
-        with Reader(args, fleet.env) as run:
-            # landing: the measurements are over once the gate has told (the revert that follows measures nothing):
-            # the other lanes of scripts/test may start their vLLM servers now. --full: after test 1b's
-            run.wait_for(
-                lambda line: (
-                    line.get("type") == "note"
-                    and "performance gate " in str(line.get("message"))
-                    and " vs baseline " in str(line.get("message"))
-                )  # the verdict, with its figures
-            )
-            if not FULL:
-                quiet_measurements_done()
-            rc = run.wait(timeout=1800)
-    except BaseException:
-        quiet_measurements_done()  # a failure here: the other lanes need not wait
-        raise
-    assert rc == 15, (rc, run.tail())
-    err = run.lines[-1]
-    notes = "\n".join(str(x.get("message", "")) for x in run.lines if x.get("type") == "note")
-    FIGURES["rollout_slow"] = {
-        "wall_s": round(time.monotonic() - t0, 1),
-        "message": err.get("message", "")[:800],
-        "notes": notes.splitlines()[-10:],
-    }
-    assert "one machine (the same kernel): measured one after another" in notes, notes
-    assert "each gate run has" in notes or "it counts" in notes, notes  # the runs sized by time
-    assert "performance gate failed on" in err["message"], err
-    assert "vs baseline" in err["message"], err  # the figures behind the verdict
-    assert "Reverted" in err["message"], err
-    assert served_models(fleet) == before
-    # the canary is back: its server has the previous max-num-seqs
-    canary = fleet.hosts[0]
-    server_args = json.loads(in_host(canary.container, "docker", "inspect", "zenops-vllm-0"))[0]["Args"]
-    assert server_args[server_args.index("--max-num-seqs") + 1] != "1", server_args
-    states = backends(fleet)
-    assert all(b["status"].startswith("UP") for b in states), states
-
-
 def other_model(fleet: Fleet) -> str:
     """The release the fleet does not serve: tiny-a <-> tiny-b (one architecture, other weights: the same speed)."""
     now = set(served_models(fleet).values())
@@ -347,55 +299,7 @@ def other_model(fleet: Fleet) -> str:
     return "b" if now == {"tiny-a"} else "a"
 
 
-@pytest.mark.full
-def test_1b_a_release_that_changes_nothing_passes_its_gate_with_the_default_limits(fleet: Fleet) -> None:
-    """(`scripts/test --full` only: with its baseline and two gated batches it held the fleet's quiet window 9 more
-    minutes, past the landing budget on a 2-core AVX2 machine.) Model A to model B (the same architecture and size,
-    other random weights: no change in speed), then back: two no-change releases with the performance gate's default
-    limits; every batch's gate passes and both rollouts finish. Then the fleet's measurements are over: the other
-    lanes of scripts/test may start their vLLM servers."""
-    gates: list[dict[str, Any]] = []
-    try:
-        for k in range(2):
-            target = other_model(fleet)
-            t0 = time.monotonic()
-            _rc, result, notes = run_zenops(
-                fleet, "rollout", "-i", str(fleet.inventory), "--model", str(fleet.models[target]),
-                "--min-healthy", "2", timeout=1800,
-            )  # fmt: skip
-            verdicts = [v for b in result["batch_states"] for v in b["verdicts"]]
-            gates.append(
-                {
-                    "release": f"tiny-{target}",
-                    "wall_s": round(time.monotonic() - t0, 1),
-                    "baseline_spread": result.get("baseline_spread"),
-                    "gate_prompts": result.get("gate_prompts"),
-                    "baseline_runs": result.get("baseline_all"),
-                    "baseline_s": result.get("baseline_s"),
-                    "batches": [
-                        {"hosts": b["hosts"], "wall_s": b["wall_s"], "phases": b["phases"]}
-                        for b in result["batch_states"]
-                    ],
-                    "verdicts": [
-                        {k2: v["figures"].get(k2) for k2 in ("new_tok_s", "expected_tok_s", "tok_s_change", "spread")}
-                        | {"outcome": v["outcome"]}
-                        for v in verdicts
-                    ],
-                    "notes": notes.splitlines()[-8:],
-                }
-            )
-            assert result["status"] == "done", (k, result.get("message"), notes)
-            assert verdicts, (k, result)
-            assert all(v["outcome"] == "pass" for v in verdicts), (k, verdicts)
-            assert set(served_models(fleet).values()) == {f"tiny-{target}"}
-    finally:
-        FIGURES["rollout_no_change"] = gates
-        quiet_measurements_done()
-    states = backends(fleet)
-    assert all(b["status"].startswith("UP") for b in states), states
-
-
-def test_2_rollout_under_load_interrupted_then_resumed_fails_no_request(fleet: Fleet) -> None:
+def test_1_rollout_under_load_interrupted_then_resumed_fails_no_request(fleet: Fleet) -> None:
     """To the other model host by host while a load runs through the gateway; Ctrl-C after the canary batch, then
     the same command again: it resumes and finishes; zero failed requests all along; nothing left drained."""
     target = other_model(fleet)
@@ -450,8 +354,8 @@ def prometheus(fleet: Fleet, query: str = "") -> dict[str, Any]:
     return dict(json.loads(in_host(container, "curl", "-fsS", f"http://127.0.0.1:9090{path}"))["data"])
 
 
-def test_2b_metrics_follow_the_rollout_and_top_reads_them_under_load(fleet: Fleet) -> None:
-    """After test 2's rollout (new servers on every host): Prometheus scrapes exactly the servers that run now (every
+def test_1b_metrics_follow_the_rollout_and_top_reads_them_under_load(fleet: Fleet) -> None:
+    """After test 1's rollout (new servers on every host): Prometheus scrapes exactly the servers that run now (every
     target UP, none stale: the old ports are gone), every host's node_exporter and the gateway; under a bounded load
     through the gateway, `zenops top --json` (from Prometheus) shows generated tok/s and running requests on every
     instance."""
@@ -522,7 +426,7 @@ def call(url: str, method: str, key: str | None = None, auth: str | None = None)
         return int(e.code)
 
 
-def test_2c_a_fleet_saturated_by_live_traffic_pauses_the_rollout_and_fails_no_request(fleet: Fleet) -> None:
+def test_1c_a_fleet_saturated_by_live_traffic_pauses_the_rollout_and_fails_no_request(fleet: Fleet) -> None:
     """Live traffic far beyond the servers' seats (requests queue at every server): the gate's first check cannot get
     an answer within --gate-answer-timeout, so the rollout pauses with exit 16 and says the fleet is too busy to
     measure, before anything changed; no request of the live load fails, no server is left drained; `--abort` then
@@ -560,7 +464,7 @@ def test_2c_a_fleet_saturated_by_live_traffic_pauses_the_rollout_and_fails_no_re
     assert served_models(fleet) == before
 
 
-def test_3_no_route_answers_without_the_key_directly_or_through_the_gateway(fleet: Fleet) -> None:
+def test_2_no_route_answers_without_the_key_directly_or_through_the_gateway(fleet: Fleet) -> None:
     gateway = fleet.url.removesuffix("/v1")
     servers = [f"http://{h.address}:8000" for h in fleet.hosts]
     assert call(f"{servers[0]}/openapi.json", "GET") == 401
@@ -609,8 +513,8 @@ def test_3_no_route_answers_without_the_key_directly_or_through_the_gateway(flee
                 call(f"http://{h.address}:{port}/metrics", "GET")
 
 
-@pytest.mark.full  # the revert is covered by test 1 (the performance gate); this is the health gate's variant
-def test_4_release_that_cannot_start_fails_the_health_gate_on_the_canary_and_is_reverted(fleet: Fleet) -> None:
+@pytest.mark.full  # the revert is covered by test 1's resume and test 4 (--full); this is the health gate's variant
+def test_3_release_that_cannot_start_fails_the_health_gate_on_the_canary_and_is_reverted(fleet: Fleet) -> None:
     before = served_models(fleet)
     with Load(fleet.url, fleet.key) as load:
         _rc, err, _notes = run_zenops(
@@ -623,6 +527,91 @@ def test_4_release_that_cannot_start_fails_the_health_gate_on_the_canary_and_is_
     assert "Reverted" in err["message"], err
     assert load.failed == 0, load.summary()
     assert served_models(fleet) == before  # the canary is back on B, the others were never touched
+    states = backends(fleet)
+    assert all(b["status"].startswith("UP") for b in states), states
+
+
+@pytest.mark.full
+def test_4_slower_release_is_stopped_by_the_performance_gate_and_reverted(fleet: Fleet) -> None:
+    """(`scripts/test --full` only: the landing run's gate is test 4b's, which must pass; this one must fail.) Once
+    the other lanes of scripts/test have ended (a quiet machine): max-num-seqs 1 under a concurrency-4 gate starts
+    fine (the health gate passes) but queues 3 of every 4 requests: the performance gate, with its default limits and
+    sizing (runs of at least 10 s, from a first run's pace), fails the canary against the baseline the rollout measured
+    before it changed anything, reverts it, and exit 15 names the gate with the figures behind it."""
+    FIGURES["waited_for_a_quiet_machine_s"] = round(wait_for_a_quiet_machine())
+    before = served_models(fleet)
+    t0 = time.monotonic()
+    args = [
+        ZENOPS, "--json", "rollout", "-i", str(fleet.inventory), "--max-num-seqs", "1", "--gate-concurrency", "4",
+        "--min-healthy", "2",
+    ]  # fmt: skip
+    with Reader(args, fleet.env) as run:
+        rc = run.wait(timeout=1800)
+    assert rc == 15, (rc, run.tail())
+    err = run.lines[-1]
+    notes = "\n".join(str(x.get("message", "")) for x in run.lines if x.get("type") == "note")
+    FIGURES["rollout_slow"] = {
+        "wall_s": round(time.monotonic() - t0, 1),
+        "message": err.get("message", "")[:800],
+        "notes": notes.splitlines()[-10:],
+    }
+    assert "one machine (the same kernel): measured one after another" in notes, notes
+    assert "each gate run has" in notes or "it counts" in notes, notes  # the runs sized by time
+    assert "performance gate failed on" in err["message"], err
+    assert "vs baseline" in err["message"], err  # the figures behind the verdict
+    assert "Reverted" in err["message"], err
+    assert served_models(fleet) == before
+    # the canary is back: its server has the previous max-num-seqs
+    canary = fleet.hosts[0]
+    server_args = json.loads(in_host(canary.container, "docker", "inspect", "zenops-vllm-0"))[0]["Args"]
+    assert server_args[server_args.index("--max-num-seqs") + 1] != "1", server_args
+    states = backends(fleet)
+    assert all(b["status"].startswith("UP") for b in states), states
+
+
+def test_4b_a_release_that_changes_nothing_passes_its_gate_with_the_default_limits(fleet: Fleet) -> None:
+    """Once the other lanes of scripts/test have ended (a quiet machine): to the other model (the same architecture
+    and size, other random weights: no change in speed) with the performance gate's default limits; every batch's gate
+    passes and the rollout finishes. `scripts/test --full`: then back, a second no-change release that must pass too
+    (the landing run has one: each is a baseline and two gated batches, about 9 minutes on a 2-core AVX2 machine)."""
+    waited = wait_for_a_quiet_machine()
+    FIGURES.setdefault("waited_for_a_quiet_machine_s", round(waited))
+    gates: list[dict[str, Any]] = []
+    try:
+        for k in range(2 if FULL else 1):
+            target = other_model(fleet)
+            t0 = time.monotonic()
+            _rc, result, notes = run_zenops(
+                fleet, "rollout", "-i", str(fleet.inventory), "--model", str(fleet.models[target]),
+                "--min-healthy", "2", timeout=1800,
+            )  # fmt: skip
+            verdicts = [v for b in result["batch_states"] for v in b["verdicts"]]
+            gates.append(
+                {
+                    "release": f"tiny-{target}",
+                    "wall_s": round(time.monotonic() - t0, 1),
+                    "baseline_spread": result.get("baseline_spread"),
+                    "gate_prompts": result.get("gate_prompts"),
+                    "baseline_runs": result.get("baseline_all"),
+                    "baseline_s": result.get("baseline_s"),
+                    "batches": [
+                        {"hosts": b["hosts"], "wall_s": b["wall_s"], "phases": b["phases"]}
+                        for b in result["batch_states"]
+                    ],
+                    "verdicts": [
+                        {k2: v["figures"].get(k2) for k2 in ("new_tok_s", "expected_tok_s", "tok_s_change", "spread")}
+                        | {"outcome": v["outcome"]}
+                        for v in verdicts
+                    ],
+                    "notes": notes.splitlines()[-8:],
+                }
+            )
+            assert result["status"] == "done", (k, result.get("message"), notes)
+            assert verdicts, (k, result)
+            assert all(v["outcome"] == "pass" for v in verdicts), (k, verdicts)
+            assert set(served_models(fleet).values()) == {f"tiny-{target}"}
+    finally:
+        FIGURES["rollout_no_change"] = gates
     states = backends(fleet)
     assert all(b["status"].startswith("UP") for b in states), states
 
