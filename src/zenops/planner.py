@@ -1108,7 +1108,7 @@ def _check_quantization(
     if fmt is None:
         return
     try:
-        k = quant.kernel(fmt, platform)
+        k = quant.kernel(fmt, platform, flags)
     except quant.QuantError as e:
         raise PlanRefusedError("quantization", f"{model.name}: {e}", hint=_nearest_hint(e.nearest)) from e
     if fmt.name in ("gptq-int4", "awq-int4") and dtype == "float32":

@@ -138,6 +138,18 @@ KERNELS: dict[tuple[str, str], Kernel] = {
         _WHEEL + "kernels/linear/scaled_mm/cpu.py:33-226",
     ),
 }
+# What a format needs of the CPU beyond its platform. The wheel builds its CPU ops three times and imports one by the
+# CPU's flags (vllm/platforms/cpu.py:631-662, CpuPlatform.import_kernels): vllm/_C.abi3.so with AVX-512 BF16,
+# _C_AVX512.abi3.so with AVX-512, else _C_AVX2.abi3.so. cpu_gemm_wna16, the int4 GEMM every CPUWNA16LinearKernel call
+# ends in, is in the first two only (read: `strings` of the three files of the wheel: 55, 55 and 0 mentions). Seen:
+# on an AMD EPYC Zen 3 (AVX2 only) the int4 twin's server stops while loading with "'_OpNamespace' '_C' object has
+# no attribute 'cpu_gemm_wna16'" (scripts/bench-quant --formats w4a16,w8a8, 2026-11-27). The zen platform needs
+# AVX-512 itself; int8 (CPUInt8ScaledMMLinearKernel, oneDNN) is in all three builds and runs on AVX2 (measured).
+NEEDS_AVX512: dict[tuple[str, str], str] = {
+    (f, "cpu"): "cpu_gemm_wna16 (CPUWNA16LinearKernel's int4 GEMM) is in the wheel's AVX-512 builds of its CPU ops "
+    "only; without AVX-512 vLLM imports vllm/_C_AVX2.abi3.so (vllm/platforms/cpu.py:631-662), which lacks it"
+    for f in ("w4a16", "gptq-int4", "awq-int4")
+}
 # What is known not to run, and the nearest option that does.
 REFUSED: dict[str, tuple[str, str]] = {
     "torchao": ("torchao is not installed in the engine image (layers/quantization/torchao.py:173-179)", "w4a16"),
@@ -194,13 +206,25 @@ def detect(quantization_config: Mapping[str, Any] | None) -> Format | None:
     raise QuantError(f"quant_method {method or '(none)'}: not in the table of {ENGINE}", "w4a16")
 
 
-def kernel(fmt: Format, platform: str) -> Kernel:
-    """The kernel that serves ``fmt`` on ``platform``; raises QuantError when the table has none."""
+def kernel(fmt: Format, platform: str, flags: Iterable[str] | None = None) -> Kernel:
+    """The kernel that serves ``fmt`` on ``platform`` (on a CPU with ``flags``, when given); raises QuantError when the
+    table has none, or when that CPU lacks what the kernel needs (:data:`NEEDS_AVX512`)."""
     k = KERNELS.get((fmt.name, platform))
     if k is None:
         other = [p for (f, p) in KERNELS if f == fmt.name]
         raise QuantError(f"{fmt.title} has no kernel on the {platform} platform of {ENGINE}",
                          f"--platform {other[0]}" if other else None)  # fmt: skip
+    why = NEEDS_AVX512.get((fmt.name, platform))
+    if why and flags is not None and isa(flags) == "avx2":
+        runs = sorted({f for (f, p) in KERNELS if p == platform and (f, p) not in NEEDS_AVX512})
+        w8 = measured("w8a8", platform, flags)
+        raise QuantError(
+            f"{fmt.title} does not run on this CPU (no AVX-512): {why}. What runs here: "
+            + ", ".join(runs)
+            + (f" (w8a8 measured {w8.ratios} of bf16's decode tok/s)" if w8 else "")
+            + ", and bf16",
+            None,
+        )
     return k
 
 

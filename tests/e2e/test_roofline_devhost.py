@@ -185,10 +185,26 @@ def check_measurement(bw: dict, topology: dict, plan: dict, roofs: list[dict]) -
             assert f"with this instance's {threads} OpenMP thread(s)" in roof["source"], roof["source"]
 
 
+def _machine_flags() -> set[str]:
+    """This machine's CPU flags: the devhosts are containers on it, their facts show the same CPU."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+# The quantized twin this machine must serve: int4 (W4A16) where the CPU has AVX-512; on an AVX2-only CPU int4 is
+# refused before anything runs (zenops.quant.NEEDS_AVX512: the wheel's AVX2 build of its CPU ops has no
+# cpu_gemm_wna16) and the twin is int8 (W8A8), which runs there
+INT4_RUNS = quant.isa(_machine_flags()) != "avx2"
+TWIN = "w4a16" if INT4_RUNS else "w8a8"
+
+
 def _twins(tmp_path: Path) -> dict[str, str]:
-    """The 200M architecture in bf16 and its int4 twin (`tiny-model --quant w4a16`: the same weights, quantized)."""
+    """The 200M architecture in bf16, its int4 twin (`tiny-model --quant w4a16`: the same weights, quantized) and, on a
+    machine where int4 does not run, its int8 twin."""
     paths = {}
-    for q in ("bf16", "w4a16"):
+    for q in ("bf16", "w4a16", *(() if INT4_RUNS else ("w8a8",))):
         extra = [] if q == "bf16" else ["--quant", q]
         made = subprocess.run([ZENOPS, "--json", "tiny-model", str(tmp_path / q), "--params", "200M", *extra],
                               capture_output=True, text=True, check=True)  # fmt: skip
@@ -208,18 +224,33 @@ def _names_its_kernel(plan: dict, fmt: str) -> bool:
     return any(r["topic"] == "quantization" and expected in r["text"] for r in plan["reasons"])
 
 
+def _int4_is_refused_and_nothing_changed(dev: devhost.DevHost, *args: str) -> None:
+    """On a CPU without AVX-512: `zenops up`/`rollout` to the int4 twin exits 7 before it changes anything, saying why
+    (no AVX-512, cpu_gemm_wna16); the server that ran goes on, the same container, not restarted."""
+    before = json.loads(in_host(dev.container, "docker", "inspect", "zenops-vllm-0"))[0]
+    refused, _ = zenops(*args, rc=7)
+    assert "no AVX-512" in refused["message"], refused
+    assert "cpu_gemm_wna16" in refused["message"], refused
+    after = json.loads(in_host(dev.container, "docker", "inspect", "zenops-vllm-0"))[0]
+    assert (after["Id"], after["State"]["StartedAt"]) == (before["Id"], before["State"]["StartedAt"])
+    assert after["State"]["Running"], after["State"]
+
+
 @pytest.mark.full  # a second devhost, `up` twice and two benches (~5 min): the landing keeps the bf16 roofline above
 def test_a_quantized_twin_is_served_planned_at_its_bytes_and_measured_under_its_ceiling(roof_host, tmp_path):
-    """The same 200M architecture in bf16 and int4 (compressed-tensors W4A16, `tiny-model --quant w4a16`), served one
-    after the other through `zenops up` on a devhost and benchmarked at C=1: the int4 plan names its weights and the
-    kernel this machine's platform gets (zenops.quant's table), reads under a third of the bf16 bytes per step, and
-    every measured tok/s stays under its own plan's ceiling; the report labels the format. The ratio is printed, not
-    asserted (scripts/bench-quant measures it with repeats)."""
-    inventory, _dev = roof_host
+    """The same 200M architecture in bf16 and quantized (int4, compressed-tensors W4A16, `tiny-model --quant w4a16`;
+    on a CPU without AVX-512, where int4 is refused before anything runs, int8 W8A8), served one after the other
+    through `zenops up` on a devhost and benchmarked at C=1: the quantized plan names its weights and the kernel this
+    machine's platform gets (zenops.quant's table), reads a third (int4) or under 70% (int8) of the bf16 bytes per
+    step, and every measured tok/s stays under its own plan's ceiling; the report labels the format. The ratio is
+    printed, not asserted (scripts/bench-quant measures it with repeats)."""
+    inventory, dev = roof_host
     paths = _twins(tmp_path)
     up_args = _up_pip(inventory)
     figures: dict[str, dict] = {}
-    for q in ("bf16", "w4a16"):
+    for q in ("bf16", TWIN):
+        if q != "bf16" and not INT4_RUNS:
+            _int4_is_refused_and_nothing_changed(dev, *up_args, "--model", paths["w4a16"])
         served, _ = zenops(*up_args, "--model", paths[q], *(["--measure"] if q == "bf16" else []))
         host = served["hosts"][0]["host"]
         plan = served["plans"][host]
@@ -236,29 +267,36 @@ def test_a_quantized_twin_is_served_planned_at_its_bytes_and_measured_under_its_
         assert r["output_throughput"] <= r["ceiling_tok_s"], r
         figures[q] = {"tok_s": r["output_throughput"], "ceiling": r["ceiling_tok_s"],
                       "bytes_per_step": inst["roofline"]["bytes_per_step"], "platform": plan["platform"]}  # fmt: skip
-    assert figures["w4a16"]["bytes_per_step"] < figures["bf16"]["bytes_per_step"] / 3
-    rep = subprocess.run([ZENOPS, "report", str(tmp_path / "runs" / "w4a16"), "--format", "md"],
+    share = 1 / 3 if quant.FORMATS[TWIN].weight_bits == 4 else 0.7
+    assert figures[TWIN]["bytes_per_step"] < figures["bf16"]["bytes_per_step"] * share
+    rep = subprocess.run([ZENOPS, "report", str(tmp_path / "runs" / TWIN), "--format", "md"],
                          capture_output=True, text=True, check=True)  # fmt: skip
-    assert "(w4a16)" in rep.stdout
-    print(json.dumps({**figures, "ratio": round(figures["w4a16"]["tok_s"] / figures["bf16"]["tok_s"], 2)}, indent=1))
+    assert f"({TWIN})" in rep.stdout
+    print(json.dumps({**figures, "ratio": round(figures[TWIN]["tok_s"] / figures["bf16"]["tok_s"], 2)}, indent=1))
 
 
 @pytest.mark.full  # a devhost, `up`, a gated rollout and a re-run of `up` (~10 min): the twin above serves int4 by `up`
 def test_a_bf16_server_rolls_out_to_int4_through_the_performance_gate(roof_host, tmp_path):
     """bf16 -> int4 is a model change, so `zenops rollout` gates it: the 200M architecture in bf16 served by `up`, then
     rolled out to its int4 twin (compressed-tensors W4A16, the same weights quantized) on the one host (in place,
-    --allow-downtime). The performance gate measures the int4 server against the bf16 baseline it took before the
-    change; its limits are opened wide here, so that the rollout goes through whatever the ratio on this machine
-    (which format is faster is a measurement: scripts/bench-quant), and the verdict's figures are checked and printed.
-    After it the host serves the int4 checkpoint with the plan `up` makes for it (the kernel this platform gets), and
-    `up` with the int4 model changes nothing: the rollout left exactly what `up` would have."""
+    --allow-downtime). On a CPU without AVX-512 the rollout to int4 is refused before it changes anything (exit 7) and
+    the twin rolled out to is int8 (W8A8). The performance gate measures the quantized server against the bf16
+    baseline it took before the change; its limits are opened wide here, so that the rollout goes through whatever
+    the ratio on this machine (which format is faster is a measurement: scripts/bench-quant), and the verdict's
+    figures are checked and printed. After it the host serves the quantized checkpoint with the plan `up` makes for it
+    (the kernel this platform gets), and `up` with that model changes nothing: the rollout left exactly what `up`
+    would have."""
     inventory, dev = roof_host
     paths = _twins(tmp_path)
     up_args = _up_pip(inventory)
     zenops(*up_args, "--model", paths["bf16"])
+    if not INT4_RUNS:
+        _int4_is_refused_and_nothing_changed(
+            dev, "rollout", "-i", str(inventory), "--model", paths["w4a16"], "--allow-downtime"
+        )
     t0 = time.monotonic()
     done, _ = zenops(
-        "rollout", "-i", str(inventory), "--model", paths["w4a16"], "--allow-downtime", "--min-healthy", "2",
+        "rollout", "-i", str(inventory), "--model", paths[TWIN], "--allow-downtime", "--min-healthy", "2",
         "--max-tps-drop", "0.95", "--max-ttft-rise", "20", "--max-spread", "10", "--runs-dir", str(tmp_path / "runs"),
     )  # fmt: skip
     wall = round(time.monotonic() - t0, 1)
@@ -272,12 +310,12 @@ def test_a_bf16_server_rolls_out_to_int4_through_the_performance_gate(roof_host,
         assert f["new_tok_s"] > 0, f
         assert f["baseline_tok_s"] > 0, f
     inspect = json.loads(in_host(dev.container, "docker", "inspect", "zenops-vllm-0"))[0]
-    assert Path(inspect["Config"]["Cmd"][0]).name == Path(paths["w4a16"]).name, inspect["Config"]["Cmd"]
+    assert Path(inspect["Config"]["Cmd"][0]).name == Path(paths[TWIN]).name, inspect["Config"]["Cmd"]
     assert inspect["State"]["Running"], inspect["State"]
-    again, _ = zenops(*up_args, "--model", paths["w4a16"])
+    again, _ = zenops(*up_args, "--model", paths[TWIN])
     plan = again["plans"][again["hosts"][0]["host"]]
-    assert plan["weights"] == "w4a16", plan
-    assert _names_its_kernel(plan, "w4a16"), plan["reasons"]
+    assert plan["weights"] == TWIN, plan
+    assert _names_its_kernel(plan, TWIN), plan["reasons"]
     assert again["changed_total"] == 0, again["changed_total"]
     print(json.dumps({"rollout_wall_s": wall, "platform": plan["platform"],
                       "phases": [b["phases"] for b in done["batch_states"]],

@@ -217,3 +217,26 @@ def test_the_avx2_measurement_reaches_plans_on_avx2_hosts_only(models):
     assert bool([w for w in zen3.warnings if "decodes slower than bf16" in w]) == m.slower
     amx = plan(topo("xeon-8480-2s"), catalog.get_model(str(models["w8a8"])), ENGINE)
     assert not any("measured decode" in r.text for r in amx.reasons)
+
+
+@pytest.mark.parametrize("fmt", ["w4a16", "gptq-int4", "awq-int4"])
+def test_int4_on_a_cpu_without_avx512_is_refused_before_anything_runs_naming_what_does(models, fmt):
+    """The wheel's AVX2 build of its CPU ops has no cpu_gemm_wna16 (quant.NEEDS_AVX512): an int4 plan for an AVX2-only
+    AMD host (the cpu platform) is refused with exit 7, saying why and what runs there (w8a8 with its measured ratio,
+    bf16); the same format on Intel with AMX (the cpu platform too, AVX-512) is planned; and int8 runs on AVX2."""
+    model = catalog.get_model(str(models["gptq-int4" if fmt == "awq-int4" else fmt]))
+    if fmt == "awq-int4":  # no tiny AWQ checkpoint: the table's row, through the kernel lookup the plan makes
+        with pytest.raises(quant.QuantError, match="cpu_gemm_wna16"):
+            quant.kernel(quant.FORMATS[fmt], "cpu", topo("epyc-7763-vm").flags)
+        assert quant.kernel(quant.FORMATS[fmt], "cpu", topo("xeon-8480-2s").flags)
+        return
+    with pytest.raises(PlanRefusedError, match="no AVX-512") as e:
+        plan(topo("epyc-7763-vm"), model, ENGINE)
+    assert e.value.exit_code == 7
+    msg = str(e.value)
+    assert "cpu_gemm_wna16" in msg, msg
+    assert "_C_AVX2" in msg, msg
+    assert "w8a8 measured " + quant.MEASURED[("w8a8", "cpu", "avx2")].ratios in msg, msg
+    assert "bf16" in (e.value.hint or ""), e.value.hint
+    assert plan(topo("xeon-8480-2s"), model, ENGINE).platform == "cpu"
+    assert plan(topo("epyc-7763-vm"), catalog.get_model(str(models["w8a8"])), ENGINE).platform == "cpu"
