@@ -218,11 +218,9 @@ def kernel(fmt: Format, platform: str, flags: Iterable[str] | None = None) -> Ke
     if why and flags is not None and isa(flags) == "avx2":
         runs = sorted({f for (f, p) in KERNELS if p == platform and (f, p) not in NEEDS_AVX512})
         w8 = measured("w8a8", platform, flags)
+        named = [f + (f" (measured {w8.ratios} of bf16's decode tok/s)" if f == "w8a8" and w8 else "") for f in runs]
         raise QuantError(
-            f"{fmt.title} does not run on this CPU (no AVX-512): {why}. What runs here: "
-            + ", ".join(runs)
-            + (f" (w8a8 measured {w8.ratios} of bf16's decode tok/s)" if w8 else "")
-            + ", and bf16",
+            f"{fmt.title} does not run on this CPU (no AVX-512): {why}. What runs here: {', '.join(named)} and bf16",
             None,
         )
     return k

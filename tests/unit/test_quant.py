@@ -236,7 +236,7 @@ def test_int4_on_a_cpu_without_avx512_is_refused_before_anything_runs_naming_wha
     msg = str(e.value)
     assert "cpu_gemm_wna16" in msg, msg
     assert "_C_AVX2" in msg, msg
-    assert "w8a8 measured " + quant.MEASURED[("w8a8", "cpu", "avx2")].ratios in msg, msg
+    assert "w8a8 (measured " + quant.MEASURED[("w8a8", "cpu", "avx2")].ratios in msg, msg
     assert "bf16" in (e.value.hint or ""), e.value.hint
     assert plan(topo("xeon-8480-2s"), model, ENGINE).platform == "cpu"
     assert plan(topo("epyc-7763-vm"), catalog.get_model(str(models["w8a8"])), ENGINE).platform == "cpu"
