@@ -305,7 +305,7 @@ def test_1_rollout_under_load_interrupted_then_resumed_fails_no_request(fleet: F
     target = other_model(fleet)
     args = [
         ZENOPS, "--json", "rollout", "-i", str(fleet.inventory), "--model", str(fleet.models[target]),
-        "--min-healthy", "5", "--no-perf-gate",  # here: requests and resumption (see test 1 for the gate)
+        "--min-healthy", "5", "--no-perf-gate",  # here: requests and resumption (the gate: tests 4 and 4b)
         "--batch", "2",  # after the canary, the others at once (two with --full): the canary alone serves meanwhile
     ]  # fmt: skip
     t0 = time.monotonic()
@@ -513,7 +513,7 @@ def test_2_no_route_answers_without_the_key_directly_or_through_the_gateway(flee
                 call(f"http://{h.address}:{port}/metrics", "GET")
 
 
-@pytest.mark.full  # the revert is covered by test 1's resume and test 4 (--full); this is the health gate's variant
+@pytest.mark.full  # a revert is test 4's (the performance gate); this is the health gate's variant
 def test_3_release_that_cannot_start_fails_the_health_gate_on_the_canary_and_is_reverted(fleet: Fleet) -> None:
     before = served_models(fleet)
     with Load(fleet.url, fleet.key) as load:
