@@ -59,8 +59,8 @@ _BENCH_QUANT = ("scripts/bench-quant (campaign, 2 repeats, 128 in / 64 out) on a
 _BENCH_QUANT_AVX2 = ("scripts/bench-quant --formats w4a16,w8a8 (campaign, 2 repeats, 128 in / 64 out) on an AMD "
                      "EPYC Zen 3 VM with 2 vCPUs (AVX2 only: no AVX-512, no AMX), a 196M-parameter Llama, "
                      "2026-11-27")  # fmt: skip
-# Measured: the zen platform on a Zen 4 VM; the cpu platform with AVX2 on a Zen 3 VM (w8a8 only: the campaign was
-# stopped before its w4a16 cells at the end of a session). The cpu platform with AVX-512 or AMX is not measured yet.
+# Measured: the zen platform on a Zen 4 VM; the cpu platform with AVX2 on a Zen 3 VM (w8a8: int4 does not run there,
+# NEEDS_AVX512 below: its w4a16 server died while loading). The cpu platform with AVX-512 or AMX is not measured yet.
 MEASURED: dict[tuple[str, str, str], Measured] = {
     ("w8a8", "cpu", "avx2"): Measured("0.56x at 1 concurrent request, 0.90x at 4", True, _BENCH_QUANT_AVX2),
     ("gptq-int4", "zen", "avx512"): Measured("0.75x at 1 concurrent request, 0.66x at 4", True, _BENCH_QUANT),
