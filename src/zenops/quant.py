@@ -217,8 +217,8 @@ def kernel(fmt: Format, platform: str, flags: Iterable[str] | None = None) -> Ke
     why = NEEDS_AVX512.get((fmt.name, platform))
     if why and flags is not None and isa(flags) == "avx2":
         runs = sorted({f for (f, p) in KERNELS if p == platform and (f, p) not in NEEDS_AVX512})
-        w8 = measured("w8a8", platform, flags)
-        named = [f + (f" (measured {w8.ratios} of bf16's decode tok/s)" if f == "w8a8" and w8 else "") for f in runs]
+        named = [f + (f" (measured {m.ratios} of bf16's decode tok/s)" if (m := measured(f, platform, flags)) else "")
+                 for f in runs]  # fmt: skip
         raise QuantError(
             f"{fmt.title} does not run on this CPU (no AVX-512): {why}. What runs here: {', '.join(named)} and bf16",
             None,
