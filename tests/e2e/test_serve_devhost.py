@@ -288,21 +288,26 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
     assert ep["container"] in who.stdout.split()[1:]
 
     # `zenops top --json` while requests stream: the instance's figures read from its /metrics over SSH (the key on
-    # the reading program's stdin), and the host's CPU and memory
+    # the reading program's stdin), and the host's CPU and memory. --json reads twice, --interval apart, and its TTFT
+    # percentiles count the first tokens between the two reads: two streams of short requests start several inside
+    # any 5 s (one stream of 128-token requests, each about 4 s at C=1 here and longer beside the other lanes, left a
+    # 3 s window with no first token in it: the landing of stop 36 failed there)
     streaming = threading.Event()
 
     def keep_streaming() -> None:
-        body = {"model": "tiny-llama", "prompt": "The engine", "max_tokens": 128, "ignore_eos": True, "stream": True}
+        body = {"model": "tiny-llama", "prompt": "The engine", "max_tokens": 16, "ignore_eos": True, "stream": True}
         while not streaming.is_set():
             post(f"{base}/completions", body, key, stream=True)
 
-    streamer = threading.Thread(target=keep_streaming, daemon=True)
-    streamer.start()
+    streamers = [threading.Thread(target=keep_streaming, daemon=True) for _ in range(2)]
+    for streamer in streamers:
+        streamer.start()
     try:
-        watched, _ = zenops("top", "-i", str(inventory), "--interval", "3", timeout=300)
+        watched, _ = zenops("top", "-i", str(inventory), "--interval", "5", timeout=300)
     finally:
         streaming.set()
-        streamer.join(timeout=120)
+        for streamer in streamers:
+            streamer.join(timeout=120)
     (row,) = [r for r in watched["instances"] if r["instance"] == plan["instances"][0]["index"]]
     assert row["error"] is None, row
     assert row["generated_tok_s"] > 0, row
