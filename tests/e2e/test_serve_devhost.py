@@ -291,7 +291,8 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
     # the reading program's stdin), and the host's CPU and memory. --json reads twice, --interval apart, and its TTFT
     # percentiles count the first tokens between the two reads: two streams of short requests start several inside
     # any 5 s (one stream of 128-token requests, each about 4 s at C=1 here and longer beside the other lanes, left a
-    # 3 s window with no first token in it: the landing of stop 36 failed there)
+    # 3 s window with no first token in it: the likeliest cause of stop 36's landing failing after this step; its
+    # assertion was not in the output CI kept)
     streaming = threading.Event()
 
     def keep_streaming() -> None:
