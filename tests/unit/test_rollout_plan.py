@@ -341,6 +341,27 @@ def test_verdict_control_got_faster_a_flat_server_fails():
     assert v.figures["tok_s_change"] == pytest.approx(100 / 120 - 1, abs=1e-4)
 
 
+def test_verdict_several_gate_runs_are_judged_on_their_means():
+    # the --full run of 2026-11-27, a no-change release on 2 shared cores: one gate run read the changed server 8.6%
+    # below its baseline and its control 11% above its own (-18%: a fail). The means of three runs judge it instead.
+    base, control_base = [s(338.3), s(334.7)], [s(356.5), s(346.4)]
+    one = verdict("h1-8000", base, s(307.4), LIMITS, fleet_spread=0.03, control_baseline=control_base,
+                  control_now=s(390.1))  # fmt: skip
+    assert one.outcome == "fail"
+    three = verdict("h1-8000", base, [s(307.4), s(331.0), s(334.0)], LIMITS, fleet_spread=0.03,
+                    control_baseline=control_base, control_now=[s(390.1), s(350.0), s(348.0)])  # fmt: skip
+    assert three.outcome == "pass", three.line()
+    assert three.figures["new_tok_s"] == pytest.approx((307.4 + 331.0 + 334.0) / 3, abs=0.01)
+    assert three.figures["drift"] == pytest.approx((390.1 + 350.0 + 348.0) / 3 / 351.45, abs=1e-3)
+    assert three.figures["new_runs"] == [307.4, 331.0, 334.0]
+    assert "mean of 3 runs: 307.4, 331.0, 334.0" in three.line()
+    # failed requests add up over the runs; a slower server stays a fail however many runs
+    assert verdict("h1-8000", base, [s(330), s(330, failed=1)], LIMITS, fleet_spread=0.0).figures["failed"] == 1
+    slow = verdict("h1-8000", base, [s(120.0)] * 3, LIMITS, fleet_spread=0.03, control_baseline=control_base,
+                   control_now=[s(350.0)] * 3)  # fmt: skip
+    assert slow.outcome == "fail"
+
+
 def test_verdict_control_without_a_baseline_is_ignored():
     v = verdict("h1-8000", [s(100), s(100)], s(80), LIMITS, fleet_spread=0.0, control_now=s(40))
     assert v.outcome == "fail"

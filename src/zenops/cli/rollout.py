@@ -62,6 +62,7 @@ class GateFlags:
     gate_answer_timeout: int
     gate_output_len: int
     gate_warmups: int
+    gate_runs: int
     runs_dir: Path
 
 
@@ -186,6 +187,15 @@ _gate_options = option_group(
             help="Unmeasured requests before each gate run: a server just started answers its first requests slower.",
         ),
         click.option(
+            "--gate-runs",
+            type=click.IntRange(min=1),
+            default=3,
+            show_default=True,
+            help="A batch's gate that fails on its figures alone (every request answered) measures again, up to this "
+            "many runs in all, and judges their means: one run's noise is not a regression, a slower release stays "
+            "slower in every run.",
+        ),
+        click.option(
             "--runs-dir",
             type=click.Path(file_okay=False, path_type=Path),
             default=Path("runs"),
@@ -288,6 +298,7 @@ def rollout(
         answer_timeout=gate.gate_answer_timeout,
         gate_output_len=gate.gate_output_len,
         gate_warmups=gate.gate_warmups,
+        gate_runs=gate.gate_runs,
         dry_run=dry_run,
         runs_dir=gate.runs_dir,
         tuned_reason=tuned.reason if tuned is not None else None,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -217,68 +218,96 @@ class PerfGate:
         untouched = [h for h in sorted(d.record.plans) if h not in changed]
         return untouched[0] if untouched else None
 
+    def gated(
+        self, i: int, hosts: list[str], who: str, judge: Callable[[dict[str, list[Sample]]], list[Verdict]]
+    ) -> list[Verdict]:
+        """Measure these hosts and judge the runs so far; a fail on the figures alone (every request answered)
+        measures again, up to the sizing's ``gate_runs`` runs in all, judged on their means: one run's noise is not
+        a regression, while a slower release stays below in every run. A busy fleet gives a ``busy`` verdict."""
+        d = self.d
+        runs: dict[str, list[Sample]] = {}
+        limit = max(1, d.req.sizing.gate_runs)
+        for k in range(1, limit + 1):
+            try:
+                now = self.measure(hosts, f"gate-batch{i + 1}" + (f"-run{k}" if k > 1 else ""))
+            except TooBusyError as e:
+                return [busy_verdict(who, str(e))]
+            for server, sample in now.items():
+                runs.setdefault(server, []).append(sample)
+            verdicts = judge(runs)
+            failing = [v for v in verdicts if v.outcome == "fail"]
+            if not failing or k == limit or any(v.figures.get("failed") for v in failing):
+                return verdicts
+            changes = ", ".join(f"{v.server} {v.figures['tok_s_change']:+.0%}" for v in failing)
+            d.note(f"{changes} in gate run {k} of up to {limit}: measuring again (one run's noise is not a change)")
+        return verdicts
+
     def batch(self, i: int, batch: BatchState) -> list[Verdict]:
         """The batch's new servers against their baseline, an untouched control host measured with them."""
         d = self.d
         control = self.control_host(i)
         hosts = batch.hosts + ([control] if control else [])
-        try:
-            now_samples = self.measure(hosts, f"gate-batch{i + 1}")
-        except TooBusyError as e:
-            return [busy_verdict(f"batch {i + 1}'s new servers", str(e))]
-        control_servers = [s for s in now_samples if control and s.startswith(f"{control}-")]
-        verdicts = []
         base = self._base()
-        for server, sample in sorted(now_samples.items()):
-            if server in control_servers:
-                continue
-            baseline = base.get(server)
-            if not baseline:
-                d.ctx.warn(f"{server}: no baseline (a new server): the performance gate only checks it answered")
-                continue
+
+        def judge(runs: dict[str, list[Sample]]) -> list[Verdict]:
+            control_servers = [s for s in runs if control and s.startswith(f"{control}-")]
             cs = control_servers[0] if control_servers else None
-            verdicts.append(
-                verdict(
-                    server,
-                    baseline,
-                    sample,
-                    d.req.limits,
-                    fleet_spread=d.state.baseline_spread or 0.0,
-                    control_baseline=base.get(cs, []) if cs else [],
-                    control_now=now_samples.get(cs) if cs else None,
+            verdicts = []
+            for server, samples in sorted(runs.items()):
+                if server in control_servers:
+                    continue
+                baseline = base.get(server)
+                if not baseline:
+                    if len(samples) == 1:
+                        d.ctx.warn(
+                            f"{server}: no baseline (a new server): the performance gate only checks it answered"
+                        )
+                    continue
+                verdicts.append(
+                    verdict(
+                        server,
+                        baseline,
+                        samples,
+                        d.req.limits,
+                        fleet_spread=d.state.baseline_spread or 0.0,
+                        control_baseline=base.get(cs, []) if cs else [],
+                        control_now=runs.get(cs) if cs else None,
+                    )
                 )
-            )
-        return verdicts
+            return verdicts
+
+        return self.gated(i, hosts, f"batch {i + 1}'s new servers", judge)
 
     def surge(self, i: int, old: str, new: str) -> list[Verdict]:
         """A surge's new server against the old one's baseline; the old one, measured at the same time, is the
         control (their instances paired in port order)."""
         d = self.d
-        try:
-            now_samples = self.measure([new, old], f"gate-batch{i + 1}")
-        except TooBusyError as e:
-            return [busy_verdict(f"the surge's new server {new}", str(e))]
         base = self._base()
         olds = sorted((s for s in base if s.startswith(f"{old}-")), key=port_key)
-        news = sorted((s for s in now_samples if s.startswith(f"{new}-")), key=port_key)
-        verdicts = []
-        for k, server in enumerate(news):
-            if not olds:
-                d.ctx.warn(f"{server}: no baseline of {old}: the performance gate only checks it answered")
-                continue
-            ref = olds[min(k, len(olds) - 1)]
-            verdicts.append(
-                verdict(
-                    server,
-                    base[ref],
-                    now_samples[server],
-                    d.req.limits,
-                    fleet_spread=d.state.baseline_spread or 0.0,
-                    control_baseline=base[ref],
-                    control_now=now_samples.get(ref),
+
+        def judge(runs: dict[str, list[Sample]]) -> list[Verdict]:
+            news = sorted((s for s in runs if s.startswith(f"{new}-")), key=port_key)
+            verdicts = []
+            for k, server in enumerate(news):
+                if not olds:
+                    if len(runs[server]) == 1:
+                        d.ctx.warn(f"{server}: no baseline of {old}: the performance gate only checks it answered")
+                    continue
+                ref = olds[min(k, len(olds) - 1)]
+                verdicts.append(
+                    verdict(
+                        server,
+                        base[ref],
+                        runs[server],
+                        d.req.limits,
+                        fleet_spread=d.state.baseline_spread or 0.0,
+                        control_baseline=base[ref],
+                        control_now=runs.get(ref),
+                    )
                 )
-            )
-        return verdicts
+            return verdicts
+
+        return self.gated(i, [new, old], f"the surge's new server {new}", judge)
 
 
 def port_key(server: str) -> int:

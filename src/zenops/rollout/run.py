@@ -69,6 +69,7 @@ class RolloutRequest:
     baseline_repeats: int = 2  # the baseline is the last this many runs, once they agree within --max-spread
     baseline_max_repeats: int = 5
     baseline_time_limit: float = 300.0
+    gate_runs: int = 3  # a batch's gate that fails on its figures alone measures again, up to this many runs in all
     # how long a server may take to answer the gate's first check: longer and the fleet is too busy to measure
     answer_timeout: int = 120
     dry_run: bool = False
@@ -83,6 +84,7 @@ class RolloutRequest:
             repeats=self.baseline_repeats,
             max_repeats=max(self.baseline_repeats, self.baseline_max_repeats),
             time_limit_s=self.baseline_time_limit,
+            gate_runs=max(1, self.gate_runs),
         )
 
 
