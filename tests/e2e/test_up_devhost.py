@@ -55,6 +55,9 @@ def in_host(container: str, *cmd: str) -> str:
     return subprocess.run(["docker", "exec", container, *cmd], capture_output=True, text=True, check=True).stdout
 
 
+# a variant (`scripts/test --full`): the rollout fleet and the serving e2e run `up` over SSH as the same non-root user
+# on fresh devhosts in the landing run (the docker role, then a model), and the serving e2e's re-run changes nothing
+@pytest.mark.full
 def test_up_prepares_docker_over_ssh_as_a_non_root_user_and_is_idempotent(host):
     inventory, dev = host
     # the host is reached over real SSH: the inventory names its address and our generated key
