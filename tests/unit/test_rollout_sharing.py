@@ -122,3 +122,46 @@ def test_one_bench_request_asks_the_playbook_for_one_host_at_a_time(tmp_path, mo
         bench_run.bench_inventory(RunContext(config), inv, req)
     assert specs[0].extravars["zenops_bench_serial"] == 1
     assert "zenops_bench_serial" not in specs[1].extravars  # the playbook's default: all hosts at once
+
+
+def gate_batch(fleet: Fleet, monkeypatch: pytest.MonkeyPatch, runs: list[dict[str, float]]) -> tuple[Any, list, list]:
+    """PerfGate.batch for batch 1 (h1) of h1, h2, h3, whose baseline is 100 tok/s each; ``runs``: the tok/s of each
+    gate run, server -> figure, in order. Returns the verdicts, the measured hosts per run and the notes."""
+    from zenops.deployment.rollouts import BatchState  # noqa: PLC0415
+    from zenops.rollout import gates  # noqa: PLC0415
+    from zenops.rollout.plan import Sample  # noqa: PLC0415
+
+    notes: list[str] = []
+    measured: list[tuple[list[str], str]] = []
+
+    def fake_measure(gate: Any, hosts: list[str], label: str, prompts: int | None = None) -> dict[str, Sample]:
+        measured.append((hosts, label))
+        return {server: Sample(tok_s, 50.0) for server, tok_s in runs[len(measured) - 1].items()}
+
+    monkeypatch.setattr(gates.PerfGate, "measure", fake_measure)
+    r = Rollout(
+        RunContext(fleet.config, note=notes.append), fleet.inventory, RolloutRequest(changes={"max_num_seqs": 1})
+    )
+    base = [{"output_tok_s": 100.0, "median_ttft_ms": 50.0}] * 2
+    r.state = SimpleNamespace(  # type: ignore[assignment]
+        batches=[BatchState(["h1"]), BatchState(["h2"]), BatchState(["h3"])],
+        baseline={"h1-8000": base, "h2-8000": base, "h3-8000": base},
+        baseline_spread=0.0,
+    )
+    return r.perf.batch(0, r.state.batches[0]), measured, notes
+
+
+def test_an_in_place_batch_gate_measures_again_after_a_slow_run_and_passes_on_the_mean(fleet, monkeypatch):
+    verdicts, measured, notes = gate_batch(
+        fleet, monkeypatch, [{"h1-8000": 80.0, "h2-8000": 100.0}, {"h1-8000": 100.0, "h2-8000": 100.0}]
+    )
+    # h2 is the control (an untouched host of a later batch), measured with h1 in each run
+    assert measured == [(["h1", "h2"], "gate-batch1"), (["h1", "h2"], "gate-batch1-run2")]
+    assert [(v.server, v.outcome, v.figures["new_runs"]) for v in verdicts] == [("h1-8000", "pass", [80.0, 100.0])]
+    assert any("h1-8000 -20% in gate run 1 of up to 3: measuring again" in n for n in notes), notes
+
+
+def test_an_in_place_batch_gate_that_stays_slow_fails_after_its_runs(fleet, monkeypatch):
+    verdicts, measured, _notes = gate_batch(fleet, monkeypatch, [{"h1-8000": 50.0, "h2-8000": 100.0}] * 3)
+    assert len(measured) == 3
+    assert [(v.outcome, v.figures["new_tok_s"], v.figures["drift"]) for v in verdicts] == [("fail", 50.0, 1.0)]
