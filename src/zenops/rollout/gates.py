@@ -226,7 +226,7 @@ class PerfGate:
         a regression, while a slower release stays below in every run. A busy fleet gives a ``busy`` verdict."""
         d = self.d
         runs: dict[str, list[Sample]] = {}
-        limit = max(1, d.req.sizing.gate_runs)
+        limit = d.req.sizing.gate_runs  # at least 1 (RolloutRequest.sizing)
         for k in range(1, limit + 1):
             try:
                 now = self.measure(hosts, f"gate-batch{i + 1}" + (f"-run{k}" if k > 1 else ""))
