@@ -73,6 +73,15 @@ class ZenopsOpenStackModule:
                 time.sleep(min(2 ** (attempt - 1), 10))
         return None
 
+    def ensure_tags(self, resource, tags):
+        """Add the missing ``tags`` to a Neutron resource (its other tags stay; nothing written in check mode).
+        Returns (changed, the tags afterwards)."""
+        current = list(resource.tags or [])
+        missing = [t for t in tags if t not in current]
+        if missing and not self.ansible.check_mode:
+            self.call(self.conn.network.set_tags, resource, current + missing)
+        return bool(missing), current + missing
+
     def fail(self, msg, kind="error", **kwargs):
         self.ansible.fail_json(msg=msg, zenops_error=kind, **kwargs)
 

@@ -76,7 +76,7 @@ def _network(prefix):
 def _key(rule, group_id):
     """What tells two ingress TCP rules apart: port range, ether type and who may come in."""
     net = _network(rule.get("remote_ip_prefix"))
-    remote_group = group_id if rule.get("remote_group") in ("self", group_id) else rule.get("remote_group_id")
+    remote_group = group_id if rule.get("remote_group") == "self" else rule.get("remote_group_id")
     ethertype = rule.get("ether_type") or ("IPv6" if net is not None and net.version == 6 else "IPv4")
     return (
         int(rule["port_range_min"]),
@@ -128,13 +128,8 @@ class OpenStackSecurityGroupModule(ZenopsOpenStackModule):
             changed = True  # the operator's range in it changed
             if not check:
                 group = self.call(net.update_security_group, group, description=self.params["description"])
-        tags = list(group.tags or [])
-        missing = [t for t in self.params["tags"] if t not in tags]
-        if missing:
-            changed = True
-            if not check:
-                self.call(net.set_tags, group, tags + missing)
-            tags += missing
+        tagged, tags = self.ensure_tags(group, self.params["tags"])
+        changed = changed or tagged
         existing = {}
         for rule in self.call(lambda: list(net.security_group_rules(security_group_id=group.id, direction="ingress"))):
             if (rule.protocol or "").lower() == "tcp" and rule.port_range_min is not None:
@@ -145,8 +140,9 @@ class OpenStackSecurityGroupModule(ZenopsOpenStackModule):
             found = existing.get(key, [])
             if wanted["state"] == "present" and not found:
                 changed = True
+                new = None
                 if not check:
-                    self.call(
+                    new = self.call(
                         net.create_security_group_rule,
                         security_group_id=group.id,
                         direction="ingress",
@@ -157,7 +153,7 @@ class OpenStackSecurityGroupModule(ZenopsOpenStackModule):
                         remote_ip_prefix=key[3],
                         remote_group_id=key[4],
                     )
-                existing[key] = ["listed twice: created once"]
+                existing[key] = [new]  # listed twice: created once
                 done.append("created")
             elif wanted["state"] == "absent" and found:
                 changed = True

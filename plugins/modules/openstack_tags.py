@@ -62,13 +62,9 @@ class OpenStackTagsModule(ZenopsOpenStackModule):
     module_kwargs = {"supports_check_mode": True}
 
     def run(self):
-        net = self.conn.network
-        res = self.call(getattr(net, FINDERS[self.params["resource"]]), self.params["id"])
-        current = list(res.tags or [])
-        missing = [t for t in self.params["tags"] if t not in current]
-        if missing and not self.ansible.check_mode:
-            self.call(net.set_tags, res, current + missing)
-        self.ansible.exit_json(changed=bool(missing), tags=current + missing)
+        res = self.call(getattr(self.conn.network, FINDERS[self.params["resource"]]), self.params["id"])
+        changed, tags = self.ensure_tags(res, self.params["tags"])
+        self.ansible.exit_json(changed=changed, tags=tags)
 
 
 def main():
