@@ -1,11 +1,14 @@
 """End-to-end checks of a running sandbox with openstacksdk, as the tenant cloud `sandbox` (admin only for quotas).
 
-Run: scripts/sandbox selftest   (after scripts/sandbox up). Prints one line per check and "N passed, N failed".
+Run: scripts/sandbox selftest [CHECK...]   (after scripts/sandbox up; all checks without names). Prints one line per
+check and "N passed, N failed".
   boot      gp.5.2.8 on provider: ACTIVE, SSH as debian (key from the keypair), hostname, sudo, reboot -> new boot id
   big       gp.5.24.96 boots (fake resources are large enough)
   fip       tenant vxlan network + router (gateway on public) + server + floating IP: ACTIVE, DNAT rule, SSH via
             the floating IP; disassociate and server delete remove the rule
   fail      zenops_test:fail=spawn -> ERROR with a fault naming the injection
+  shutoff   a SHUTOFF server keeps its network when the other server on it goes away: it starts again (the
+            network's Docker mirror is removed only once no container, in any state, is on it)
   resched   zenops_test:fail=reschedule -> ERROR "Exceeded maximum number of retries"
   slow      zenops_test:slow=6 -> BUILD for ~6 s, then ACTIVE; slow=60 deleted while building goes away quickly
   quota     admin lowers the tenant's cores to 4 -> gp.5.8.32 boot is refused with 403; quota restored
@@ -101,7 +104,7 @@ def nat_rules() -> str:
     return subprocess.run(["iptables", "-t", "nat", "-S", FIP_CHAIN], capture_output=True, text=True).stdout
 
 
-def main() -> int:
+def main(names: list[str]) -> int:
     conn = m.connect("sandbox")
     admin = m.connect("sandbox-admin")
     key = m.ensure_smoke_key()
@@ -226,6 +229,31 @@ def main() -> int:
         assert "zenops_test:fail" in msg, msg
         return f"ERROR, fault: {msg[:90]}"
 
+    @check("shutoff")
+    def t_shutoff():
+        net = conn.network.create_network(name=PREFIX + "net")
+        conn.network.create_subnet(
+            network_id=net.id, name=PREFIX + "subnet", ip_version=4, cidr="10.123.46.0/24", gateway_ip="10.123.46.1"
+        )
+        mine = []
+        try:
+            a = wait_status(conn, boot(conn, "shutoff-a", network=net), "ACTIVE")
+            mine.append(a)
+            conn.compute.stop_server(a)
+            wait_status(conn, a, "SHUTOFF")
+            b = wait_status(conn, boot(conn, "shutoff-b", network=net), "ACTIVE")
+            mine.append(b)
+            delete_all(conn, [b])  # its removal prunes the mirrors no container is on
+            mirror = f"zenops-sandbox-{net.id}"
+            kept = subprocess.run(["docker", "network", "inspect", mirror], capture_output=True).returncode == 0
+            assert kept, f"{mirror} removed while the SHUTOFF server {a.id} is on it"
+            conn.compute.start_server(a)
+            wait_status(conn, a, "ACTIVE", timeout=60)
+            return f"{mirror} kept under the stopped server; it started again"
+        finally:
+            delete_all(conn, mine)
+            conn.network.delete_network(net)
+
     @check("resched")
     def t_resched():
         s = boot(conn, "resched", metadata={"zenops_test:fail": "reschedule"})
@@ -270,9 +298,18 @@ def main() -> int:
         finally:
             admin.set_compute_quotas(project.id, cores=-1)
 
+    checks = {
+        "boot": t_boot, "big": t_big, "fip": t_fip, "fail": t_fail, "shutoff": t_shutoff, "resched": t_resched,
+        "slow": t_slow, "quota": t_quota,
+    }  # fmt: skip
+    unknown = sorted(set(names) - set(checks))
+    if unknown:
+        print(f"unknown check(s) {', '.join(unknown)}: choose from {', '.join(checks)}", file=sys.stderr)
+        return 2
     try:
-        for t in (t_boot, t_big, t_fip, t_fail, t_resched, t_slow, t_quota):
-            t()
+        for name, t in checks.items():
+            if not names or name in names:
+                t()
     finally:
         delete_all(conn, created)
     passed = sum(ok for _, ok, _ in RESULTS)
@@ -295,4 +332,4 @@ def cleanup_leftovers(conn) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

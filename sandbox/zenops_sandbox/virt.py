@@ -158,13 +158,22 @@ def ensure_network(net_id: str, cidr: str, gateway: str | None, mtu: int | None)
 
 
 def prune_networks() -> None:
-    """Remove the sandbox's per-network mirrors that no longer have containers; call with _net_lock held."""
+    """Remove the sandbox's per-network mirrors that no longer have containers; call with _net_lock held.
+
+    A container counts in any state: `docker network inspect` lists only running ones, so a server created but not
+    started yet (spawn starts it after the lock) or stopped (SHUTOFF) would lose its network to another server's
+    removal, and its `docker start` then fails with "network ... not found" (seen in a --full campaign, where an
+    injected spawn failure was cleaned up while another server on the provider network was starting)."""
     names = docker("network", "ls", "--filter", f"label={LABEL}.network", "--format", "{{.Name}}").split()
     for name in names:
-        info = json.loads(docker("network", "inspect", name, check=False) or "[]")
-        if info and not info[0].get("Containers"):
-            docker("network", "rm", name, check=False)
-            LOG.info("removed Docker network %s (no containers left)", name)
+        try:
+            if docker("ps", "--all", "--quiet", "--filter", f"network={name}").strip():
+                continue
+        except DockerError as e:  # not known to be unused: keep it
+            LOG.warning("kept Docker network %s: %s", name, e)
+            continue
+        docker("network", "rm", name, check=False)
+        LOG.info("removed Docker network %s (no containers left)", name)
 
 
 def _parse_passwd(data: bytes, user: str) -> tuple[int, int, str] | None:
