@@ -72,6 +72,15 @@ CASES: dict[str, tuple[dict[str, str], dict[str, Any]]] = {
         },
     ),
     "debian-journald": (DEBIAN_BOOKWORM_AMD64, {"docker_daemon_options": {"log-driver": "journald"}}),
+    # the uplink's MTU (network facts): an OpenStack VXLAN network's 1450, Ethernet's 1500
+    "uplink-1450": ({**DEBIAN_BOOKWORM_AMD64, "default_ipv4": {"interface": "ens3", "mtu": 1450}}, {}),
+    "uplink-1500": ({**DEBIAN_BOOKWORM_AMD64, "default_ipv4": {"interface": "eth0", "mtu": 1500}}, {}),
+    "uplink-none": ({**DEBIAN_BOOKWORM_AMD64, "default_ipv4": {}}, {}),  # no default route
+    "mtu-explicit": ({**DEBIAN_BOOKWORM_AMD64, "default_ipv4": {"mtu": 1500}}, {"docker_mtu": 1400}),
+    "mtu-daemon-option": (
+        {**DEBIAN_BOOKWORM_AMD64, "default_ipv4": {"mtu": 1450}},
+        {"docker_daemon_options": {"mtu": 1300}},
+    ),
 }
 
 
@@ -183,6 +192,23 @@ def test_daemon_json_merges_options_recursively_and_stringifies_rotation(rendere
 
 def test_daemon_options_can_replace_the_log_driver(rendered) -> None:
     assert json.loads(rendered["debian-journald"]["daemon.json"])["log-driver"] == "journald"
+
+
+@pytest.mark.parametrize(
+    ("case", "mtu"),
+    [
+        ("uplink-1450", 1450),  # below Ethernet's: the bridge follows, or large answers never reach a container
+        ("uplink-1500", None),  # Docker's default is right
+        ("uplink-none", None),
+        ("debian-bookworm-amd64", None),  # no network facts
+        ("mtu-explicit", 1400),
+        ("mtu-daemon-option", 1300),  # docker_daemon_options wins
+    ],
+)
+def test_daemon_json_bridge_mtu_follows_the_uplink(rendered, case: str, mtu: int | None) -> None:
+    daemon = json.loads(rendered[case]["daemon.json"])
+    assert daemon.get("mtu") == mtu, daemon
+    assert daemon["log-opts"] == {"max-size": "10m", "max-file": "3"}
 
 
 def test_argument_specs_document_every_public_default() -> None:
