@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 
 from openstack import exceptions as os_exc
 
@@ -27,6 +28,7 @@ from zenops_sandbox import FIP_CHAIN
 from zenops_sandbox import manage as m
 
 RESULTS: list[tuple[str, bool, str]] = []
+CHECKS: dict[str, Callable[[], None]] = {}  # name -> check, in the order main() defines (and runs) them
 PREFIX = "selftest-"
 
 
@@ -43,6 +45,7 @@ def check(name: str):
                 print(f"FAIL {name:8} {time.monotonic() - t:6.1f}s  {type(e).__name__}: {e}", flush=True)
                 traceback.print_exc()
 
+        CHECKS[name] = run
         return run
 
     return deco
@@ -298,16 +301,12 @@ def main(names: list[str]) -> int:
         finally:
             admin.set_compute_quotas(project.id, cores=-1)
 
-    checks = {
-        "boot": t_boot, "big": t_big, "fip": t_fip, "fail": t_fail, "shutoff": t_shutoff, "resched": t_resched,
-        "slow": t_slow, "quota": t_quota,
-    }  # fmt: skip
-    unknown = sorted(set(names) - set(checks))
+    unknown = sorted(set(names) - set(CHECKS))
     if unknown:
-        print(f"unknown check(s) {', '.join(unknown)}: choose from {', '.join(checks)}", file=sys.stderr)
+        print(f"unknown check(s) {', '.join(unknown)}: choose from {', '.join(CHECKS)}", file=sys.stderr)
         return 2
     try:
-        for name, t in checks.items():
+        for name, t in CHECKS.items():
             if not names or name in names:
                 t()
     finally:

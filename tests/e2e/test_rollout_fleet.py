@@ -79,6 +79,11 @@ class Fleet:
     url: str = ""
 
 
+def json_lines(out: str) -> list[dict[str, Any]]:
+    """The objects zenops --json printed, one per line."""
+    return [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+
+
 def run_zenops(fleet: Fleet, *args: str, rc: int | None = 0, timeout: float = 1800) -> tuple[int, dict[str, Any], str]:
     try:
         proc = subprocess.run(
@@ -86,10 +91,9 @@ def run_zenops(fleet: Fleet, *args: str, rc: int | None = 0, timeout: float = 18
         )
     except subprocess.TimeoutExpired as e:  # where it was: the last plays and tasks it reported
         out = e.output.decode(errors="replace") if isinstance(e.output, bytes) else e.output or ""
-        events = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
-        where = [f"{x.get('play', '')} / {x.get('task', '')}" for x in events if x.get("type") == "event"]
+        where = [f"{x.get('play', '')} / {x.get('task', '')}" for x in json_lines(out) if x.get("type") == "event"]
         pytest.fail(f"zenops {args[0]} did not end within {timeout:.0f}s; its last steps: {where[-8:]}")
-    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    lines = json_lines(proc.stdout)
     last = lines[-1] if lines else {}
     if rc is not None:
         assert proc.returncode == rc, f"exit {proc.returncode}: {json.dumps(last)[-3000:]}\n{proc.stderr[-3000:]}"
