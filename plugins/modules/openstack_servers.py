@@ -132,6 +132,8 @@ class OpenStackServersModule(ZenopsOpenStackModule):
     def mine(self):
         out = {}
         for s in self.call(lambda: list(self.conn.compute.servers(details=True))):
+            if (s.status or "").upper() == "DELETED":  # deleted, its record not removed yet: listed, never adopted
+                continue
             meta = s.metadata or {}
             if meta.get("zenops") == "1" and meta.get("zenops:deployment") == self.params["deployment"]:
                 out[s.name] = s

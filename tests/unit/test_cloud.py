@@ -215,3 +215,49 @@ def test_cloud_inventories_pin_host_keys_per_deployment_by_server_id(tmp_path):
     assert "HostKeyAlias=uuid-1" in args
     assert "StrictHostKeyChecking=no" not in args
     assert "UserKnownHostsFile=/dev/null" not in args
+
+
+class _GoneAfter:
+    """A TEST DOUBLE of a server's GET: ``DELETED`` ``n`` times (Nova between marking an instance deleted and
+    removing its record), then 404."""
+
+    def __init__(self, n: int) -> None:
+        self.left = n
+        self.calls = 0
+
+    def __call__(self) -> object:
+        self.calls += 1
+        if self.left <= 0:
+            raise sdk.NotFoundException("gone")
+        self.left -= 1
+        return SimpleNamespace(status="DELETED")
+
+
+def test_a_server_is_gone_only_at_404_not_at_status_deleted():
+    fetch, slept = _GoneAfter(3), []
+    ops.wait_until_404(fetch, "server x", 300, sleep=slept.append, clock=lambda: 0.0)
+    assert fetch.calls == 4
+    assert slept == [2.0, 2.0, 2.0]
+
+
+def test_a_server_still_there_at_the_timeout_is_an_error_naming_it():
+    now = [0.0]
+
+    def sleep(s: float) -> None:
+        now[0] += s
+
+    with pytest.raises(sdk.ResourceTimeout, match="server x is still there 10 s after its deletion"):
+        ops.wait_until_404(_GoneAfter(100), "server x", 10, sleep=sleep, clock=lambda: now[0])
+    assert now[0] == 10.0
+
+
+def test_teardown_of_a_server_waits_for_its_404(monkeypatch):
+    monkeypatch.setattr(ops.time, "sleep", lambda _s: None)
+    fetch, deleted = _GoneAfter(2), []
+    compute = SimpleNamespace(
+        delete_server=lambda r, ignore_missing: deleted.append(r.id), get_server=lambda _id: fetch()
+    )
+    server = SimpleNamespace(id="s1", name="zenops-demo-1", metadata={"zenops": "1", "zenops:deployment": "demo"})
+    ops._delete(SimpleNamespace(compute=compute, network=None), "servers", server, 300)
+    assert deleted == ["s1"]
+    assert fetch.calls == 3

@@ -323,3 +323,13 @@ def test_wanted_names_keep_the_lowest_indexes_and_fill_the_gaps(monkeypatch):
     assert module.wanted_names("p", 2, names) == ["p-3", "p-7"]
     assert module.wanted_names("p", 4, names) == ["p-1", "p-2", "p-3", "p-7"]
     assert module.wanted_names("p", 3, []) == ["p-1", "p-2", "p-3"]
+
+
+def test_a_deleted_server_whose_record_is_still_listed_is_not_adopted(monkeypatch):
+    """Nova lists a deleted instance (status DELETED) until its record goes: a campaign's next cell re-uses the
+    name; the module makes a new server instead of waiting for that one to become ACTIVE."""
+    cloud = FakeCloud(existing=[existing("zenops-demo-1", "old", status="DELETED"), existing("zenops-demo-2", "s2")])
+    out, _ = run_module(monkeypatch, cloud)
+    assert not out.failed, out.result
+    assert out.result["created"] == ["zenops-demo-1"]
+    assert [s["id"] for s in out.result["servers"]] == ["zenops-demo-1#1", "s2"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -343,12 +344,38 @@ def set_expiry(conn: Connection, cloud: str, servers: list[Any], expires_at: str
             raise classify(e, cloud) from e
 
 
+def wait_until_404(
+    fetch: Callable[[], Any],
+    what: str,
+    timeout: float,
+    *,
+    interval: float = 2.0,
+    sleep: Callable[[float], None] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> None:
+    """Fetch until the API answers 404 (``NotFoundException``), or raise ``ResourceTimeout`` after ``timeout``.
+
+    Not openstacksdk's ``wait_for_delete`` for servers: it also stops at status DELETED. Nova shows that status
+    between marking an instance deleted and removing its record, and the server list still has it meanwhile (the
+    sandbox took 63 s, beside CI's lanes), so the proof that follows a teardown called it a leak."""
+    sleep, clock = sleep or time.sleep, clock or time.monotonic
+    deadline = clock() + timeout
+    while True:
+        try:
+            fetch()
+        except sdk.NotFoundException:
+            return
+        if clock() >= deadline:
+            raise sdk.ResourceTimeout(f"{what} is still there {timeout:.0f} s after its deletion")
+        sleep(interval)
+
+
 def _delete(conn: Connection, kind: str, r: Any, timeout: int) -> None:
     """Delete one resource and wait until the API answers 404 for it."""
     net = conn.network
     if kind == "servers":
         conn.compute.delete_server(r, ignore_missing=True)
-        conn.compute.wait_for_delete(r, wait=timeout)
+        wait_until_404(lambda: conn.compute.get_server(r.id), f"server {r.name}", timeout)
     elif kind == "floating_ips":
         net.delete_ip(r, ignore_missing=True)
         net.wait_for_delete(r, wait=timeout)
