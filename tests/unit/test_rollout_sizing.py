@@ -72,6 +72,16 @@ def test_more_runs_until_settled_or_a_limit():
     assert not more_baseline_runs(runs(50.0, 80.0, 50.0, 80.0, 50.0), SIZING, LIMITS, elapsed_s=30)  # max_repeats
 
 
+def test_baseline_time_limit_is_per_server_measured_in_turn():
+    # 3 hosts on one kernel take turns: 2 rounds took 230 s (the 3-host fleet of 2026-11-28 stopped there, spread 25%)
+    noisy = runs(50.0, 80.0)
+    assert not more_baseline_runs(noisy, SIZING, LIMITS, elapsed_s=230)
+    assert more_baseline_runs(noisy, SIZING, LIMITS, elapsed_s=230, in_turn=3)  # 345 s of 900
+    assert not more_baseline_runs(noisy, SIZING, LIMITS, elapsed_s=610, in_turn=3)  # a third round ends past 900 s
+    assert more_baseline_runs(noisy, SIZING, LIMITS, elapsed_s=200, in_turn=0)  # no group: the limit as it is
+    assert not more_baseline_runs(noisy, SIZING, LIMITS, elapsed_s=210, in_turn=0)
+
+
 def test_the_request_builds_its_sizing_from_the_flags():
     req = RolloutRequest(changes={}, gate_prompts=16, gate_seconds=20, baseline_repeats=3, baseline_max_repeats=2)
     s = req.sizing

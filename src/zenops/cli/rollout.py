@@ -244,8 +244,9 @@ def rollout(
     anything changes: the new pair and plans are checked on every host's saved facts, and (--perf-gate) `vllm
     bench serve` measures every server (each run after --gate-warmups unmeasured requests): a first run of
     --gate-prompts gives the pace, the runs after it last at least --gate-seconds and repeat until the last two
-    agree within --max-spread (5 runs or 300 s at most): the baseline and its run-to-run spread. Servers too busy
-    to answer within --gate-answer-timeout (live traffic saturates them): the rollout pauses (exit 16).
+    agree within --max-spread (5 runs, or 300 s per server of those measured in turn, at most): the baseline and
+    its run-to-run spread. Servers too busy to answer within --gate-answer-timeout (live traffic saturates them):
+    the rollout pauses (exit 16).
 
     \b
     Each batch: drain its servers in the gateway (in-flight requests finish, --drain-timeout) -> replace them

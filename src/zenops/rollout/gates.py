@@ -160,7 +160,7 @@ class PerfGate:
             f"measuring the baseline of {len(hosts)} host(s) before changing anything (C={c}, runs of at least "
             f"{sizing.min_seconds:g} s after {d.req.gate_warmups} warm-up requests, until the last "
             f"{sizing.repeats} agree within {d.req.limits.max_spread:.0%}; at most {sizing.max_repeats} runs or "
-            f"{sizing.time_limit_s:g} s)"
+            f"{sizing.time_limit_s:g} s per server measured in turn)"
         )
         self.note_unknown_boot_ids(hosts)
         t0 = time.monotonic()
@@ -180,7 +180,8 @@ class PerfGate:
                 d.note(f"{sizing.first_prompts} prompts took {pace}: each gate run has {prompts} prompts")
             t_runs = time.monotonic()
             k = len(next(iter(runs.values()), []))
-            while more_baseline_runs(runs, sizing, d.req.limits, elapsed_s=time.monotonic() - t_runs):
+            in_turn = max((len(g) for g in self.sharing(hosts)), default=1)  # measured one after another
+            while more_baseline_runs(runs, sizing, d.req.limits, elapsed_s=time.monotonic() - t_runs, in_turn=in_turn):
                 k += 1
                 for server, x in self.measure(hosts, f"baseline{k}", prompts).items():
                     runs.setdefault(server, []).append(x)
