@@ -180,7 +180,8 @@ class PerfGate:
                 d.note(f"{sizing.first_prompts} prompts took {pace}: each gate run has {prompts} prompts")
             t_runs = time.monotonic()
             k = len(next(iter(runs.values()), []))
-            in_turn = max((len(g) for g in self.sharing(hosts)), default=1)  # measured one after another
+            # measure() takes every host one at a time when any of them share a kernel: the limit is each one's
+            in_turn = len(hosts) if self.sharing(hosts) else 1
             while more_baseline_runs(runs, sizing, d.req.limits, elapsed_s=time.monotonic() - t_runs, in_turn=in_turn):
                 k += 1
                 for server, x in self.measure(hosts, f"baseline{k}", prompts).items():
