@@ -247,12 +247,11 @@ def vllm_image_cache_evict(
     digest: str,
     keep: Any = 2,
     now: Any = None,
-    abandoned_after: float = PARTIAL_ABANDONED_AFTER_S,
 ) -> list[str]:
     """Paths to remove from the cache so at most ``keep`` tarballs of ``tag`` stay: the newest by mtime (a cache hit
     touches its tarball, so this is least recently used), the one of ``digest`` always among them. Partial files of
     the tag (``<name>.tar.<run>.partial``, or ``<name>.tar.partial`` of older zenops) go when abandoned: unwritten for
-    ``abandoned_after`` seconds before ``now`` (a timestamp); a fresher one is another run's fetch in flight, and
+    ``PARTIAL_ABANDONED_AFTER_S`` before ``now`` (a timestamp); a fresher one is another run's fetch in flight, and
     without ``now`` none is removed. Files of other tags, or not named by the cache, are never touched. ``files`` are
     ``ansible.builtin.find`` results (path, mtime)."""
     try:
@@ -271,7 +270,7 @@ def vllm_image_cache_evict(
             continue
         mtime = float(f.get("mtime") or 0)
         if match.group(2):
-            if now is not None and mtime < float(now) - abandoned_after:
+            if now is not None and mtime < float(now) - PARTIAL_ABANDONED_AFTER_S:
                 drop.append(path)
             continue
         tarballs.append((mtime, path, match.group(1)))

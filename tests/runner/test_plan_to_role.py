@@ -11,7 +11,6 @@ localhost. Only the Docker API is replaced: a stand-in ``community.docker`` coll
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,11 +20,12 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
+from tests.runner import ansible_json_env
 from zenops import catalog
 from zenops.config import load
 from zenops.cpulist import parse_cpulist
 from zenops.errors import ExitCode
-from zenops.paths import collections_path, venv_bin
+from zenops.paths import venv_bin
 from zenops.planner import PlanOptions, PlanRefusedError
 from zenops.serve import ServeRequest, make_plans, resolve_combo
 
@@ -124,14 +124,9 @@ def render(tmp_path: Path, plans: dict[str, dict[str, Any]]) -> tuple[dict[str, 
     )
     record = tmp_path / "docker-calls.jsonl"
     collections = stand_in_docker(tmp_path / "stand-in")
-    env = {
-        **os.environ,
-        "ANSIBLE_COLLECTIONS_PATH": f"{collections}{os.pathsep}{collections_path()}",
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
-        "ZENOPS_TEST_DOCKER_RECORD": str(record),
-    }
+    env = ansible_json_env(
+        tmp_path / "ansible-tmp", collections=str(collections), ZENOPS_TEST_DOCKER_RECORD=str(record)
+    )
     proc = subprocess.run(
         [str(venv_bin() / "ansible-playbook"), "--check", "-i", str(inventory), "-e", f"@{extravars}", str(playbook)],
         capture_output=True,

@@ -4,14 +4,14 @@ $ZENOPS_IMAGE_CACHE, else $XDG_CACHE_HOME/zenops/images (what scripts/test, scri
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
-from zenops.paths import collections_path, venv_bin
+from tests.runner import ansible_json_env
+from zenops.paths import venv_bin
 
 PLAYBOOK = """\
 - name: Resolve the role's cache directory
@@ -30,13 +30,7 @@ PLAYBOOK = """\
 def _resolve(tmp_path: Path, env_overrides: dict[str, str | None]) -> str:
     playbook = tmp_path / "cache-dir.yml"
     playbook.write_text(PLAYBOOK.format(defaults=REPO / "roles" / "vllm_image" / "defaults" / "main.yml"))
-    env = {
-        **os.environ,
-        "ANSIBLE_COLLECTIONS_PATH": str(collections_path()),
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
-    }
+    env: dict[str, str] = ansible_json_env(tmp_path / "ansible-tmp")
     for name, value in env_overrides.items():
         if value is None:
             env.pop(name, None)

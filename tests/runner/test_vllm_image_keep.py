@@ -17,8 +17,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.conftest import REPO
-from zenops.paths import collections_path, venv_bin
+from tests.runner import ansible_json_env
+from zenops.paths import venv_bin
 
 TAG = "zenops/vllm-keep-test:v1"
 DIGEST = "ab" * 32
@@ -53,14 +53,7 @@ def _start(tmp_path: Path, run: str, src: Path, cache: Path) -> subprocess.Popen
         "vllm_image_builder": "builder",
         "vllm_image_cache_keep": 2,
     }
-    env = {
-        **os.environ,
-        "ANSIBLE_COLLECTIONS_PATH": str(collections_path()),
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json",
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_LOCAL_TEMP": str(work / "ansible-tmp"),
-        "ANSIBLE_ROLES_PATH": str(REPO / "roles"),
-    }
+    env = ansible_json_env(work / "ansible-tmp")
     return subprocess.Popen(
         [
             str(venv_bin() / "ansible-playbook"),
