@@ -7,8 +7,10 @@ backend UP; `bench --gateway` measures through it. With `scripts/test --full`, t
 under a load through the gateway: one serving server, so it surges (a new server serves the new model, passes the
 gates with the old one as the control, joins the gateway, and the old one is drained and deleted) with no failed
 request; and a re-run of `up` without --gateway-flavor keeps both servers (the serving one is now `-2`: adopted, no
-`-1` made again). The landing run leaves the surge out: a third server with its engine image copied and loaded and
-two vLLM servers measured at once, 10-15 minutes of the cloud lane on a 2-core AVX2 machine; the surge strategy's
+`-1` made again). scripts/test runs this module with --full only (the landing runs of 2026-11-28 were CPU-bound and
+over their budget; the gateway's landing e2e is the rollout fleet's). Without ZENOPS_E2E_FULL the surge is left out:
+a third server with its engine image copied and loaded and two vLLM servers measured at once, 10-15 minutes of a
+lane on a 2-core AVX2 machine; the surge strategy's
 state machine and revert are unit-tested (tests/unit/test_rollout_*), the in-place strategy runs for real in the
 rollout fleet. `down` removes everything, and nothing of the deployment is left in the cloud (asked of the SDK, not
 of zenops).

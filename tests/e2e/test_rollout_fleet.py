@@ -635,7 +635,7 @@ def test_4b_a_release_that_changes_nothing_passes_its_gate_with_the_default_limi
 
 
 def test_5_down_removes_prometheus_and_node_exporter_from_every_host(fleet: Fleet) -> None:
-    """Last: `down` takes the deployment away, its metrics with it (the fixture's own `down` then finds nothing)."""
+    """Last: `down` takes the deployment away, its metrics with it (the fixture then only removes the devhosts)."""
     run_zenops(fleet, "down", "-i", str(fleet.inventory))
     fleet.down = True
     for h in fleet.hosts:
