@@ -51,6 +51,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
+from tests.e2e.bounded import run_bounded
 from zenops.campaign.state import deployment_name
 from zenops.tinymodel import generate
 
@@ -162,9 +163,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def zenops(
     env: dict[str, str], *args: str, cwd: Path, rc: int | None = 0, timeout: float = 1800
 ) -> list[dict[str, Any]]:
-    proc = subprocess.run(
-        [ZENOPS, "--json", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout, check=False
-    )
+    proc = run_bounded([ZENOPS, "--json", *args], env=env, cwd=cwd, timeout=timeout)
     lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
     if rc is not None:
         assert proc.returncode == rc, f"exit {proc.returncode}: {json.dumps(lines[-3:])[-3000:]}\n{proc.stderr[-3000:]}"

@@ -47,6 +47,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, lane_cpus, wait_for_a_quiet_machine
+from tests.e2e.bounded import run_bounded
 from zenops import devhost
 from zenops.tinymodel import generate
 
@@ -87,9 +88,7 @@ def json_lines(out: str) -> list[dict[str, Any]]:
 
 def run_zenops(fleet: Fleet, *args: str, rc: int | None = 0, timeout: float = 1800) -> tuple[int, dict[str, Any], str]:
     try:
-        proc = subprocess.run(
-            [ZENOPS, "--json", *args], capture_output=True, text=True, env=fleet.env, timeout=timeout, check=False
-        )
+        proc = run_bounded([ZENOPS, "--json", *args], env=fleet.env, timeout=timeout)
     except subprocess.TimeoutExpired as e:  # where it was: the last plays and tasks it reported
         out = e.output.decode(errors="replace") if isinstance(e.output, bytes) else e.output or ""
         where = [f"{x.get('play', '')} / {x.get('task', '')}" for x in json_lines(out) if x.get("type") == "event"]
