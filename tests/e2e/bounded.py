@@ -17,16 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-
-def _stat(pid: int) -> tuple[int, int] | None:
-    """(parent PID, start time) of a living process, from /proc/PID/stat; None once it is gone."""
-    try:
-        text = (Path("/proc") / str(pid) / "stat").read_text()
-    except OSError:
-        return None
-    # the command name (2nd field) is in parentheses and may hold spaces: the fields after its last ')' are fixed
-    rest = text.rsplit(")", 1)[1].split()
-    return int(rest[1]), int(rest[19])
+from zenops.lock import _stat, proc_start
 
 
 def descendants(pid: int) -> list[tuple[int, int]]:
@@ -34,8 +25,8 @@ def descendants(pid: int) -> list[tuple[int, int]]:
     that got a reused PID from the one found here."""
     children: dict[int, list[tuple[int, int]]] = {}
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (st := _stat(int(entry.name))) is not None:
-            children.setdefault(st[0], []).append((int(entry.name), st[1]))
+        if entry.name.isdigit() and (fields := _stat(int(entry.name))) is not None:  # state, parent PID, ...
+            children.setdefault(int(fields[1]), []).append((int(entry.name), int(fields[19])))
     out: list[tuple[int, int]] = []
     todo = [pid]
     while todo:
@@ -48,8 +39,7 @@ def descendants(pid: int) -> list[tuple[int, int]]:
 def kill_all(procs: list[tuple[int, int]]) -> None:
     """SIGKILL each (PID, start time) that is still that process."""
     for pid, started in procs:
-        st = _stat(pid)
-        if st is not None and st[1] == started:
+        if proc_start(pid) == started:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
@@ -71,8 +61,9 @@ def run_bounded(
             except subprocess.TimeoutExpired:
                 started += descendants(proc.pid)
                 proc.kill()
-                kill_all(started)
+                kill_all(started)  # before reading on: a descendant may hold its pipes open
                 out, err = proc.communicate()
-            kill_all(started)  # what it started and left behind even after a clean end on SIGINT
+            else:
+                kill_all(started)  # what it started and left behind even after a clean end on SIGINT
             raise subprocess.TimeoutExpired(argv, timeout, output=out, stderr=err) from None
         return subprocess.CompletedProcess(argv, proc.returncode, out, err)

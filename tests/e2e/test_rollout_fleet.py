@@ -90,7 +90,7 @@ def run_zenops(fleet: Fleet, *args: str, rc: int | None = 0, timeout: float = 18
     try:
         proc = run_bounded([ZENOPS, "--json", *args], env=fleet.env, timeout=timeout)
     except subprocess.TimeoutExpired as e:  # where it was: the last plays and tasks it reported
-        out = e.output.decode(errors="replace") if isinstance(e.output, bytes) else e.output or ""
+        out = e.output or ""  # run_bounded reads text
         where = [f"{x.get('play', '')} / {x.get('task', '')}" for x in json_lines(out) if x.get("type") == "event"]
         pytest.fail(f"zenops {args[0]} did not end within {timeout:.0f}s; its last steps: {where[-8:]}")
     lines = json_lines(proc.stdout)

@@ -10,20 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.bounded import _stat, run_bounded
-
-
-def alive(pid: int) -> bool:
-    st = _stat(pid)
-    if st is None:
-        return False
-    return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+from tests.e2e.bounded import run_bounded
+from zenops.lock import _running
 
 
 def wait_gone(pid: int, within_s: float = 10) -> bool:
     end = time.monotonic() + within_s
     while time.monotonic() < end:
-        if not alive(pid):
+        if not _running(pid):  # gone, or a zombie: exited
             return True
         time.sleep(0.05)
     return False
