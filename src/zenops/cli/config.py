@@ -73,3 +73,82 @@ def check(ctx: click.Context, file: Path) -> None:
 def example() -> None:
     """Print a commented example config file."""
     click.echo(EXAMPLE, nl=False)
+
+
+@config.command("init")
+@click.option("--cloud", required=True, metavar="NAME", help="The clouds.yaml entry to write a profile for.")
+@click.option(
+    "--os-image",
+    metavar="IMAGE",
+    help="The Glance image the servers boot (name or ID), instead of the newest Debian 12 image.",
+)
+@click.option("--force", is_flag=True, help="Replace the file's profile of this cloud (its other keys are kept).")
+@click.option("--dry-run", "--print", "dry_run", is_flag=True, help="Print the profile; write nothing.")
+@json_option
+@click.pass_context
+def init(ctx: click.Context, cloud: str, os_image: str | None, force: bool, dry_run: bool) -> None:
+    """Write a cloud profile (clouds.NAME of the config file) from what the cloud lists: its network mode and
+    networks, the newest Debian 12 image, the flavors that fit, the quota's room. Each choice's reason and
+    alternatives are comments in the file and in the output (--json: the same as data).
+
+    \b
+    The file: --config FILE, else ~/.config/zenops/config.yaml; its other keys and comments stay as they were.
+    An existing profile of that cloud is refused without --force.
+      zenops config init --cloud flex --dry-run     see the profile first
+      zenops config init --cloud flex               then write it
+    """
+    from zenops import catalog  # noqa: PLC0415
+    from zenops.cloud import ops  # noqa: PLC0415
+    from zenops.cloud import profile as cp  # noqa: PLC0415
+
+    app = get_app(ctx)
+    explicit = ctx.find_root().params.get("config_path")
+    target = Path(explicit) if explicit else search_paths()[0]
+    cp.existing_profile(target, cloud, force=force)  # refused before any cloud call
+    ops.check_cloud_name(cloud, [])
+    snapshot = cp.read_snapshot(ops.connect(cloud), cloud)
+    known = {n: (f.vcpus, f.ram_mib) for n, f in catalog.flavors(app.config.flavors).items()}
+    plan = cp.plan_profile(snapshot, known, os_image=os_image)
+    written = cp.prepare_write(target, plan, force=force)
+    if not dry_run:
+        from zenops.config_edit import write_atomically  # noqa: PLC0415
+
+        write_atomically(target, written.text)
+    shadows = [] if explicit else [p for p in search_paths()[1:] if p.is_file() and _has_profile(p, cloud)]
+    if app.json:
+        app.emit_json(
+            {
+                "type": "result",
+                "command": "config init",
+                **plan.to_dict(),
+                "path": str(target),
+                "written": not dry_run,
+                "replaced": written.replaced,
+                "entry": written.data,
+                "shadowed_by": [str(p) for p in shadows],
+            }
+        )
+        return
+    click.echo("clouds:")
+    click.echo(
+        "\n".join(f"  {line}" if i == 0 else f"    {line}" for i, line in enumerate([f"{cloud}:", *written.entry]))
+    )
+    for w in plan.warnings:
+        app.warn(w)
+    for p in shadows:
+        app.warn(f"{p} also has a profile for '{cloud}': it wins over {target} (it is read later)")
+    if not written.comments_kept and not dry_run:
+        app.warn(f"{target}: its clouds section was in flow style; it was rewritten in block style without comments")
+    if dry_run:
+        app.note(f"dry run: nothing written ({target} would get clouds.{cloud})")
+    else:
+        app.note(f"{'replaced' if written.replaced else 'wrote'} clouds.{cloud} in {target}")
+
+
+def _has_profile(path: Path, cloud: str) -> bool:
+    from zenops.errors import ConfigError  # noqa: PLC0415
+
+    try:
+        return cloud in (read_file(path).get("clouds") or {})
+    except ConfigError:
+        return False

@@ -113,6 +113,14 @@ def _limits(conn: Connection) -> Limits:
     )
 
 
+def limits(conn: Connection, cloud: str) -> Limits:
+    """The project's absolute limits and what it uses of them (Nova's; floating IPs: Neutron's quota)."""
+    try:
+        return _limits(conn)
+    except Exception as e:
+        raise classify(e, cloud) from e
+
+
 def room(conn: Connection, cloud: str, flavors: list[str]) -> tuple[Limits, dict[str, tuple[int, int]]]:
     """The project's absolute limits and each flavor's (vCPUs, RAM MiB): what a campaign checks before it runs
     several flavors at once. Unknown flavors are left out (their own preflight names them)."""
