@@ -199,10 +199,8 @@ def _choose_networks(snap: CloudSnapshot) -> tuple[dict[str, Any], list[Choice],
         mode_alts = [f"floating, from external network {external[0].name}"] if external else []
     elif external:
         mode, best = "floating", None
-        mode_reason = (
-            f"no shared network is known to be reachable from here: servers get a tenant network, a router to "
-            f"{external[0].name} and floating IPs"
-        )
+        why = "nothing says this machine reaches a shared network's addresses" if provider else "no shared network"
+        mode_reason = f"{why}: servers get a tenant network, a router to {external[0].name} and floating IPs from it"
         mode_alts = [
             f"provider on {n.name}, if this machine reaches {', '.join(n.ipv4_cidrs)} (then also mark it "
             f"routes_externally: true under the cloud's networks: in clouds.yaml)"
