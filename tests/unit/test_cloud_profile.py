@@ -52,6 +52,12 @@ def test_a_reachable_provider_network_wins_over_floating_ips():
     assert mode.alternatives == ("floating, from external network public",)
 
 
+def test_a_network_clouds_yaml_marks_routable_counts_even_with_its_subnets_hidden():
+    hidden = cp.Network("direct", "n9", routes_externally=True)
+    plan = cp.plan_profile(snap(networks=(hidden, PUBLIC)), CATALOGUE)
+    assert (plan.profile["network_mode"], plan.profile["provider_network"]) == ("provider", "direct")
+
+
 def test_provider_only_cloud():
     plan = cp.plan_profile(snap(networks=(PROVIDER,)), CATALOGUE)
     assert plan.profile["network_mode"] == "provider"

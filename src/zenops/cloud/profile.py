@@ -176,7 +176,10 @@ def _net_label(n: Network) -> str:
 def _choose_networks(snap: CloudSnapshot) -> tuple[dict[str, Any], list[Choice], list[str]]:
     nets = [n for n in snap.networks if n.active]
     # a network servers get a reachable address on: shared with the project, or one clouds.yaml/its subnet says routes
-    provider = [n for n in nets if not n.external and n.ipv4_cidrs and (n.shared or _reachable(n))]
+    # (an IPv4 subnet needed, unless clouds.yaml vouches for the network: a project may not see its subnets)
+    provider = [
+        n for n in nets if not n.external and (n.routes_externally or (n.ipv4_cidrs and (n.shared or _reachable(n))))
+    ]
     provider.sort(key=lambda n: (not n.routes_externally, _reachable(n) is None, not n.shared, n.name))
     external = [n for n in nets if n.external]
     external.sort(key=lambda n: (not n.nat_source, not n.is_default, n.name))
