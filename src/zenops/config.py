@@ -48,7 +48,8 @@ flavors:                            # your cloud's flavors; built-in ones (gp.5.
     smt_exposed: false
     price_per_hour: 0.50            # your price, per server and hour
     currency: USD
-clouds:                             # how zenops provisions in a clouds.yaml entry (defaults fit the sandbox)
+clouds:                             # how zenops provisions in a clouds.yaml entry (defaults fit the sandbox);
+                                    # `zenops config init --cloud NAME` writes one from what that cloud lists
   flex:
     network_mode: floating          # provider (servers on a shared provider network) | floating (tenant net + FIPs)
     provider_network: provider
