@@ -317,8 +317,8 @@ def choice_problem(
 ) -> Problem | None:
     """What is wrong with ``value`` as one of ``choices`` (a mode string), None when nothing is. With ``yaml_bools``,
     a YAML boolean is taken as the word it was written as when that word is one of the choices and the only one
-    that reads as it (:func:`yaml_word`); any other boolean is refused with the fix: quote the word (``key``, the
-    dotted key, names it in the fix)."""
+    that reads as it (:func:`yaml_word`); any other boolean is refused, the fix quoting the word when it is one of
+    the choices (``quote it: gateway: "on"``), else naming one (``key``, the dotted key, is named in the fix)."""
     if isinstance(value, str) and value in choices:
         return None
     if yaml_bools and yaml_word(value, choices) is not None:
@@ -327,12 +327,11 @@ def choice_problem(
     if not isinstance(value, bool):
         return Problem(text)
     matching = [w for w in choices if w.lower() in YAML_BOOL_WORDS[value]]
-    word = matching[0] if matching else YAML_BOOL_WORDS[value][0]
-    quoted = f'{key.rsplit(".", 1)[-1]}: "{word}"' if key else f'"{word}"'
-    return Problem(
-        f"{text}: YAML reads an unquoted {'/'.join(YAML_BOOL_WORDS[value])} as the boolean {str(value).lower()}",
-        hint=f"quote it: {quoted}" + ("" if matching else f" (one of {', '.join(choices)})"),
-    )
+    name = f"{key.rsplit('.', 1)[-1]}: " if key else ""
+    read = f"YAML reads an unquoted {'/'.join(YAML_BOOL_WORDS[value])} as the boolean {str(value).lower()}"
+    if matching:  # the word is a choice, but not the only one YAML reads so (or quoting is wanted): quote it
+        return Problem(f"{text}: {read}", hint=f'quote it: {name}"{matching[0]}"')
+    return Problem(f"{text}: {read}", hint=f"use one of them, e.g. {name}{choices[0]}")
 
 
 def choice(*choices: str) -> Checker:
