@@ -356,11 +356,11 @@ def duration(minimum: int = 1) -> Checker:
     """A duration in zenops's one grammar (zenops.durations: 90s, 15m, 1h30m, or a number of seconds), at least
     ``minimum`` seconds. A :class:`Field` with ``convert=durations.parse`` holds the seconds."""
 
-    def check_duration(v: Any) -> Problem | None:
+    def check_duration(v: Any) -> str | None:
         try:
             durations.parse(v, minimum=minimum)
         except ValueError as e:
-            return Problem(str(e), hint=f"write a number and a unit: {durations.EXAMPLES}")
+            return str(e)  # it shows the grammar; the field's example is the fix
         return None
 
     return check_duration
