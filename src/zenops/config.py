@@ -8,15 +8,16 @@ flags win over both: per-command sections under ``defaults:`` become click defau
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zenops import schema
+from zenops import durations, schema
 from zenops.errors import ConfigError
 from zenops.paths import default_state_dir
-from zenops.schema import Entries, Field, Issue, Schema, Section, read_yaml
+from zenops.schema import Entries, Field, Issue, Schema, Section, key_lines, line_of, read_yaml
 
 EXAMPLE = """\
 # zenops.yaml (or ~/.config/zenops/config.yaml)
@@ -58,7 +59,7 @@ clouds:                             # how zenops provisions in a clouds.yaml ent
     image: debian-12
     image_user: debian
     operator_cidr: 203.0.113.7/32   # who may reach SSH and the API; default: this machine's address, /32
-    active_timeout: 900             # seconds until ACTIVE (slow builds are not failures before this)
+    active_timeout: 15m             # until ACTIVE (slow builds are not failures before this): 900s, 15m, 1h
     error_retries: 2                # servers in ERROR are replaced this many times
     server_metadata: {cost-center: ml-42}
     expiry_switch: auto             # with --ttl, each server deletes itself at its expiry (a restricted, expiring
@@ -127,8 +128,10 @@ class Config:
 
     def cloud_profile(self, cloud: str) -> CloudProfile:
         data = dict(self.clouds.get(cloud, {}))
-        if isinstance(data.get("expiry_switch"), bool):  # YAML's off/on
-            data["expiry_switch"] = "auto" if data["expiry_switch"] else "off"
+        if "expiry_switch" in data:  # YAML's off/on (a Config made in code holds what the file held)
+            data["expiry_switch"] = _switch_word(data["expiry_switch"])
+        if "active_timeout" in data:
+            data["active_timeout"] = durations.parse(data["active_timeout"])
         return CloudProfile(**data)
 
     sources: tuple[Path, ...] = ()
@@ -146,9 +149,25 @@ def _is_size(v: Any) -> str | None:
 
 
 def _switch_mode(v: Any) -> str | None:
-    # YAML reads a bare off as false (and on as true)
+    # YAML reads a bare off as false (and on as true: the switch on where it can be, auto)
     ok = v in ("auto", "required", "off") or isinstance(v, bool)
     return None if ok else f"must be one of auto, required, off (got {v!r})"
+
+
+def _switch_word(v: Any) -> Any:
+    return ("auto" if v else "off") if isinstance(v, bool) else v
+
+
+def _cidr(v: Any) -> str | None:
+    import ipaddress  # noqa: PLC0415
+
+    if not isinstance(v, str):
+        return "must be a network like 10.98.1.0/24"
+    try:
+        ipaddress.ip_network(v.strip(), strict=True)
+    except ValueError as e:
+        return f"must be a network like 10.98.1.0/24 ({e})"
+    return None
 
 
 def _currency(v: Any) -> str | None:
@@ -199,19 +218,19 @@ FLAVOR_SCHEMA = Section(
 # clouds.<name>: how zenops uses a clouds.yaml entry (the entry itself stays in clouds.yaml)
 CLOUD_SCHEMA = Section(
     {
-        "network_mode": Field(schema.choice("provider", "floating"), "network_mode: provider  (or floating)"),
+        "network_mode": schema.mode("provider", "floating", example="network_mode: provider  (or floating)"),
         "provider_network": Field(schema.non_empty_str, "provider_network: provider"),
         "external_network": Field(schema.non_empty_str, "external_network: public"),
         "tenant_network": Field(schema.non_empty_str, "tenant_network: my-net  (reuse it instead of creating one)"),
-        "tenant_cidr": Field(
-            schema.non_empty_str, "tenant_cidr: 10.98.1.0/24  (default: 10.98.<n>.0/24 per deployment)"
-        ),
+        "tenant_cidr": Field(_cidr, "tenant_cidr: 10.98.1.0/24  (default: 10.98.<n>.0/24 per deployment)"),
         "image": Field(schema.non_empty_str, "image: debian-12"),
         "image_user": Field(schema.non_empty_str, "image_user: debian"),
-        "operator_cidr": Field(schema.non_empty_str, "operator_cidr: 203.0.113.7/32"),
+        "operator_cidr": Field(_cidr, "operator_cidr: 203.0.113.7/32"),
         "keypair": Field(schema.non_empty_str, "keypair: my-key  (an existing keypair; zenops creates one otherwise)"),
         "private_key_file": Field(schema.non_empty_str, "private_key_file: ~/.ssh/id_ed25519"),
-        "active_timeout": Field(schema.positive_int, "active_timeout: 900"),
+        "active_timeout": Field(
+            schema.duration(), "active_timeout: 15m  (or 900s, 1h, 1h30m)", convert=durations.parse
+        ),
         "error_retries": Field(schema.count, "error_retries: 2"),
         "server_metadata": Field(
             schema.mapping, "server_metadata: {cost-center: ml-42}  (added to every server's metadata)"
@@ -219,10 +238,14 @@ CLOUD_SCHEMA = Section(
         "expiry_switch": Field(
             _switch_mode,
             "expiry_switch: auto  (with --ttl each server deletes itself at its expiry; or required, or off)",
+            convert=_switch_word,
         ),
-        "api_interface": Field(
-            schema.choice("any", "internal", "public"),
-            "api_interface: internal  (the catalog interface the servers reach Keystone and Nova by; any: try both)",
+        "api_interface": schema.mode(
+            "any",
+            "internal",
+            "public",
+            example="api_interface: internal  (the catalog interface the servers reach Keystone and Nova by; any: "
+            "try both)",
         ),
     },
     example="{network_mode: floating}",
@@ -239,12 +262,12 @@ SCHEMA = Schema(
                 {
                     "user": Field(schema.non_empty_str),
                     "private_key_file": Field(schema.non_empty_str),
-                    "host_key_checking": Field(schema.choice("accept-new", "strict", "off")),
+                    "host_key_checking": schema.mode("accept-new", "strict", "off"),
                 }
             ),
             "docker": Section(
                 {
-                    "source": Field(schema.choice("distro", "upstream")),
+                    "source": schema.mode("distro", "upstream"),
                     "users": Field(schema.strings("must be a list of names, e.g. [debian, ubuntu]")),
                     "log_max_size": Field(_is_size),
                     "log_max_file": Field(schema.positive_int),
@@ -298,6 +321,69 @@ def validate(data: Any, path: str) -> dict[str, Any]:
 def read_file(path: Path) -> dict[str, Any]:
     """One config file, parsed and checked (YAML errors name the line and column)."""
     return validate(read_yaml(path), str(path))
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One mistake `zenops config check` reports: the file, the dotted key, its line, what is wrong, the fix."""
+
+    path: str
+    key: str
+    line: int | None
+    problem: str
+    hint: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "key": self.key, "line": self.line, "problem": self.problem, "hint": self.hint}
+
+    def __str__(self) -> str:
+        at = f":{self.line}" if self.line else ""
+        text = f"{self.path}{at}: {self.key + ': ' if self.key else ''}{self.problem}"
+        return f"{text}\n  fix: {self.hint}" if self.hint else text
+
+
+# a further check of a file's (schema-checked) document, given the keys that already have a mistake: the CLI's
+# check of ``defaults.<command>`` against the commands
+MoreChecks = Callable[[dict[str, Any], set[str]], list[ConfigError]]
+
+
+def within(key: str, prefix: str) -> bool:
+    """``key`` is ``prefix`` or a key inside it (``flavors.x.vcpus`` within ``flavors.x``; not ``flavors.xy``)."""
+    return key == prefix or key.startswith((prefix + ".", prefix + "["))
+
+
+def check_flavors(flavors: Any, path: str, broken: set[str]) -> list[ConfigError]:
+    """Every ``flavors.<name>`` entry as the commands read it (zenops.catalog.check_config_flavor); entries with a
+    mistake already in ``broken`` are skipped (said once)."""
+    from zenops.catalog import check_config_flavor  # noqa: PLC0415  (the catalogue imports this module)
+
+    found: list[ConfigError] = []
+    for name, fields in (flavors if isinstance(flavors, dict) else {}).items():
+        if any(within(key, f"flavors.{name}") for key in broken):
+            continue
+        try:
+            check_config_flavor(path, name, fields)
+        except ConfigError as e:
+            found.append(e)
+    return found
+
+
+def check_file(path: Path, more: MoreChecks | None = None) -> list[Finding]:
+    """Every mistake in the config file at ``path``, each with its line: the checks the commands run when they read
+    it (the schema, the flavors, ``more``), gathering all of them where a command stops at the first. [] when fine."""
+    try:
+        data = read_yaml(path)
+    except ConfigError as e:  # not YAML (or a key given twice): the only finding, its line in its message
+        line = re.search(r"line (\d+)", e.key)
+        return [Finding(e.path, "", int(line.group(1)) if line else None, e.problem, e.hint)]
+    errors = SCHEMA.collect(data, str(path))
+    if isinstance(data, dict):
+        errors += check_flavors(data.get("flavors"), str(path), {e.key for e in errors})
+        if more is not None and isinstance(data.get("defaults"), dict):
+            errors += more(data, {e.key for e in errors})
+    lines = key_lines(path.read_text())
+    found = [Finding(e.path, e.key, line_of(lines, e.key), e.problem, e.hint) for e in errors]
+    return sorted(found, key=lambda f: f.line or 0)  # in the file's order
 
 
 def load(explicit: Path | None = None) -> Config:

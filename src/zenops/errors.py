@@ -61,6 +61,7 @@ class ConfigError(ZenopsError):
         super().__init__(f"{where}: {problem}", hint=hint)
         self.path = path
         self.key = key
+        self.problem = problem
 
 
 class NotImplementedYetError(ZenopsError):

@@ -226,7 +226,8 @@ BASE = "name: s\ncloud: sandbox\nflavors: [f]\nmodels: [m]\n"
         (BASE + "engine: {image_source: docker}\n", "engine.image_source", "pip, build, prebuilt", None),
         (BASE + "engine: {platform: zen}\n", "engine.platform", "unknown key", "valid keys here"),
         (BASE + "engine: {base_image_archive: no.tar}\n", "engine.base_image_archive", "does not exist", None),
-        (BASE + "engine: {health_timeout: 0}\n", "engine.health_timeout", "must be a duration", None),
+        (BASE + "engine: {health_timeout: 5}\n", "engine.health_timeout", "under 10s", None),  # --health-timeout's
+        (BASE + "engine: {health_timeout: 2 hours}\n", "engine.health_timeout", "not a duration", None),
         (BASE + "engine: pip\n", "engine", "must be a mapping", "{image_source: pip}"),
         # bench
         (BASE + "bench: {concurrency: [1, 0]}\n", "bench.concurrency[1]", "positive integer", None),
@@ -298,6 +299,15 @@ def test_options_become_a_serve_request(campaign_dir: Path):
         assert req.engine_args
     # a cell's parameters are hashed as JSON: the options serialise
     json.dumps([dict(v.options) for v in spec.variants])
+
+
+def test_engine_durations_take_the_flags_grammar_and_least_value(campaign_dir: Path):
+    # --health-timeout takes 10s and 1h30m, and refuses 9: the campaign file's engine key takes what the flag takes
+    for text, seconds in (("10", 10), ("1h30m", 5400)):
+        spec = load_spec(write(campaign_dir, BASE + f"engine: {{health_timeout: {text}}}\n"))
+        assert spec.engine["health_timeout"] == seconds
+    with pytest.raises(ConfigError, match="under 10s"):
+        load_spec(write(campaign_dir, BASE + "engine: {health_timeout: 9}\n"))
 
 
 @pytest.mark.parametrize(

@@ -192,8 +192,8 @@ def _field(option: request_options.Option, base: Path | None) -> schema.Node:
         check = _int_at_least(option.minimum or 1)
     elif option.kind == "instances":
         check = _instances
-    elif option.kind == "duration":
-        check = _duration
+    elif option.kind == "duration":  # the grammar and the least value of the flag (zenops.request_options)
+        check = schema.duration(option.minimum if option.minimum is not None else 1)
     elif option.kind == "path":
         assert base is not None, "a path option is an engine key: its file is relative to the campaign file"
         check = _existing_file(base, option.field.replace("_", " "), option.example)
@@ -368,7 +368,8 @@ def _options(raw: Mapping[str, Any], base: Path) -> dict[str, Any]:
 
 
 def _option(key: str, value: Any, base: Path) -> Any:
-    kind = request_options.BY_FIELD[key].kind
+    option = request_options.BY_FIELD[key]
+    kind = option.kind
     if kind == "args":
         return tuple(value)
     if kind == "instances" and value == "auto":
@@ -376,7 +377,7 @@ def _option(key: str, value: Any, base: Path) -> Any:
     if kind == "path":
         return _resolve(base, value)
     if kind == "duration":
-        return parse_duration(value)
+        return durations.parse(value, minimum=option.minimum if option.minimum is not None else 1)
     return value
 
 

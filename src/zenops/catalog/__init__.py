@@ -482,17 +482,30 @@ def model_from_config_json(path: Path) -> ModelSpec:
 # --- flavors ----------------------------------------------------------------------------------------------------
 
 
-def _flavor(name: str, fields: Mapping[str, Any], base: FlavorSpec | None, source: str, where: str) -> FlavorSpec:
-    values = dict(fields)
-    if "ram_gb" in values:
-        values["ram_mib"] = round(values.pop("ram_gb") * 1024)
-    if base is None and not ("vcpus" in values and "ram_mib" in values):
+def _check_complete(where: str, name: Any, fields: Mapping[str, Any], base: FlavorSpec | None) -> None:
+    """A flavor of its own (no catalogue flavor of its name to override) names at least its vCPUs and RAM."""
+    if base is None and not ("vcpus" in fields and ("ram_mib" in fields or "ram_gb" in fields)):
         raise ConfigError(
             where,
             f"flavors.{name}",
             "a flavor needs at least vcpus and ram_mib (or ram_gb)",
             hint="e.g. {vcpus: 16, ram_gb: 64}",
         )
+
+
+def check_config_flavor(where: str, name: Any, fields: Any) -> None:
+    """Everything :func:`flavors` checks of one config entry ``flavors.<name>`` (``zenops config check`` and every
+    command that reads flavors run this): its fields (zenops.config.FLAVOR_SCHEMA), then that a flavor of its own is
+    complete enough to plan with. ConfigError naming ``where`` (the file) and the key."""
+    check_flavor(where, name, dict(fields) if isinstance(fields, Mapping) else fields)
+    _check_complete(where, name, fields, _catalogue_flavors().get(str(name)))
+
+
+def _flavor(name: str, fields: Mapping[str, Any], base: FlavorSpec | None, source: str, where: str) -> FlavorSpec:
+    _check_complete(where, name, fields, base)
+    values = dict(fields)
+    if "ram_gb" in values:
+        values["ram_mib"] = round(values.pop("ram_gb") * 1024)
     if "cpu_flags" in values:
         values["cpu_flags"] = tuple(values["cpu_flags"])
     if values.get("price_per_hour") is not None:
@@ -525,7 +538,7 @@ def flavors(
     label = source if source == "config" or source.startswith("config:") else f"config:{source}"
     where = label.removeprefix("config:") if label != "config" else "config"
     for name, fields in (config_flavors or {}).items():
-        check_flavor(where, name, dict(fields) if isinstance(fields, Mapping) else fields)
+        check_config_flavor(where, name, fields)
         result[name] = _flavor(name, fields, result.get(name), label, where)
     return result
 

@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import (
+    DurationType,
     LazyChoice,
     cloud_option,
     deployment_option,
@@ -97,7 +98,11 @@ def _profile_names() -> list[str]:
 @flavor_option
 @price_option
 @click.option(
-    "--timeout", type=click.IntRange(min=10), default=3600, show_default=True, help="Seconds one run may take."
+    "--timeout",
+    type=DurationType(10),
+    default="1h",
+    show_default=True,
+    help="How long one run may take (90s, 30m, 1h30m, or a number of seconds; at least 10s).",
 )
 @click.option("--allow-failed", is_flag=True, help="Failed requests are warned about but do not fail the command.")
 @limit_option

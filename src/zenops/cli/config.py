@@ -10,10 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from zenops.cli.context import get_app
-from zenops.cli.options import json_option, to_default_map
-from zenops.config import EXAMPLE, read_file, search_paths
+from zenops.cli.options import check_defaults, json_option
+from zenops.config import EXAMPLE, check_file, search_paths
+from zenops.errors import ConfigError
 
 
 @click.group()
@@ -56,17 +58,41 @@ def show(ctx: click.Context) -> None:
 
 @config.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@json_option
 @click.pass_context
 def check(ctx: click.Context, file: Path) -> None:
-    """Validate FILE as every command reads it: its sections and values, and each ``defaults.<command>.<option>``
-    against that command's options and their types. A file this calls ok never makes a command exit 3; a wrong one
-    exits 3 naming the key and the fix."""
-    data = read_file(file)
-    defaults = {str(k): dict(v) for k, v in data.get("defaults", {}).items()}
+    """Validate FILE as every command reads it: its sections and values (durations such as 15m or 1h30m; a mode's
+    on/off unquoted), the flavors a plan needs, the cloud profiles, and each ``defaults.<command>.<option>`` against
+    that command's option and type (the engine-argument guard; absolute paths and tuned files there). Every mistake
+    is reported at once, with its line and the fix; a file this calls ok never makes a command exit 3, a wrong one
+    exits 3. --json: {"ok", "errors": [{path, key, line, problem, hint}]}."""
+    app = get_app(ctx)
     root = ctx.find_root()
     assert isinstance(root.command, click.Group)
-    to_default_map(root.command, root, defaults, {k: dict.fromkeys(v, str(file)) for k, v in defaults.items()})
-    click.echo(f"{file}: ok")
+    group = root.command
+
+    def defaults(data: dict[str, Any], broken: set[str]) -> list[ConfigError]:
+        return check_defaults(group, root, data["defaults"], str(file), broken)
+
+    findings = check_file(file, defaults)
+    if app.json:
+        app.emit_json(
+            {
+                "type": "result",
+                "command": "config check",
+                "file": str(file),
+                "ok": not findings,
+                "errors": [f.to_dict() for f in findings],
+            }
+        )
+    elif findings:
+        for finding in findings:
+            app.err.print(escape(str(finding)), highlight=False)
+    else:
+        click.echo(f"{file}: ok")
+    if findings:
+        many = f"{len(findings)} mistakes" if len(findings) > 1 else "1 mistake"
+        raise ConfigError(str(file), "", many, hint="fix each one as said above, then run `zenops config check` again")
 
 
 @config.command()

@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import (
+    DurationType,
     F,
     GatewayFlags,
     RequestFlags,
@@ -72,7 +73,7 @@ class CloudFlags:
     deployment: str | None
     image: str | None
     campaign: str | None
-    ttl: str | None
+    ttl: int | None  # seconds
     network_mode: str | None
 
 
@@ -93,7 +94,7 @@ def _cloud_options(f: F) -> F:
         click.option("--campaign", metavar="ID", help="Campaign the deployment belongs to (marks its resources)."),
         click.option(
             "--ttl",
-            metavar="DURATION",
+            type=DurationType(),
             help="With --cloud: the servers expire after this long (90m, 2h, 1d; metadata zenops:expires_at) and "
             "`zenops reap` removes them then; each server also gets a dead-man's switch that deletes it at its expiry "
             "(where the servers reach Keystone and Nova: the cloud profile's expiry_switch). Default: no expiry; "
@@ -234,7 +235,6 @@ def _up_cloud(
     check: bool,
 ) -> None:
     """`up --cloud`: the servers (zenops.deploy.up_cloud), then, with --model, what serves on them."""
-    from zenops.cloud.marks import parse_duration  # noqa: PLC0415
     from zenops.deploy import CloudRequest, default_name, serve_request_for, up_cloud  # noqa: PLC0415
     from zenops.deployment.identity import DeploymentId  # noqa: PLC0415
     from zenops.serve import check_request, serve_inventory  # noqa: PLC0415
@@ -252,7 +252,7 @@ def _up_cloud(
         image=where.image,
         campaign=where.campaign,
         network_mode=where.network_mode,
-        ttl_s=parse_duration(ttl) if ttl else None,
+        ttl_s=ttl,
         gateway_flavor=gateway.flavor,
         gateway_port=gateway.port,
         gateway_fronts=serve_req is not None and (gateway.mode == "on" or (gateway.mode == "auto" and where.count > 1)),
