@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from zenops.cli.context import get_app
 from zenops.cli.options import check_defaults, json_option
-from zenops.config import EXAMPLE, check_file, search_paths
+from zenops.config import EXAMPLE, check_file, read_file, search_paths
 from zenops.errors import ConfigError
 
 
