@@ -18,6 +18,7 @@ from zenops.cli.context import App, get_app
 from zenops.cli.options import (
     F,
     GatewayFlags,
+    OldSpellingOption,
     RequestFlags,
     TunedOptions,
     cloud_option,
@@ -70,7 +71,7 @@ class CloudFlags:
     flavor: str | None
     count: int
     deployment: str | None
-    image: str | None
+    os_image: str | None
     campaign: str | None
     ttl: str | None
     network_mode: str | None
@@ -85,7 +86,11 @@ def _cloud_options(f: F) -> F:
         ),
         deployment_name_option("Deployment name (default: from the flavor). Re-using a name adopts."),
         click.option(
+            "--os-image",
             "--image",
+            "os_image",
+            cls=OldSpellingOption,
+            old=("--image",),
             metavar="IMAGE",
             help="With --cloud: the Glance image the servers boot (default: the cloud profile's, debian-12). The "
             "engine image is set by --image-source/--image-ref.",
@@ -249,7 +254,7 @@ def _up_cloud(
         flavor=flavor,
         count=where.count,
         name=name,
-        image=where.image,
+        image=where.os_image,
         campaign=where.campaign,
         network_mode=where.network_mode,
         ttl_s=parse_duration(ttl) if ttl else None,
