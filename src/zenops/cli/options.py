@@ -169,7 +169,7 @@ def table_option(row: Option, command: str, *, required: bool = False) -> Callab
     if row.kind == "choice":
         kw["type"] = click.Choice(row.choices)
     elif row.kind == "int":
-        kw["type"] = click.IntRange(min=row.minimum)
+        kw["type"] = click.IntRange(min=row.minimum, max=row.maximum)
     elif row.kind == "duration":
         kw["type"] = DurationType(row.minimum or 0)
     elif row.kind == "path":
@@ -421,7 +421,7 @@ class _SpellingSeen:
         return getattr(self._inner, name)
 
     def process(self, value: Any, state: Any) -> None:
-        self._ctx.meta.setdefault(("zenops.spellings", self._option.name), []).append((self._opt, value))
+        self._ctx.meta.setdefault(f"zenops.spellings.{self._option.name}", []).append((self._opt, value))
         self._inner.process(value, state)
 
 
@@ -457,7 +457,7 @@ class OldSpellingOption(click.Option):
                     table[opt] = _SpellingSeen(table[opt], self, opt, ctx)
 
     def handle_parse_result(self, ctx: click.Context, opts: Mapping[str, Any], args: list[str]) -> Any:
-        seen: list[tuple[str, Any]] = ctx.meta.get(("zenops.spellings", self.name), [])
+        seen: list[tuple[str, Any]] = ctx.meta.get(f"zenops.spellings.{self.name}", [])
         for opt in dict.fromkeys(o for o, _ in seen if o in self.old):
             deprecated(opt, self.new_spelling)
         if len({o for o, _ in seen}) > 1 and len({repr(v) for _, v in seen}) > 1:

@@ -106,6 +106,9 @@ def plan_cmd(
         app.note(tuned.describe("zenops plan"))
         if flavor_spec is not None and tuned.config.flavor and tuned.config.flavor != flavor_spec.name:
             app.note(f"note: measured on {tuned.config.flavor}, planned for {flavor_spec.name}: the figures may differ")
+    from zenops import compat  # noqa: PLC0415
+
+    compat.check_vllm(values["vllm"])  # a release nothing can deploy: exit 11, naming those it knows
     opts = PlanOptions(
         dtype=values["dtype"],
         max_model_len=values["max_model_len"],

@@ -174,7 +174,7 @@ def up(
     Docker settings (source distro|upstream, users, log rotation) come from the `docker:` section of the config.
     """
     from zenops.hosts import up_inventory  # noqa: PLC0415
-    from zenops.serve import ServeRequest, check_engine_args, serve_inventory  # noqa: PLC0415
+    from zenops.serve import ServeRequest, check_engine_args, check_image_ref, serve_inventory  # noqa: PLC0415
 
     app = get_app(ctx)
     check = dry_run
@@ -190,6 +190,7 @@ def up(
     )
     tuned = _apply_tuned(ctx, tuned_file, model, flavor, fields) if tuned_file is not None else None
     check_engine_args(fields["engine_args"])  # before anything is provisioned (and again with the plans)
+    check_image_ref(fields["image_source"], fields["prebuilt_ref"])
     serve_req = ServeRequest(model=model, **fields) if model else None
     reason = tuned.reason if tuned else None
     if flavor and not cloud_name and inventory is None and os.environ.get("OS_CLOUD"):
