@@ -252,7 +252,7 @@ tuned_option = click.option(
     "tuned_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     metavar="FILE",
-    help="Deploy what a benchmark campaign measured: FILE is written by `zenops campaign report ID --tuned FILE` "
+    help="Deploy what a benchmark campaign measured: FILE is written by `zenops campaign report ID --write-tuned FILE` "
     "(the best configuration per model). The entry of --model supplies the options (platform, max-num-seqs, "
     "instances, engine pair and args, ...); flags you give win over it, it wins over config defaults. The "
     "plan's reasons name the campaign and its figures. A model the file does not have is refused (exit 2).",

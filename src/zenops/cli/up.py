@@ -168,7 +168,7 @@ def up(
     its backends, `zenops rollout` drains instances through it, `zenops down` removes it.
 
     \b
-    What a benchmark campaign measured best (`zenops campaign report ID --tuned tuned.yaml`):
+    What a benchmark campaign measured best (`zenops campaign report ID --write-tuned tuned.yaml`):
       zenops up -i hosts.yml -m Qwen/Qwen3-4B --tuned tuned.yaml        its options; flags given win
 
     Docker settings (source distro|upstream, users, log rotation) come from the `docker:` section of the config.
