@@ -3,8 +3,8 @@ vLLM (a tiny model, the engine image from the machine's image cache), and the ga
 packages) runs on a small server of its own, marked as the deployment's (``zenops:role=gateway``) and reached by the
 operator on the gateway's port, while it reaches the serving server at its fixed address on the API ports, which the
 security group opens between the deployment's servers. A completion goes through the gateway; `status` shows the
-backend UP; `bench --through-gateway` measures through it. With `scripts/test --full`, then `zenops rollout` to another model
-under a load through the gateway: one serving server, so it surges (a new server serves the new model, passes the
+backend UP; `bench --through-gateway` measures through it. With `scripts/test --full`, then `zenops rollout` to another
+model under a load through the gateway: one serving server, so it surges (a new server serves the new model, passes the
 gates with the old one as the control, joins the gateway, and the old one is drained and deleted) with no failed
 request; and a re-run of `up` without --gateway-flavor keeps both servers (the serving one is now `-2`: adopted, no
 `-1` made again). scripts/test runs this module with --full only (the landing runs of 2026-11-28 were CPU-bound and
@@ -220,7 +220,7 @@ def test_gateway_on_a_server_of_its_own_serves_then_goes_with_down(env, tenant, 
     state = zenops(env, "status", "-i", dep["inventory"], cwd=tmp_path)[-1]
     assert [(b["name"], b["status"][:2]) for b in state["backends"]] == [(backend["name"], "UP")], state
 
-    # `bench --through-gateway`: no engine image on the gateway's server, so one client on the serving server, through it
+    # `bench --through-gateway`: no engine image on the gateway's server, so one client on the serving server, via it
     bench = zenops(
         env, "bench", "-i", dep["inventory"], "--through-gateway", "--concurrency", "2", "--num-prompts", "4",
         "--input-len", "16", "--output-len", "8", "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path,

@@ -400,7 +400,7 @@ def test_a_multi_host_cloud_rollout_is_refused_while_up_cloud_holds_the_deployme
         name="fle", cloud="c", flavor="gp.5.2.8", image="debian-12", count=3, network_mode="provider",
         price_per_hour=0.1, status="ready", inventory=str(fleet.inventory), servers=servers,
     ))  # fmt: skip
-    holder = Holder(pid=1, pid_start=proc_start(1), host=socket.gethostname(), command="zenops up --cloud c --deployment fle",
+    holder = Holder(pid=1, pid_start=proc_start(1), host=socket.gethostname(), command="zenops up --cloud c --name fle",
                     started_at="2026-11-25T03:00:00+00:00", token="")  # fmt: skip
     path = lock_path(config, "cloud-c-fle")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -410,5 +410,5 @@ def test_a_multi_host_cloud_rollout_is_refused_while_up_cloud_holds_the_deployme
     r = rollout(run, fleet, "--model", new_model(fleet), *ROLL)
     assert r.exit_code == ExitCode.LOCKED, r.output
     assert "deployment cloud-c-fle is locked by" in flat(r.output)
-    assert "zenops up --cloud c --deployment fle" in flat(r.output)
+    assert "zenops up --cloud c --name fle" in flat(r.output)
     assert Ledger(config, inventory_name(fleet.inventory)).load() is None  # no rollout was recorded

@@ -39,7 +39,7 @@ QWEN_OPTIONS = {
 
 
 def write_tuned(path: Path, models: dict[str, dict[str, Any]]) -> Path:
-    """A tuned file in the format zenops.campaign.tuned documents (what `zenops campaign report --write-tuned` writes)."""
+    """A tuned file in the format zenops.campaign.tuned documents (`zenops campaign report --write-tuned` writes it)."""
     doc = {
         "zenops_tuned": 1,
         "campaign": CAMPAIGN,
