@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from zenops.errors import ExitCode, ZenopsError
+from zenops.errors import ExitCode, UsageError, ZenopsError
 from zenops.planner import parse_version
 
 STATUSES = ("tested", "supported", "broken")
@@ -111,10 +111,11 @@ def resolve(
     t = table()
     if vllm is None and zentorch is None:
         return t.default
-    if vllm is None:
-        raise IncompatiblePairError(
-            "--zentorch needs --vllm: a zentorch release only works with some vLLM releases",
-            hint=f"e.g. --vllm {t.default.vllm} --zentorch {t.default.zentorch}",
+    if vllm is None:  # not a pair at all: bad usage (exit 2), on every command that takes --zentorch
+        with_it = [c for c in _working(t) if c.zentorch == zentorch] or [t.default]
+        raise UsageError(
+            f"--zentorch {zentorch} without --vllm: a zentorch release only works with some vLLM releases",
+            hint="name the pair, e.g. " + ", ".join(f"--vllm {c.vllm} --zentorch {c.zentorch}" for c in with_it),
         )
     candidates = [c for c in t.combos if c.vllm == vllm and (zentorch is None or c.zentorch == zentorch)]
     working = [c for c in candidates if c.status != "broken"]
@@ -131,6 +132,8 @@ def resolve(
         message = f"{pair} is not in zenops's compatibility table"
         alt = same_vllm[0] if same_vllm else t.default
         hint = f"use vLLM {alt.vllm} with zentorch {alt.zentorch} ({alt.id}); `zenops images` lists the supported pairs"
+        if not any(c.vllm == vllm for c in t.combos):
+            hint += f" (vLLM releases it knows: {', '.join(known_vllm(t))})"
     if not force:
         raise IncompatiblePairError(message, hint=f"{hint}; or --force-unsupported to try anyway")
     if warn is not None:
@@ -144,6 +147,23 @@ def resolve(
         route=route_for(vllm),
         plugin="out-of-tree" if parse_version(vllm) < (0, 18, 0) else "in-tree",
         note="forced with --force-unsupported",
+    )
+
+
+def known_vllm(t: Table | None = None) -> list[str]:
+    """The vLLM releases the compatibility table has a working pair for, oldest first."""
+    return sorted({c.vllm for c in _working(t or table())}, key=parse_version)
+
+
+def check_vllm(version: str) -> None:
+    """Refuse (exit 11, as `up` and `images` do) a vLLM release the table has no pair for: `zenops plan --vllm 9.9.9`
+    plans nothing anyone can deploy. The message names the releases it knows."""
+    t = table()
+    if any(c.vllm == version for c in t.combos):
+        return
+    raise IncompatiblePairError(
+        f"vLLM {version} is not in zenops's compatibility table",
+        hint=f"use one of {', '.join(known_vllm(t))} (default {t.default.vllm}); `zenops images` lists the pairs",
     )
 
 

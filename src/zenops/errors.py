@@ -4,33 +4,54 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import IntEnum, unique
 
 
-class ExitCode:
-    OK = 0
-    FAILURE = 1  # a generic, unexpected failure
-    USAGE = 2  # bad flags or input (same code click uses)
-    CONFIG = 3  # the configuration file is invalid
-    NOT_IMPLEMENTED = 4  # a documented flag whose feature has not landed yet
-    RUN_FAILED = 5  # an Ansible run failed on a host
-    UNREACHABLE = 6  # a host could not be reached
-    CLOUD = 8  # the cloud API failed or refused (auth, unreachable, not found)
-    QUOTA = 9  # the project's quota or absolute limits are too small
-    LEAKS = 10  # zenops-marked resources without a live deployment
-    INCOMPATIBLE = 11  # a vLLM/zentorch pair the compatibility table marks broken or does not know
-    PLAN_REFUSED = 7  # no sensible serving plan: the model does not fit, the CPU cannot run it, contradictory options
+@unique
+class ExitCode(IntEnum):
+    """Every exit code of zenops, each with its meaning: the one source of the table in `zenops --help`
+    (zenops.cli.main) and of each ZenopsError's code. A code added here shows there."""
+
+    meaning: str
+
+    def __new__(cls, value: int, meaning: str) -> ExitCode:
+        member = int.__new__(cls, value)
+        member._value_ = value
+        member.meaning = meaning
+        return member
+
+    OK = 0, "success"
+    FAILURE = 1, "an unexpected failure"
+    USAGE = 2, "bad flags or input: a value nothing can mean, options that contradict (click's code too)"
+    CONFIG = 3, "the configuration file is invalid (the file and key are named)"
+    NOT_IMPLEMENTED = 4, "a documented flag whose feature has not landed yet"
+    RUN_FAILED = 5, "an Ansible run failed on a host (host, task and message are named)"
+    UNREACHABLE = 6, "a host could not be reached"
+    # the model does not fit, the CPU cannot run it, contradictory options (--tensor-parallel N the model or the NUMA
+    # nodes cannot take: the valid sizes are named)
+    PLAN_REFUSED = 7, "no sensible serving plan (the model does not fit, the CPU cannot run it, options it cannot take)"
+    CLOUD = 8, "the cloud API failed or refused (auth, unreachable, not found)"
+    QUOTA = 9, "the project's quota or absolute limits are too small"
+    LEAKS = 10, "zenops-marked resources without a live deployment"
+    # a vLLM release or vLLM/zentorch pair the compatibility table marks broken or does not know (`plan --vllm 9.9.9`
+    # too): the message names the known releases or a working pair
+    INCOMPATIBLE = 11, "a vLLM release or vLLM/zentorch pair the compatibility table marks broken or does not know"
     # a benchmark result with failed requests or none completed (`vllm bench serve` itself exits 0 even when every
     # request failed); `zenops report --allow-failed` reports such results without this code
-    BENCH_FAILED = 12
-    NO_SERVER = 13  # `zenops bench`: no server zenops started is known or running there
-    LOCKED = 14  # another zenops command holds the deployment's lock (it is named); wait for it or stop it
-    ROLLOUT_GATE = 15  # `zenops rollout`: a health or performance gate failed; the changed hosts went back (or not,
-    # with --no-revert); the message names the gate, the host and the figures
-    ROLLOUT_PAUSED = 16  # `zenops rollout`: the performance gate could not tell (too noisy); re-run to go on
-    OVER_BUDGET = 17  # `zenops campaign`: the projected cost is over budget.max_usd (nothing started), or the budget
-    # ran out during the run (what was measured is reported, labelled partial, and everything was torn down)
-    CELLS_FAILED = 18  # `zenops campaign run`: it ended, torn down, but some cells failed (their reasons are listed)
-    CANCELED = 130  # Ctrl-C (128 + SIGINT)
+    BENCH_FAILED = 12, "a benchmark result with failed requests, or none completed"
+    NO_SERVER = 13, "a deployment zenops knows, but no server zenops started is known or running there"
+    LOCKED = 14, "another zenops command holds the deployment's lock (it is named)"
+    # the changed hosts went back (or not, with --no-revert); the message names the gate, the host and the figures
+    ROLLOUT_GATE = 15, "`zenops rollout`: a health or performance gate failed"
+    ROLLOUT_PAUSED = 16, "`zenops rollout`: the performance gate could not tell (too noisy); re-run to go on"
+    # projected over budget.max_usd (nothing started), or the budget ran out during the run (what was measured is
+    # reported, labelled partial, and everything was torn down)
+    OVER_BUDGET = 17, "`zenops campaign`: the projected or spent cost is over budget.max_usd"
+    CELLS_FAILED = 18, "`zenops campaign run`: it ended, torn down, but some cells failed (listed)"
+    # `zenops status demo`, `down demo`, `bench demo`, ...: the same code on every command (`zenops status` lists them)
+    UNKNOWN_DEPLOYMENT = 19, "no deployment of that name is recorded on this machine (in that cloud)"
+    CANCELED = 130, "interrupted (Ctrl-C: 128 + SIGINT); what it started was stopped or put back"
+    TERMINATED = 143, "stopped by SIGTERM (kill, systemctl stop), cleaned up as on Ctrl-C"
 
 
 class ZenopsError(Exception):
@@ -167,6 +188,13 @@ class NoServerError(ZenopsError):
     """Nothing to benchmark: no server zenops started is known or running on the target."""
 
     exit_code = ExitCode.NO_SERVER
+
+
+class UnknownDeploymentError(ZenopsError):
+    """A deployment named on the command line (``zenops down demo``, ``--deployment demo``) that this machine has no
+    record of: the same exit code on every command."""
+
+    exit_code = ExitCode.UNKNOWN_DEPLOYMENT
 
 
 class CanceledError(ZenopsError):

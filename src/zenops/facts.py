@@ -225,7 +225,7 @@ def load_facts_file(path: Path, host: str | None = None) -> dict[str, Any]:
             if len(hosts) > 1:
                 raise UsageError(
                     f"facts file {path} holds {len(hosts)} hosts: {', '.join(sorted(hosts))}",
-                    hint="pick one with --host NAME",
+                    hint="pick one with --limit NAME",
                 )
             host = next(iter(hosts))
         if host not in hosts:

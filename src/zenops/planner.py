@@ -546,10 +546,25 @@ def _seats(objective: str, concurrency: int, instances: int) -> int:
     return concurrency + 1
 
 
+def tensor_parallel_sizes(topo: Topology, model: ModelSpec) -> list[int]:
+    """The --tensor-parallel sizes the planner can honour for ``model`` on ``topo``: vLLM accepts them for the model
+    (heads divide), and the ranks fit the NUMA nodes (up to one per node, or a multiple of the nodes with
+    1 + RESERVED_CORES_PER_RANK cores per rank on each); 1 is always one."""
+    nodes = list(topo.nodes)
+    per_node_most = max(1, min(len(n.cores) for n in nodes) // (1 + RESERVED_CORES_PER_RANK))
+    sizes = [1]
+    for n in range(2, len(nodes) * per_node_most + 1):
+        placeable = n <= len(nodes) or n % len(nodes) == 0
+        if placeable and model.tensor_parallel_problem(n) is None:
+            sizes.append(n)
+    return sizes
+
+
 def _tensor_parallel_layout(
     topo: Topology, model: ModelSpec, opts: PlanOptions, dtype: str, weights: int, reasons: list[Reason]
 ) -> list[list[_Slot]] | None:
-    """--tensor-parallel N as asked (or the nearest size vLLM accepts, said); None when not asked."""
+    """--tensor-parallel N as asked (a size vLLM refuses for the model is refused, naming those it accepts here);
+    None when not asked."""
     asked = opts.tensor_parallel
     if asked is None or asked == 1:
         return None
@@ -557,21 +572,13 @@ def _tensor_parallel_layout(
     if asked < 1:
         raise PlanRefusedError("bad_options", "--tensor-parallel must be at least 1", hint="e.g. --tensor-parallel 2")
     tp = asked
+    valid = " or ".join(map(str, tensor_parallel_sizes(topo, model)))
+    sizes_hint = f"use --tensor-parallel {valid} here ({len(nodes)} NUMA node(s)), or leave it out"
     problem = model.tensor_parallel_problem(asked)
-    if problem is not None:
-        candidates = [
-            n
-            for n in range(2, max(asked, len(nodes)) * 2 + 1)
-            if model.tensor_parallel_problem(n) is None and (n <= len(nodes) or n % len(nodes) == 0)
-        ]
-        if not candidates:
-            raise PlanRefusedError(
-                "bad_options",
-                f"--tensor-parallel {asked}: vLLM refuses it for {model.name} ({problem}) and no other size fits "
-                f"{len(nodes)} NUMA node(s)",
-                hint="leave --tensor-parallel out (one instance per NUMA node)",
-            )
-        tp = min(candidates, key=lambda n: (abs(n - asked), n))
+    if problem is not None:  # refused, not rounded to a size nobody asked for: the sizes that work are named
+        raise PlanRefusedError(
+            "bad_options", f"--tensor-parallel {asked}: vLLM refuses it for {model.name} ({problem})", hint=sizes_hint
+        )
     if tp <= len(nodes):
         groups = _groups(nodes, tp)
         layout = [[_whole(n) for n in g] for g in groups]
@@ -587,7 +594,7 @@ def _tensor_parallel_layout(
             raise PlanRefusedError(
                 "bad_options",
                 f"--tensor-parallel {tp}: {per_node} ranks per node need {1 + RESERVED_CORES_PER_RANK} cores each",
-                hint=f"use --tensor-parallel {len(nodes)} or less",
+                hint=sizes_hint,
             )
         layout = [[slot for n in nodes for slot in _split(n, per_node)]]
         placed = f"1 instance of {tp} ranks, {per_node} per NUMA node on {_where(nodes)}"
@@ -595,16 +602,9 @@ def _tensor_parallel_layout(
         raise PlanRefusedError(
             "bad_options",
             f"--tensor-parallel {tp} cannot be placed on {len(nodes)} NUMA node(s): a rank never spans nodes",
-            hint=f"use a size up to {len(nodes)} or a multiple of it",
+            hint=sizes_hint,
         )
-    said = (
-        f"--tensor-parallel {asked} as asked"
-        if tp == asked
-        else (
-            f"--tensor-parallel {asked} asked, but vLLM refuses it for {model.name} ({problem}): TP {tp}, the nearest "
-            "size it accepts"
-        )
-    )
+    said = f"--tensor-parallel {asked} as asked"
     reasons.append(
         Reason(
             "instances",

@@ -27,6 +27,9 @@ PLAN, UP, ROLLOUT = "plan", "up", "rollout"
 SERVING_COMMANDS = (PLAN, UP, ROLLOUT)
 DTYPES = ("bfloat16", "float16", "float32")
 IMAGE_SOURCES = ("pip", "build", "prebuilt")
+# the most concurrent requests zenops plans for or benchmarks at (--concurrency of plan/up/rollout and bench, a
+# campaign's variants and bench levels): a CPU host serves tens at once; beyond this nothing can mean it
+MAX_CONCURRENCY = 4096
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,7 @@ class Option:
     default: Any = None  # `up`'s (and `plan`'s) default; `rollout` has none: what is deployed stays
     choices: tuple[str, ...] = ()
     minimum: int | None = None  # int and duration: the least value taken
+    maximum: int | None = None  # int: the largest value taken
     metavar: str | None = None
     short: str | None = None  # a one-letter flag too (-m)
     changeable: bool = True  # `rollout` may change it (in a rollout's request, from a flag or a tuned file)
@@ -84,7 +88,7 @@ OPTIONS: tuple[Option, ...] = (
         help="Concurrent sequences (default: concurrency + 1).", campaign=("variant",), example="max_num_seqs: 8",
     ),
     Option(
-        "concurrency", "--concurrency", "int", default=4, minimum=1,
+        "concurrency", "--concurrency", "int", default=4, minimum=1, maximum=MAX_CONCURRENCY,
         help="Expected concurrent requests (sizes max-num-seqs and KV; picks the default objective).",
         campaign=("variant",), example="concurrency: 4  (the load the planner sizes for)",
     ),

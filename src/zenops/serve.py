@@ -319,6 +319,15 @@ def engine_arg_refusal(arg: str, planned: Iterable[str] = ()) -> tuple[str, str]
     return f"{given}: zenops sets {flag} itself{read}", f"use {how}" if how.startswith("--") else f"it comes from {how}"
 
 
+def check_image_ref(image_source: str | None, prebuilt_ref: str | None) -> None:
+    """--image-ref names the image of --image-source prebuilt; with another source nothing would use it: refused."""
+    if prebuilt_ref and image_source != "prebuilt":
+        raise UsageError(
+            f"--image-ref {prebuilt_ref} goes with --image-source prebuilt (the image source is {image_source})",
+            hint="add --image-source prebuilt to run that image, or leave out --image-ref",
+        )
+
+
 def check_engine_args(engine_args: Sequence[str], plans: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     """Refuse --engine-arg values that set what zenops sets (a second --max-num-seqs would silently win over the
     plan's, and the KV cache sized for the first; --api_key would put the key on argv): name the zenops option to

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from zenops.cloud import ledger
 from zenops.config import Config
-from zenops.errors import NoServerError, UsageError
+from zenops.errors import NoServerError, UnknownDeploymentError, UsageError
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,8 @@ def resolve_target(
     command: str = "bench",
 ) -> Target:
     """Exactly one of ``inventory`` and ``deployment``; ``cloud`` only with ``deployment``. A deployment must be in
-    the ledger with an inventory (NoServerError otherwise: nothing runs there that zenops knows of)."""
+    the ledger (UnknownDeploymentError, exit 19, as on every command) with an inventory (NoServerError otherwise:
+    nothing runs there that zenops knows of)."""
     if inventory is not None and deployment is not None:
         raise UsageError("--inventory and --deployment: your hosts or a deployment, not both")
     if inventory is not None:
@@ -49,8 +50,11 @@ def resolve_target(
             hint="the inventory `zenops up --inventory` served, or the deployment `zenops up --cloud` made "
             "(`zenops status` lists them)",
         )
-    dep = ledger.load(config.state_dir, cloud_for(config, cloud, deployment), deployment)
-    if dep is None or not dep.inventory or not Path(dep.inventory).is_file():
+    where = cloud_for(config, cloud, deployment)
+    dep = ledger.load(config.state_dir, where, deployment)
+    if dep is None:
+        raise unknown_deployment(deployment, where)
+    if not dep.inventory or not Path(dep.inventory).is_file():
         raise NoServerError(
             f"no deployment named {deployment!r} with an inventory is recorded here",
             hint="`zenops status` lists the deployments; start one with `zenops up --cloud C --flavor F --model M`",
@@ -68,8 +72,18 @@ def cloud_for(config: Config, cloud: str | None, name: str | None) -> str:
     if len(clouds) == 1:
         return clouds[0]
     if not clouds:
+        if name:
+            raise unknown_deployment(name, None)
         raise UsageError(
             "no deployment of zenops is recorded here" + (f" named '{name}'" if name else ""),
             hint="pass --cloud NAME to look in a cloud directly",
         )
     raise UsageError(f"deployments in several clouds ({', '.join(clouds)})", hint="pass --cloud NAME")
+
+
+def unknown_deployment(name: str, cloud: str | None) -> UnknownDeploymentError:
+    """The error of every command given a deployment name this machine has no record of (exit 19)."""
+    return UnknownDeploymentError(
+        f"no deployment named {name!r} is recorded here" + (f" in {cloud}" if cloud else ""),
+        hint="`zenops status` lists the deployments; pass --cloud NAME to look in a cloud directly",
+    )

@@ -3,8 +3,8 @@ vLLM (a tiny model, the engine image from the machine's image cache), and the ga
 packages) runs on a small server of its own, marked as the deployment's (``zenops:role=gateway``) and reached by the
 operator on the gateway's port, while it reaches the serving server at its fixed address on the API ports, which the
 security group opens between the deployment's servers. A completion goes through the gateway; `status` shows the
-backend UP; `bench --gateway` measures through it. With `scripts/test --full`, then `zenops rollout` to another model
-under a load through the gateway: one serving server, so it surges (a new server serves the new model, passes the
+backend UP; `bench --through-gateway` measures through it. With `scripts/test --full`, then `zenops rollout` to another
+model under a load through the gateway: one serving server, so it surges (a new server serves the new model, passes the
 gates with the old one as the control, joins the gateway, and the old one is drained and deleted) with no failed
 request; and a re-run of `up` without --gateway-flavor keeps both servers (the serving one is now `-2`: adopted, no
 `-1` made again). scripts/test runs this module with --full only (the landing runs of 2026-11-28 were CPU-bound and
@@ -90,7 +90,7 @@ def tenant(env: dict[str, str]) -> Any:
     conn = openstack.connect(cloud="sandbox")
     yield conn
     if mine(conn):  # a failed test: nothing of it is left behind
-        subprocess.run([ZENOPS, "down", "--name", DEP, "--cloud", "sandbox", "--yes"], env=env, check=False)
+        subprocess.run([ZENOPS, "down", "--deployment", DEP, "--cloud", "sandbox", "--yes"], env=env, check=False)
 
 
 def complete(url: str, key: str, model: str) -> dict[str, Any]:
@@ -194,7 +194,7 @@ def surge(
 def test_gateway_on_a_server_of_its_own_serves_then_goes_with_down(env, tenant, tmp_path):
     model = generate(tmp_path / "tiny-gw", seed=5).path
     up = (
-        "up", "--cloud", "sandbox", "--flavor", FLAVOR, "--name", DEP, "--served-model-name", SERVED,
+        "up", "--cloud", "sandbox", "--flavor", FLAVOR, "--deployment", DEP, "--served-model-name", SERVED,
         "--image-source", "pip", "--base-image", "zenops/bookworm-slim:latest", "--base-image-archive",
         str(BASE_ARCHIVE), "--engine-arg=--enforce-eager", "--health-timeout", "600",
     )  # fmt: skip
@@ -220,9 +220,9 @@ def test_gateway_on_a_server_of_its_own_serves_then_goes_with_down(env, tenant, 
     state = zenops(env, "status", "-i", dep["inventory"], cwd=tmp_path)[-1]
     assert [(b["name"], b["status"][:2]) for b in state["backends"]] == [(backend["name"], "UP")], state
 
-    # `bench --gateway`: no engine image on the gateway's server, so one client on the serving server, through it
+    # `bench --through-gateway`: no engine image on the gateway's server, so one client on the serving server, via it
     bench = zenops(
-        env, "bench", "-i", dep["inventory"], "--gateway", "--concurrency", "2", "--num-prompts", "4",
+        env, "bench", "-i", dep["inventory"], "--through-gateway", "--concurrency", "2", "--num-prompts", "4",
         "--input-len", "16", "--output-len", "8", "--runs-dir", str(tmp_path / "runs"), cwd=tmp_path,
     )[-1]  # fmt: skip
     manifest = json.loads((Path(bench["run_dir"]) / "run.json").read_text())
@@ -250,7 +250,7 @@ def test_gateway_on_a_server_of_its_own_serves_then_goes_with_down(env, tenant, 
     assert row["serving"] == {"model": SERVED, "endpoint": gw["url"], "instances": 1}, row["serving"]
 
     # down: the gateway's server goes with the rest; nothing of the deployment is left
-    down = zenops(env, "down", "--name", DEP, "--cloud", "sandbox", "--yes", cwd=tmp_path)[-1]
+    down = zenops(env, "down", "--deployment", DEP, "--cloud", "sandbox", "--yes", cwd=tmp_path)[-1]
     assert any(r.get("name") == gw_server["name"] for r in down["removed"]), down
     assert mine(tenant) == []
     assert tenant.network.find_security_group(f"zenops-{DEP}") is None

@@ -39,17 +39,17 @@ def check_host_key_pinned(zenops, server_id: str) -> None:
     # of the last run may carry the next one past the check
     rekey = "rm -f /etc/ssh/ssh_host_* && systemctl restart ssh; pkill -u debian"
     subprocess.run(["docker", "exec", server_id, "sh", "-c", rekey], check=False, capture_output=True)
-    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "it1")
+    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "it1")
     assert code == ExitCode.UNREACHABLE, err[-3000:]
     assert f"ssh-keygen -R {server_id} -f {known_hosts}" in err, err[-3000:]
     subprocess.run(["ssh-keygen", "-R", server_id, "-f", str(known_hosts)], check=True, capture_output=True)
-    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "it1")
+    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "it1")
     assert code == 0, err[-3000:]
 
 
 def test_up_one_server_rerun_changes_nothing_then_down(zenops, admin):
     t0 = time.monotonic()
-    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "it1")
+    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "it1")
     up_s = time.monotonic() - t0
     assert code == 0, err[-3000:]
     res = result(lines)
@@ -63,7 +63,7 @@ def test_up_one_server_rerun_changes_nothing_then_down(zenops, admin):
     assert server.status == "ACTIVE"
     assert server.metadata["zenops:deployment"] == "it1"
 
-    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "it1")
+    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "it1")
     assert code == 0, err[-3000:]
     again = result(lines)
     assert again["deployment"]["servers"][0]["id"] == dep["servers"][0]["id"]  # adopted, not a twin
@@ -77,7 +77,7 @@ def test_up_one_server_rerun_changes_nothing_then_down(zenops, admin):
     assert st["servers"][0]["ssh"] is True
 
     t0 = time.monotonic()
-    code, lines, err = zenops("down", "--name", "it1", "--yes")
+    code, lines, err = zenops("down", "--deployment", "it1", "--yes")
     down_s = time.monotonic() - t0
     assert code == 0, err
     kinds = sorted(r["kind"] for r in result(lines)["removed"])
@@ -91,21 +91,21 @@ def test_up_one_server_rerun_changes_nothing_then_down(zenops, admin):
 @pytest.mark.full  # three more server cycles with their Docker installs: the e2e fleets cover several servers
 def test_up_three_servers_then_down(zenops, admin):
     t0 = time.monotonic()
-    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--count", "3", "--name", "it3")
+    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--count", "3", "--deployment", "it3")
     up_s = time.monotonic() - t0
     assert code == 0, err[-3000:]
     hosts = result(lines)["hosts"]
     assert sorted(h["host"] for h in hosts) == ["zenops-it3-1", "zenops-it3-2", "zenops-it3-3"]
     assert all(h["docker"][0].isdigit() for h in hosts)
     # a smaller --count is refused before anything changes: up adds servers, it never leaves some outside
-    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--count", "2", "--name", "it3")
+    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--count", "2", "--deployment", "it3")
     assert code == ExitCode.USAGE, err[-3000:]
     assert "has 3 servers" in err
     assert sorted(x for x in ours(admin, "it3") if x.startswith("server ")) == [
         "server zenops-it3-1", "server zenops-it3-2", "server zenops-it3-3",
     ]  # fmt: skip
     t0 = time.monotonic()
-    code, lines, err = zenops("down", "--name", "it3", "--yes")
+    code, lines, err = zenops("down", "--deployment", "it3", "--yes")
     down_s = time.monotonic() - t0
     assert code == 0, err
     assert sum(r["kind"] == "server" for r in result(lines)["removed"]) == 3
@@ -115,12 +115,12 @@ def test_up_three_servers_then_down(zenops, admin):
 
 def test_server_forced_to_error_is_reported_replaced_then_given_up(zenops, admin):
     zenops.config("clouds:\n  sandbox:\n    error_retries: 1\n    server_metadata: {'zenops_test:fail': spawn}\n")
-    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "iterr")
+    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "iterr")
     assert code == ExitCode.RUN_FAILED, err[-3000:]
     assert "went to ERROR 2 time(s)" in err
     assert "zenops_test" in err  # the fault names the injection
     assert "zenops down --deployment iterr" in err
-    code, _, err = zenops("down", "--name", "iterr", "--yes")
+    code, _, err = zenops("down", "--deployment", "iterr", "--yes")
     assert code == 0, err
     no_leaks(zenops, admin, "iterr")
 
@@ -132,7 +132,7 @@ def test_quota_too_small_creates_nothing(zenops, admin):
     used = int(admin.compute.get_limits(tenant_id=project.id).absolute.total_cores_used or 0)
     admin.set_compute_quotas(project.id, cores=used + 8)
     try:
-        code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", "gp.5.24.96", "--name", "itquota")
+        code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", "gp.5.24.96", "--deployment", "itquota")
     finally:
         admin.set_compute_quotas(project.id, cores=-1)
     assert code == ExitCode.QUOTA, err
@@ -145,23 +145,23 @@ def test_quota_too_small_creates_nothing(zenops, admin):
 
 @pytest.mark.parametrize(
     ("flag", "value", "fragment"),
-    [("--flavor", "gp.5.2.9", "gp.5.2.8"), ("--image", "debian-13", "debian-12")],
+    [("--flavor", "gp.5.2.9", "gp.5.2.8"), ("--os-image", "debian-13", "debian-12")],
 )
 def test_unknown_flavor_or_image_names_close_matches_and_creates_nothing(zenops, admin, flag, value, fragment):
-    args = {"--flavor": SMALL, "--image": "debian-12", flag: value}
-    code, _, err = zenops("up", "--cloud", "sandbox", "--name", "itnf", *[x for kv in args.items() for x in kv])
+    args = {"--flavor": SMALL, "--os-image": "debian-12", flag: value}
+    code, _, err = zenops("up", "--cloud", "sandbox", "--deployment", "itnf", *[x for kv in args.items() for x in kv])
     assert code == ExitCode.USAGE, err
     assert fragment in err
     no_leaks(zenops, admin, "itnf")
 
 
 def test_interrupted_up_is_removed_by_down(zenops, admin):
-    proc = zenops.popen("up", "--cloud", "sandbox", "--flavor", SMALL, "--count", "2", "--name", "itint")
+    proc = zenops.popen("up", "--cloud", "sandbox", "--flavor", SMALL, "--count", "2", "--deployment", "itint")
     code, err = zenops.interrupt_when(proc, "Wait until SSH answers on every server")
     assert code == ExitCode.CANCELED, err
     assert "zenops down --deployment itint" in err
     assert ours(admin, "itint")  # something was created ...
-    code, _, err = zenops("down", "--name", "itint", "--yes")
+    code, _, err = zenops("down", "--deployment", "itint", "--yes")
     assert code == 0, err
     no_leaks(zenops, admin, "itint")  # ... and down found all of it
 
@@ -170,14 +170,14 @@ def test_interrupted_up_is_removed_by_down(zenops, admin):
 # floating IPs and waits for SSH through them on every landing run, and the crash test below has down remove them
 def test_floating_ip_mode(zenops, admin):
     code, lines, err = zenops(
-        "up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "itfip", "--network-mode", "floating"
+        "up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itfip", "--network-mode", "floating"
     )
     assert code == 0, err[-3000:]
     server = result(lines)["deployment"]["servers"][0]
     assert server["floating_ip"]
     assert server["address"] == server["floating_ip"]  # reached over the floating IP (DNAT)
     assert result(lines)["hosts"][0]["docker"][0].isdigit()
-    code, lines, err = zenops("down", "--name", "itfip", "--yes")
+    code, lines, err = zenops("down", "--deployment", "itfip", "--yes")
     assert code == 0, err
     kinds = {r["kind"] for r in result(lines)["removed"]}
     assert {"server", "floating_ip", "router", "network", "security_group", "keypair"} <= kinds
@@ -219,7 +219,7 @@ def test_resources_a_crash_left_untagged_are_found_by_leaks_and_removed_by_down(
         leaks = next(line for line in lines if "leaks" in line)["leaks"]
         found = {(r["kind"], r["id"]) for r in leaks if r["deployment"] == dep}
         assert found == made, leaks
-        code, lines, err = zenops("down", "--name", dep, "--cloud", "sandbox", "--yes")
+        code, lines, err = zenops("down", "--deployment", dep, "--cloud", "sandbox", "--yes")
         assert code == 0, err[-3000:]
         assert {(r["kind"], r["id"]) for r in result(lines)["removed"]} >= made, result(lines)["removed"]
         assert conn.network.find_network(name, ignore_missing=True) is None
@@ -239,11 +239,11 @@ def test_resources_a_crash_left_untagged_are_found_by_leaks_and_removed_by_down(
 def test_slow_build_is_slow_not_failed(zenops, admin):
     zenops.config("clouds:\n  sandbox:\n    server_metadata: {'zenops_test:slow': '8'}\n")
     t0 = time.monotonic()
-    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "itslow")
+    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itslow")
     assert code == 0, err[-3000:]
     assert time.monotonic() - t0 > 8
     assert result(lines)["deployment"]["servers"][0]["replaced"] == 0
-    code, _, err = zenops("down", "--name", "itslow", "--yes")
+    code, _, err = zenops("down", "--deployment", "itslow", "--yes")
     assert code == 0, err
     no_leaks(zenops, admin, "itslow")
 
@@ -254,7 +254,7 @@ def test_wrong_credentials_name_the_clouds_yaml_entry(zenops, admin, sandbox_clo
     bad = tmp_path / "clouds.yaml"
     bad.write_text(yaml.safe_dump(clouds))
     zenops.env["OS_CLIENT_CONFIG_FILE"] = str(bad)
-    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "itauth")
+    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itauth")
     zenops.env["OS_CLIENT_CONFIG_FILE"] = str(sandbox_clouds)
     assert code == ExitCode.CLOUD, err
     assert "authentication failed" in err
@@ -267,7 +267,7 @@ def test_wrong_credentials_name_the_clouds_yaml_entry(zenops, admin, sandbox_clo
 def test_human_output_names_the_deployment_and_how_to_remove_it(zenops, admin):
     env = dict(zenops.env)
     proc = subprocess.run(
-        [ZENOPS, "up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "ithuman"],
+        [ZENOPS, "up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "ithuman"],
         capture_output=True,
         text=True,
         env=env,
@@ -279,6 +279,6 @@ def test_human_output_names_the_deployment_and_how_to_remove_it(zenops, admin):
     assert "preflight ok: 1 x gp.5.2.8" in proc.stderr
     assert "deployment ithuman on sandbox: 1 x gp.5.2.8" in proc.stdout
     assert "zenops down --deployment ithuman --cloud sandbox" in proc.stdout
-    code, _, err = zenops("down", "--name", "ithuman", "--yes")
+    code, _, err = zenops("down", "--deployment", "ithuman", "--yes")
     assert code == 0, err
     no_leaks(zenops, admin, "ithuman")

@@ -280,7 +280,7 @@ def test_facts_bandwidth_measures_each_node_and_plan_uses_it(run, monkeypatch, i
     fake = FakeRuns(facts("epyc-9654-2s-nps4.json"))
     monkeypatch.setattr("zenops.context.run_playbook", fake)
     monkeypatch.setattr("zenops.runner.run_playbook", fake)
-    r = run(["facts", "--inventory", str(inventory), "--bandwidth", "--image", "zenops/vllm-zen:v"])
+    r = run(["facts", "--inventory", str(inventory), "--bandwidth", "--engine-image", "zenops/vllm-zen:v"])
     assert r.exit_code == 0, r.output
     assert [s.playbook for s in fake.specs] == ["facts", "bandwidth"]
     asked = fake.specs[1].extravars

@@ -504,7 +504,7 @@ def test_cli_refuses_bad_levels_and_unknown_deployments(run, tmp_path):
     inv = tmp_path / "hosts.yml"
     inv.write_text("all: {}\n")
     assert run(["bench", "-i", str(inv), "--concurrency", "0"]).exit_code == 2
-    assert run(["bench", "--deployment", "nope"]).exit_code == 2
+    assert run(["bench", "--deployment", "nope"]).exit_code == ExitCode.UNKNOWN_DEPLOYMENT  # as on every command
 
 
 def test_a_deployment_gives_its_inventory_flavor_and_price(tmp_path):

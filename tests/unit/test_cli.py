@@ -61,9 +61,9 @@ def test_up_model_refusals_happen_before_anything_runs(run, isolated_home, inven
     [
         (["up", "--cloud", "nosuchcloud", "--flavor", "gp.5.24.96"], ExitCode.CLOUD, "clouds.yaml"),
         (["up", "--flavor", "gp.5.24.96"], ExitCode.USAGE, "--cloud and --flavor go together"),
-        (["up", "--cloud", "x", "--flavor", "f", "--name", "Bad_Name"], ExitCode.USAGE, "not allowed"),
-        (["down", "--name", "a", "--campaign", "b"], ExitCode.USAGE, "exactly one of"),
-        (["down", "--name", "ghost"], ExitCode.USAGE, "no deployment of zenops is recorded"),
+        (["up", "--cloud", "x", "--flavor", "f", "--deployment", "Bad_Name"], ExitCode.USAGE, "not allowed"),
+        (["down", "--deployment", "a", "--campaign", "b"], ExitCode.USAGE, "exactly one of"),
+        (["down", "--deployment", "ghost"], ExitCode.UNKNOWN_DEPLOYMENT, "no deployment named 'ghost' is recorded"),
     ],
 )
 def test_cloud_commands_fail_before_touching_anything(run, isolated_home, monkeypatch, tmp_path, args, code, fragment):

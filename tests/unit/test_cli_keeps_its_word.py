@@ -200,7 +200,7 @@ def test_status_of_an_unknown_cloud_is_an_error_naming_the_known_ones(run, cloud
 
 def test_status_of_an_unknown_deployment_is_an_error(run, clouds):
     r = run(["status", "--deployment", "nope"])
-    assert r.exit_code == ExitCode.NO_SERVER
+    assert r.exit_code == ExitCode.UNKNOWN_DEPLOYMENT  # as on every command given a deployment name
     assert "nope" in r.output
 
 

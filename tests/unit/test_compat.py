@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from zenops import compat
-from zenops.errors import ExitCode
+from zenops.errors import ExitCode, UsageError
 
 
 def test_table_loads_and_its_defaults_work():
@@ -65,8 +65,9 @@ def test_resolving_known_pairs():
     assert compat.resolve().id == compat.table().default.id
     assert compat.resolve("0.14.1").zentorch == "5.2.0"
     assert compat.resolve("0.32.0", "2.13.0.1").status == "tested"
-    with pytest.raises(compat.IncompatiblePairError, match="--zentorch needs --vllm"):
+    with pytest.raises(UsageError, match=r"--zentorch 2\.11\.0\.3 without --vllm") as info:  # bad usage: exit 2
         compat.resolve(None, "2.11.0.3")
+    assert info.value.exit_code == ExitCode.USAGE
 
 
 GENOA = frozenset({"avx2", "avx512f", "avx512_bf16", "avx512_vnni"})

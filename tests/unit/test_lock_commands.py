@@ -127,10 +127,10 @@ def test_a_cloud_deployment_has_one_key_by_name_or_by_its_inventory(config, depl
     "args",
     [
         ["up", "-i", "INV"],
-        ["up", "--cloud", CLOUD, "--flavor", FLAVOR, "--name", NAME],
+        ["up", "--cloud", CLOUD, "--flavor", FLAVOR, "--deployment", NAME],
         ["down", "-i", "INV"],
-        ["down", "--name", NAME, "--cloud", CLOUD, "--yes"],
-        ["down", "--name", NAME, "--yes"],  # the cloud from the ledger
+        ["down", "--deployment", NAME, "--cloud", CLOUD, "--yes"],
+        ["down", "--deployment", NAME, "--yes"],  # the cloud from the ledger
         ["bench", "-i", "INV"],
         ["bench", "--deployment", NAME, "--cloud", CLOUD],
         ["rollout", "-i", "INV", "--model", "./tiny-b"],
@@ -139,7 +139,7 @@ def test_a_cloud_deployment_has_one_key_by_name_or_by_its_inventory(config, depl
     ids=" ".join,
 )
 def test_every_spelling_of_a_cloud_deployment_waits_for_its_one_lock(run, deployment, hold, nothing_runs, args):
-    pid = hold(KEY, f"zenops up --cloud {CLOUD} --flavor {FLAVOR} --name {NAME}")
+    pid = hold(KEY, f"zenops up --cloud {CLOUD} --flavor {FLAVOR} --deployment {NAME}")
     r = run([str(deployment) if a == "INV" else a for a in args])
     assert r.exit_code == ExitCode.LOCKED == 14, r.output
     assert f"deployment {KEY} is locked by pid {pid}" in flat(r.output)

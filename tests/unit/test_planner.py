@@ -20,6 +20,7 @@ from zenops.planner import (
     Topology,
     plan,
     roofline,
+    tensor_parallel_sizes,
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "facts"
@@ -653,12 +654,22 @@ def test_kv_per_rank_uses_vllms_replicated_kv_heads():
     ("model", "asked", "planned"),
     [("google/gemma-3-1b-it", 8, 4), ("microsoft/phi-4", 8, 5), ("Qwen/Qwen2.5-7B-Instruct", 8, 4)],
 )
-def test_asked_tp_that_vllm_refuses_becomes_the_nearest_valid_size_said(model, asked, planned):
+def test_asked_tp_that_vllm_refuses_is_refused_naming_the_sizes_it_takes(model, asked, planned):
+    """Not rounded to a size nobody asked for (issue 45: --tensor-parallel 3 silently became 2): exit 7, the hint
+    names every size the planner can honour there, the nearest among them."""
     spec = catalog.get_model(model)
-    p = plan(topo("epyc-9654-2s-nps4"), spec, PlanOptions(tensor_parallel=asked))
-    assert {i.tensor_parallel_size for i in p.instances} == {planned}
-    assert vllm_accepts(spec, planned)
-    assert any(f"--tensor-parallel {asked} asked, but vLLM refuses it" in r.text for r in p.reasons)
+    t = topo("epyc-9654-2s-nps4")
+    with pytest.raises(PlanRefusedError) as info:
+        plan(t, spec, PlanOptions(tensor_parallel=asked))
+    assert info.value.exit_code == 7
+    assert f"--tensor-parallel {asked}: vLLM refuses it" in info.value.message
+    sizes = tensor_parallel_sizes(t, spec)
+    assert planned in sizes
+    assert asked not in sizes
+    assert all(vllm_accepts(spec, n) for n in sizes)
+    assert f"use --tensor-parallel {' or '.join(map(str, sizes))} here" in str(info.value.hint)
+    for n in sizes:  # each size named is one the planner takes
+        assert {i.tensor_parallel_size for i in plan(t, spec, PlanOptions(tensor_parallel=n)).instances} == {n}
 
 
 def test_asked_tp_for_a_model_that_fits_is_honoured():

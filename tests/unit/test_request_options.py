@@ -127,9 +127,13 @@ def test_up_hands_tensor_parallel_and_dtype_to_the_serve_request(run, served, tm
 
 def test_a_config_default_uses_the_old_key_too(run, served, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    Path("zenops.yaml").write_text("defaults:\n  up:\n    vllm_version: 0.14.1\n    image_ref: r/x:1\n")
+    Path("zenops.yaml").write_text(
+        "defaults:\n  up:\n    vllm_version: 0.14.1\n    image_ref: r/x:1\n    image_source: prebuilt\n"
+    )
     inventory = tmp_path / "hosts.yml"
     inventory.write_text("all:\n  hosts:\n    h1:\n")
     r = run(["up", "-i", str(inventory), "-m", "Qwen/Qwen3-0.6B"])
     assert r.exit_code == 0, r.output
     assert (served[0].vllm, served[0].prebuilt_ref) == ("0.14.1", "r/x:1")
+    assert "defaults.up.vllm_version" in r.output  # taken, with a warning naming the key to write instead
+    assert "use defaults.up.vllm" in r.output

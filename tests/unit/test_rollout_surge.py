@@ -110,7 +110,7 @@ class Surge:
 
 @pytest.fixture
 def cloud_fleet(isolated_home, tmp_path, monkeypatch, models) -> Fleet:  # noqa: F811
-    """A one-server deployment as `zenops up --cloud c --name fle --gateway-flavor ...` leaves it: its serving
+    """A one-server deployment as `zenops up --cloud c --deployment fle --gateway-flavor ...` leaves it: its serving
     record (gateway on fle-gw-1) and its ledger entry naming the same inventory."""
     monkeypatch.chdir(tmp_path)
     config = load()

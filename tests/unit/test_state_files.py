@@ -245,7 +245,7 @@ def test_status_json_carries_the_warning_as_a_json_line(config, two_deployments)
 
 
 def test_down_of_another_deployment_works_beside_a_truncated_ledger_file(config, cloud, two_deployments):
-    r = invoke("down", "--name", "good", "--cloud", CLOUD, "--yes")
+    r = invoke("down", "--deployment", "good", "--cloud", CLOUD, "--yes")
     no_traceback(r)
     assert r.exit_code == 0, r.output
     assert cloud["good"] == []
@@ -255,7 +255,7 @@ def test_down_of_another_deployment_works_beside_a_truncated_ledger_file(config,
 
 
 def test_down_of_the_damaged_deployment_removes_it_and_forgets_its_file(config, cloud, two_deployments):
-    r = invoke("down", "--name", "broken", "--yes")  # no --cloud: the damaged file still says where
+    r = invoke("down", "--deployment", "broken", "--yes")  # no --cloud: the damaged file still says where
     no_traceback(r)
     assert r.exit_code == 0, r.output
     assert cloud["broken"] == []
@@ -392,7 +392,7 @@ def test_down_of_a_cloud_deployment_removes_its_api_key_file(config, cloud, runn
     cloud["demo"] = ["zenops-demo-1"] if running else []
     key = _cloud_key(config, "demo")
     other = _cloud_key(config, "other")
-    r = invoke("down", "--name", "demo", "--cloud", CLOUD, "--yes")
+    r = invoke("down", "--deployment", "demo", "--cloud", CLOUD, "--yes")
     assert r.exit_code == 0, r.output
     assert not key.exists()
     assert f"removed the API key file {key}" in r.stderr
@@ -403,7 +403,7 @@ def test_down_keep_secrets_keeps_the_cloud_deployments_key(config, cloud):
     ledger.save(config.state_dir, deployment("demo"))
     cloud["demo"] = ["zenops-demo-1"]
     key = _cloud_key(config, "demo")
-    r = invoke("down", "--name", "demo", "--cloud", CLOUD, "--yes", "--keep-secrets")
+    r = invoke("down", "--deployment", "demo", "--cloud", CLOUD, "--yes", "--keep-secrets")
     assert r.exit_code == 0, r.output
     assert cloud["demo"] == []
     assert key.exists()
@@ -413,9 +413,9 @@ def test_down_dry_run_keeps_the_key_the_real_down_removes_it(config, cloud):
     ledger.save(config.state_dir, deployment("demo"))
     cloud["demo"] = ["zenops-demo-1"]
     key = _cloud_key(config, "demo")
-    assert invoke("down", "--name", "demo", "--cloud", CLOUD, "--dry-run").exit_code == 0
+    assert invoke("down", "--deployment", "demo", "--cloud", CLOUD, "--dry-run").exit_code == 0
     assert key.exists()
-    assert invoke("down", "--name", "demo", "--cloud", CLOUD, "--yes").exit_code == 0
+    assert invoke("down", "--deployment", "demo", "--cloud", CLOUD, "--yes").exit_code == 0
     assert not key.exists()
 
 

@@ -39,7 +39,7 @@ QWEN_OPTIONS = {
 
 
 def write_tuned(path: Path, models: dict[str, dict[str, Any]]) -> Path:
-    """A tuned file in the format zenops.campaign.tuned documents (what `zenops campaign report --tuned` writes)."""
+    """A tuned file in the format zenops.campaign.tuned documents (`zenops campaign report --write-tuned` writes it)."""
     doc = {
         "zenops_tuned": 1,
         "campaign": CAMPAIGN,
@@ -84,7 +84,7 @@ def test_help_teaches_tuned(run, command):
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())
     assert "--tuned FILE" in text
-    assert "zenops campaign report ID --tuned FILE" in text
+    assert "zenops campaign report ID --write-tuned FILE" in text
 
 
 # --- zenops plan ----------------------------------------------------------------------------------------------------

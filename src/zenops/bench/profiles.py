@@ -9,6 +9,7 @@ from typing import Any
 
 from zenops import catalog
 from zenops.errors import ConfigError, UsageError
+from zenops.request_options import MAX_CONCURRENCY
 
 # --- profiles -------------------------------------------------------------------------------------------------
 
@@ -87,6 +88,11 @@ def parse_levels(text: str) -> tuple[int, ...]:
             continue
         if not part.isdigit() or int(part) < 1:
             raise UsageError(f"--concurrency {text}: {part!r} is not a whole number above 0", hint="e.g. 1,2,4,8")
+        if int(part) > MAX_CONCURRENCY:
+            raise UsageError(
+                f"--concurrency {text}: {part} is more than {MAX_CONCURRENCY} concurrent requests",
+                hint=f"levels from 1 to {MAX_CONCURRENCY}, e.g. 1,2,4,8",
+            )
         if int(part) not in levels:
             levels.append(int(part))
     if not levels:

@@ -189,7 +189,7 @@ def _phase(run: _Run) -> dict[str, Any]:
 
 
 def _gateway_target(record: ServingRecord, inventory: Path, req: BenchRequest, limit: str | None) -> str:
-    """`zenops bench --gateway`: one client on the gateway's host, against the gateway's port."""
+    """`zenops bench --through-gateway`: one client on the gateway's host, against the gateway's port."""
     if not record.gateway:
         raise UsageError(
             f"the deployment of {inventory} has no gateway to benchmark",

@@ -171,11 +171,13 @@ _ENGINE_ARGS = ListOf(
 )
 
 
-def _int_at_least(n: int) -> schema.Checker:
+def _int_at_least(n: int, most: int | None = None) -> schema.Checker:
     def check(v: Any) -> str | None:
         problem = schema.positive_int(v)
         if problem is None and v < n:
             return f"must be an integer of at least {n}"
+        if problem is None and most is not None and v > most:
+            return f"must be an integer from {n} to {most}"
         return problem
 
     return check
@@ -189,7 +191,7 @@ def _field(option: request_options.Option, base: Path | None) -> schema.Node:
     if option.kind == "choice":
         check = schema.choice(*option.choices)
     elif option.kind == "int":
-        check = _int_at_least(option.minimum or 1)
+        check = _int_at_least(option.minimum or 1, option.maximum)
     elif option.kind == "instances":
         check = _instances
     elif option.kind == "duration":  # the grammar and the least value of the flag (zenops.request_options)
@@ -211,7 +213,12 @@ VARIANT_SCHEMA = Section(VARIANT_OPTIONS, example="{platform: zen}", problem="mu
 
 BENCH_SCHEMA = Section(
     {
-        "concurrency": ListOf(Field(schema.positive_int, "4"), example="concurrency: [1, 4]", min_items=1, unique=True),
+        "concurrency": ListOf(
+            Field(_int_at_least(1, request_options.MAX_CONCURRENCY), "4"),
+            example=f"concurrency: [1, 4]  (each from 1 to {request_options.MAX_CONCURRENCY})",
+            min_items=1,
+            unique=True,
+        ),
         "input_len": Field(schema.positive_int, "input_len: 128  (prompt tokens)"),
         "output_len": Field(schema.positive_int, "output_len: 64  (generated tokens)"),
         "prompts": Field(schema.positive_int, "prompts: 16  (requests per concurrency level)"),

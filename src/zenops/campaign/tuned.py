@@ -47,7 +47,7 @@ from zenops.errors import ConfigError, UsageError
 from zenops.schema import Entries, Field, Section
 
 VERSION = 1
-REFERENCE = "the module docstring of zenops.campaign.tuned (`zenops campaign report --tuned FILE` writes it)"
+REFERENCE = "the module docstring of zenops.campaign.tuned (`zenops campaign report --write-tuned FILE` writes it)"
 
 FIGURES = (
     "concurrency",
@@ -267,7 +267,7 @@ def tuned_schema(base: Path) -> schema.Schema:
                 "not_chosen": Entries(Field(schema.non_empty_str, "why"), example="not_chosen: {model: why}"),
             },
             problem="the top level must be a mapping of keys",
-            hint="write it with `zenops campaign report ID --tuned FILE`",
+            hint="write it with `zenops campaign report ID --write-tuned FILE`",
             required=("zenops_tuned", "campaign", "models"),
         ),
         reference=REFERENCE,

@@ -16,7 +16,9 @@ from zenops.cli.context import App, get_app
 from zenops.cli.options import (
     DurationType,
     LazyChoice,
+    OldSpellingOption,
     cloud_option,
+    deployment_argument,
     deployment_option,
     flavor_option,
     inventory_option,
@@ -44,6 +46,7 @@ def _profile_names() -> list[str]:
 
 
 @click.command("bench")
+@deployment_argument
 @inventory_option
 @deployment_option
 @cloud_option
@@ -74,8 +77,11 @@ def _profile_names() -> list[str]:
     help="Also run with zentorch off (or on): restart the servers on the other platform, benchmark, restore them.",
 )
 @click.option(
+    "--through-gateway",
     "--gateway",
     "via_gateway",
+    cls=OldSpellingOption,
+    old=("--gateway",),
     is_flag=True,
     help="Benchmark the deployment's endpoint (its gateway, `up --gateway`): one client on the gateway's host, its "
     "requests balanced over every server, instead of each server on its own.",
@@ -144,10 +150,10 @@ def bench(
     \b
     Examples:
       zenops bench -i hosts.yml                                    the seed profile
-      zenops bench --deployment gp-5-24-96 --profile sweep         concurrency 1, 2, 4, 8
+      zenops bench gp-5-24-96 --profile sweep                      concurrency 1, 2, 4, 8 (a deployment by name)
       zenops bench -i hosts.yml --concurrency 1,16 --num-prompts 64
       zenops bench -i hosts.yml --compare-platforms                zentorch on and off
-      zenops bench -i fleet.yml --gateway                          the endpoint: every server behind HAProxy
+      zenops bench -i fleet.yml --through-gateway                  the endpoint: every server behind HAProxy
       zenops bench -i devhosts.yml --one-at-a-time                 hosts sharing one machine, measured in turn
       zenops report runs/20261121-140000 --plot sweep.png          tables, costs and plots afterwards
     """

@@ -13,7 +13,7 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import json_option
+from zenops.cli.options import OldSpellingOption, json_option
 from zenops.errors import in_one_line
 
 if TYPE_CHECKING:
@@ -246,7 +246,11 @@ def status_cmd(ctx: click.Context, campaign_id: str | None) -> None:
     help="Write report.md, report.csv, report.json and pareto.png into this directory.",
 )
 @click.option(
+    "--write-tuned",
     "--tuned",
+    "tuned",
+    cls=OldSpellingOption,
+    old=("--tuned",),
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="FILE",
     help="Write the best configuration per model as a tuned file (`zenops up --tuned FILE` deploys it).",

@@ -14,11 +14,18 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import deployment_name_option, inventory_option, json_option, limit_option
+from zenops.cli.options import (
+    deployment_argument,
+    deployment_name_option,
+    inventory_option,
+    json_option,
+    limit_option,
+)
 from zenops.errors import UsageError
 
 
 @click.command()
+@deployment_argument
 @deployment_name_option("The deployment to remove.")
 @click.option("--campaign", metavar="ID", help="Every deployment of this campaign.")
 @click.option("--all-mine", is_flag=True, help="Every resource carrying zenops's marks in the cloud.")
@@ -58,8 +65,8 @@ def down(
     afterwards zenops lists the cloud again and fails if anything of the selection is left.
 
     \b
-      zenops down --deployment demo --dry-run
-      zenops down --deployment demo --yes
+      zenops down demo --dry-run                (the same as --deployment demo)
+      zenops down demo --yes
       zenops down --campaign sweep-nov --cloud flex --yes
 
     \b

@@ -33,7 +33,8 @@ _GIB_IN_KIB = 1024 * 1024
     cls=OldSpellingOption,
     old=("--image",),
     metavar="REF",
-    help="With --bandwidth: the engine image (default: newest zenops/vllm-zen). `up --image` is the cloud's OS image.",
+    help="With --bandwidth: the engine image (default: newest zenops/vllm-zen). `up --os-image` is the cloud's OS "
+    "image.",
 )
 @limit_option
 @json_option

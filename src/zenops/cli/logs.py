@@ -13,16 +13,34 @@ from pathlib import Path
 import click
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import DurationType, cloud_option, deployment_option, inventory_option, json_option
+from zenops.cli.options import (
+    DurationType,
+    OldSpellingOption,
+    cloud_option,
+    deployment_argument,
+    deployment_option,
+    inventory_option,
+    json_option,
+    limit_option_for,
+)
 
 
 @click.command()
+@deployment_argument
 @inventory_option
 @deployment_option
 @cloud_option
-@click.option("--host", metavar="HOST", help="Only this host's servers.")
-@click.option("--instance", type=click.IntRange(min=0), metavar="N", help="Only instance N (on every host, or --host).")
-@click.option("--gateway", "gateway", is_flag=True, help="The gateway's HAProxy log instead of the vLLM servers'.")
+@limit_option_for("Only this host's servers.", old=("--host",), metavar="HOST")
+@click.option("--instance", type=click.IntRange(min=0), metavar="N", help="Only instance N (every host, or --limit).")
+@click.option(
+    "--through-gateway",
+    "--gateway",
+    "gateway",
+    cls=OldSpellingOption,
+    old=("--gateway",),
+    is_flag=True,
+    help="The gateway's HAProxy log instead of the vLLM servers'.",
+)
 @click.option("-f", "--follow", is_flag=True, help="Keep streaming new lines until Ctrl-C.")
 @click.option("--since", type=DurationType(), metavar="DURATION", help="Only lines of the last DURATION (90s, 1h30m).")
 @click.option("--tail", type=click.IntRange(min=0), metavar="N", help="Only the last N lines of each source.")
@@ -33,7 +51,7 @@ def logs(
     inventory: Path | None,
     deployment: str | None,
     cloud: str | None,
-    host: str | None,
+    limit: str | None,
     instance: int | None,
     gateway: bool,
     follow: bool,
@@ -48,9 +66,9 @@ def logs(
     per line.
 
     \b
-      zenops logs --deployment fleet --since 10m             every server's last ten minutes
-      zenops logs -i hosts.yml --host h1 --instance 0 -f     follow one server
-      zenops logs -i hosts.yml --gateway --tail 50           the gateway (HAProxy)
+      zenops logs fleet --since 10m                          every server's last ten minutes (a deployment)
+      zenops logs -i hosts.yml --limit h1 --instance 0 -f    follow one server
+      zenops logs -i hosts.yml --through-gateway --tail 50   the gateway (HAProxy)
     """
     from zenops.deployment.access import hosts_from, log_sources, read_inventory  # noqa: PLC0415
     from zenops.deployment.store import Store  # noqa: PLC0415
@@ -65,7 +83,7 @@ def logs(
             f"zenops has not started servers for {target.inventory}: no logs to read",
             hint=f"start them with `zenops up --inventory {target.inventory} --model MODEL`",
         )
-    sources = log_sources(record, host=host, instance=instance, gateway=gateway)
+    sources = log_sources(record, host=limit, instance=instance, gateway=gateway)
     hosts = hosts_from(read_inventory(target.inventory), app.config.ssh)
     jobs = []
     for s in sources:

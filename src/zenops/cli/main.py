@@ -6,6 +6,7 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,12 @@ def hoist_global_options(group: click.Group, ctx: click.Context, args: list[str]
     return front + rest
 
 
+def exit_codes_help(codes: Iterable[ExitCode] = ExitCode) -> str:
+    """The exit-code table of `zenops --help`, made from zenops.errors.ExitCode (one line per code)."""
+    lines = [f"  {int(c):>3}  {c.meaning}" for c in sorted(codes)]
+    return "\b\nExit codes (the same on every command):\n" + "\n".join(lines)
+
+
 class ZenopsGroup(click.Group):
     """The root group: its global options may also come after the subcommand (hoist_global_options)."""
 
@@ -91,7 +98,11 @@ class ZenopsGroup(click.Group):
         return super().parse_args(ctx, hoist_global_options(self, ctx, args))
 
 
-@click.group(cls=ZenopsGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(
+    cls=ZenopsGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+    epilog=exit_codes_help(),
+)
 @click.version_option(__version__, "--version", prog_name="zenops")
 @click.option("-v", "--verbose", count=True, help="More detail: -v every host result, -vv also Ansible's -v.")
 @click.option("--json", "json_output", is_flag=True, help="Machine-readable JSON output (events as JSON lines).")
@@ -175,7 +186,7 @@ def report_error(err: ZenopsError, as_json: bool) -> None:
         console.print(f"[bold]fix:[/] {escape(err.hint)}", highlight=False)
 
 
-TERMINATED = 143  # 128 + SIGTERM: the exit code of a run stopped by `kill` / `systemctl stop`
+TERMINATED = ExitCode.TERMINATED  # 128 + SIGTERM: the exit code of a run stopped by `kill` / `systemctl stop`
 
 
 class _Terminated:

@@ -51,7 +51,6 @@ inventory_option = click.option(
     help="Ansible inventory (YAML or INI) of hosts you already have: bare metal or any SSH host.",
 )
 
-limit_option = click.option("--limit", metavar="PATTERN", help="Only these hosts/groups of the inventory.")
 
 cloud_option = click.option(
     "--cloud",
@@ -170,7 +169,7 @@ def table_option(row: Option, command: str, *, required: bool = False) -> Callab
     if row.kind == "choice":
         kw["type"] = click.Choice(row.choices)
     elif row.kind == "int":
-        kw["type"] = click.IntRange(min=row.minimum)
+        kw["type"] = click.IntRange(min=row.minimum, max=row.maximum)
     elif row.kind == "duration":
         kw["type"] = DurationType(row.minimum or 0)
     elif row.kind == "path":
@@ -253,7 +252,7 @@ tuned_option = click.option(
     "tuned_file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     metavar="FILE",
-    help="Deploy what a benchmark campaign measured: FILE is written by `zenops campaign report ID --tuned FILE` "
+    help="Deploy what a benchmark campaign measured: FILE is written by `zenops campaign report ID --write-tuned FILE` "
     "(the best configuration per model). The entry of --model supplies the options (platform, max-num-seqs, "
     "instances, engine pair and args, ...); flags you give win over it, it wins over config defaults. The "
     "plan's reasons name the campaign and its figures. A model the file does not have is refused (exit 2).",
@@ -404,13 +403,41 @@ def gateway_options(f: F) -> F:
     return decorated
 
 
+def deprecated(old: str, new: str) -> None:
+    """Say on stderr (never stdout: --json output stays parseable) that ``old`` is an old spelling of ``new``. The
+    one warning of every deprecated option spelling and config key."""
+    click.echo(f"warning: {old} is deprecated and goes in the next release: use {new}", err=True)
+
+
+class _SpellingSeen:
+    """The parser's entry for the spellings of an :class:`OldSpellingOption`: records which spelling gave which
+    value (so the option can say an old one is deprecated, and refuse two spellings that disagree), then stores the
+    value as click does."""
+
+    def __init__(self, inner: Any, option: OldSpellingOption, opt: str, ctx: click.Context) -> None:
+        self._inner, self._option, self._opt, self._ctx = inner, option, opt, ctx
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def process(self, value: Any, state: Any) -> None:
+        self._ctx.meta.setdefault(f"zenops.spellings.{self._option.name}", []).append((self._opt, value))
+        self._inner.process(value, state)
+
+
 class OldSpellingOption(click.Option):
-    """An option that also takes its old spellings (``old``): accepted on the command line and as config keys, not
-    shown in --help. One name per concept; scripts written against the old name keep working."""
+    """An option that also takes its old spellings (``old``): accepted on the command line (with a warning on stderr
+    naming the new spelling: :func:`deprecated`) and as config keys (likewise), not shown in --help. One name per
+    concept; scripts written against the old name keep working for a release. Two spellings given with different
+    values (``up --name a --deployment b``) are refused: nothing can mean both."""
 
     def __init__(self, *args: Any, old: tuple[str, ...] = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.old = old
+
+    @property
+    def new_spelling(self) -> str:
+        return next(o for o in self.opts if o not in self.old and o.startswith("--"))
 
     def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
         shown = self.opts
@@ -419,6 +446,36 @@ class OldSpellingOption(click.Option):
             return super().get_help_record(ctx)
         finally:
             self.opts = shown
+
+    def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
+        super().add_to_parser(parser, ctx)
+        # click's parser keeps one entry per spelling (its _long_opt/_short_opt tables): wrap each to see which was
+        # used; were those tables to change, the option still parses, only without the warning
+        for table in (getattr(parser, "_long_opt", {}), getattr(parser, "_short_opt", {})):
+            for opt in self.opts:
+                if opt in table:
+                    table[opt] = _SpellingSeen(table[opt], self, opt, ctx)
+
+    def handle_parse_result(self, ctx: click.Context, opts: Mapping[str, Any], args: list[str]) -> Any:
+        seen: list[tuple[str, Any]] = ctx.meta.get(f"zenops.spellings.{self.name}", [])
+        for opt in dict.fromkeys(o for o, _ in seen if o in self.old):
+            deprecated(opt, self.new_spelling)
+        if len({o for o, _ in seen}) > 1 and len({repr(v) for _, v in seen}) > 1:
+            given = " and ".join(f"{o} {v}" for o, v in seen)
+            raise UsageError(
+                f"{given}: spellings of one option, with different values",
+                hint=f"give it once: {self.new_spelling} VALUE",
+            )
+        return super().handle_parse_result(ctx, opts, args)
+
+
+def limit_option_for(help: str, *, old: tuple[str, ...] = (), metavar: str = "PATTERN") -> Callable[[F], F]:
+    """--limit: the one spelling of host selection on every command (``old``: a command's earlier spellings, e.g.
+    `plan --host`, `logs --host`, taken with a deprecation warning)."""
+    return click.option("--limit", *old, "limit", cls=OldSpellingOption, old=old, metavar=metavar, help=help)
+
+
+limit_option = limit_option_for("Only these hosts/groups of the inventory.")
 
 
 dry_run_option = click.option(
@@ -438,6 +495,36 @@ def deployment_name_option(help: str) -> Callable[[F], F]:
     return click.option(
         "--deployment", "--name", "deployment", cls=OldSpellingOption, old=("--name",), metavar="NAME", help=help
     )
+
+
+def one_deployment(ctx: click.Context, positional: str | None, flag: str | None) -> str | None:
+    """The deployment a command names, as ``zenops down demo`` or ``zenops down --deployment demo`` (the same); both
+    given and different: UsageError. A config default (``defaults.<command>.deployment``) gives way to the
+    positional name."""
+    if positional is None:
+        return flag
+    source = ctx.get_parameter_source("deployment")
+    from_user = source in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    if flag is not None and from_user and flag != positional:
+        raise UsageError(
+            f"deployment {positional!r} and --deployment {flag}: name one deployment",
+            hint=f"zenops {ctx.command.name} {positional} (or --deployment {positional})",
+        )
+    return positional
+
+
+def deployment_argument(f: F) -> F:
+    """An optional positional DEPLOYMENT, the same as --deployment NAME (`zenops down demo`), for a command that
+    already declares --deployment (:data:`deployment_option`, :func:`deployment_name_option`): the command receives
+    the one name as ``deployment``."""
+
+    @functools.wraps(f)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        kwargs["deployment"] = one_deployment(ctx, kwargs.pop("deployment_name"), kwargs.get("deployment"))
+        return f(*args, **kwargs)
+
+    return cast(F, click.argument("deployment_name", required=False, metavar="[DEPLOYMENT]")(command))
 
 
 class LazyChoice(click.Choice[str]):
@@ -493,7 +580,11 @@ def to_default_map(
         src = next(iter(sources.get(name, {}).values()), "config")
         command = default_command(group, ctx, name, src)
         for key, value in section.items():
-            param, converted = check_default(command, ctx, name, key, value, sources.get(name, {}).get(key, src))
+            where = sources.get(name, {}).get(key, src)
+            param, converted = check_default(command, ctx, name, key, value, where)
+            old_key = _old_key(command_option_names(command)[str(key)], str(key))
+            if old_key:
+                deprecated(f"defaults.{name}.{key} ({where})", f"defaults.{name}.{old_key}")
             out.setdefault(name, {})[param] = converted
     return out
 
@@ -581,3 +672,17 @@ def check_default(
 
 def _absolute(value: Any) -> bool:
     return isinstance(value, str) and Path(value).expanduser().is_absolute()
+
+
+def _old_key(param: click.Parameter, key: str) -> str | None:
+    """The key to write instead, when ``key`` (of ``defaults.<command>``) is an old spelling of ``param``'s."""
+
+    def norm(text: str) -> str:
+        return text.lstrip("-").replace("-", "_")
+
+    old = {norm(o) for o in getattr(param, "old", ())} | {norm(k) for k in getattr(param, "old_keys", ())}
+    if norm(key) not in old:
+        return None
+    assert param.name is not None
+    new = param.new_spelling if isinstance(param, OldSpellingOption) else param.name
+    return norm(new)

@@ -18,7 +18,7 @@ from zenops.cli.options import (
     flavor_option,
     inventory_option,
     json_option,
-    limit_option,
+    limit_option_for,
     request_options,
     tuned_fields,
     tuned_option,
@@ -41,9 +41,12 @@ if TYPE_CHECKING:
 @click.option("--local", is_flag=True, help="Gather the facts of this machine.")
 @request_options("plan", model_required=True)
 @flavor_option
-@click.option("--host", metavar="HOST", help="With a multi-host facts file or inventory: only this host.")
 @tuned_option
-@limit_option
+@limit_option_for(
+    "Only these hosts: with --inventory, hosts/groups of it (an Ansible pattern); with a multi-host --facts file, "
+    "one host's name.",
+    old=("--host",),
+)
 @json_option
 @click.pass_context
 def plan_cmd(
@@ -53,7 +56,6 @@ def plan_cmd(
     local: bool,
     request: RequestFlags,
     flavor: str | None,
-    host: str | None,
     tuned_file: Path | None,
     limit: str | None,
 ) -> None:
@@ -104,6 +106,9 @@ def plan_cmd(
         app.note(tuned.describe("zenops plan"))
         if flavor_spec is not None and tuned.config.flavor and tuned.config.flavor != flavor_spec.name:
             app.note(f"note: measured on {tuned.config.flavor}, planned for {flavor_spec.name}: the figures may differ")
+    from zenops import compat  # noqa: PLC0415
+
+    compat.check_vllm(values["vllm"])  # a release nothing can deploy: exit 11, naming those it knows
     opts = PlanOptions(
         dtype=values["dtype"],
         max_model_len=values["max_model_len"],
@@ -120,15 +125,12 @@ def plan_cmd(
 
     topologies: dict[str, Topology] = {}
     if facts_file is not None:
-        topologies[host or "facts"] = Topology.from_facts(load_facts_file(facts_file, host=host))
+        topologies[limit or "facts"] = Topology.from_facts(load_facts_file(facts_file, host=limit))
     elif inventory is not None or local:
         with app.run_context(read_only=True) as run_ctx:
             gathered = gather_facts(run_ctx, inventory, local=local, limit=limit)
         for name, facts in gathered.items():
-            if host is None or name == host:
-                topologies[name] = Topology.from_facts(facts)
-        if host is not None and not topologies:
-            raise UsageError(f"--host {host}: not among the gathered hosts ({', '.join(gathered)})")
+            topologies[name] = Topology.from_facts(facts)
     else:
         assert flavor_spec is not None
         topologies[flavor_spec.name] = Topology.from_flavor(flavor_spec)

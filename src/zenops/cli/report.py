@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 from rich.markup import escape
 
 from zenops.cli.context import App, get_app
@@ -88,7 +89,7 @@ def report(
 
     app = get_app(ctx)
     if app.json:
-        output_format = "json"
+        output_format = _json_format(ctx, output_format)
     unknown_flavors: set[str] = set()
 
     def price_of(name: str) -> float | None:
@@ -163,6 +164,18 @@ def _text(value: object) -> str:
     from zenops.report.cells import clean  # noqa: PLC0415
 
     return escape(clean(str(value)))
+
+
+def _json_format(ctx: click.Context, output_format: str) -> str:
+    """--json's format: "json". --format given on the command line as anything else contradicts it (refused: nothing
+    can mean both); a config default (defaults.report.format) gives way."""
+    given = ctx.get_parameter_source("output_format") in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    if given and output_format != "json":
+        raise UsageError(
+            f"--json and --format {output_format}: one output format",
+            hint=f"leave out --json for {output_format}, or --format for JSON",
+        )
+    return "json"
 
 
 def _host_totals(app: App, results: Sequence[lib.BenchResult], output_format: str) -> None:

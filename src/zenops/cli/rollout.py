@@ -19,6 +19,7 @@ from zenops.cli.options import (
     DurationType,
     RequestFlags,
     cloud_option,
+    deployment_argument,
     deployment_option,
     inventory_option,
     json_option,
@@ -207,6 +208,7 @@ _gate_options = option_group(
 
 
 @click.command()
+@deployment_argument
 @inventory_option
 @deployment_option
 @cloud_option

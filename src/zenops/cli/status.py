@@ -14,11 +14,12 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import inventory_option, json_option
-from zenops.errors import NoServerError, UsageError
+from zenops.cli.options import deployment_argument, inventory_option, json_option
+from zenops.errors import UsageError
 
 
 @click.command()
+@deployment_argument
 @click.option("--cloud", metavar="NAME", help="Only this cloud.")
 @click.option("--deployment", metavar="NAME", help="Only this deployment (a name `zenops up --cloud` gave).")
 @inventory_option
@@ -27,7 +28,7 @@ from zenops.errors import NoServerError, UsageError
 @click.pass_context
 def status(ctx: click.Context, cloud: str | None, deployment: str | None, inventory: Path | None, last: int) -> None:
     """List deployments: what each serves (model x instances at its endpoint), servers, addresses, flavor, age, cost
-    so far, SSH reachability.
+    so far, SSH reachability. `zenops status demo` (or --deployment demo): only that one.
 
     \b
     With --inventory: what serves there (model, servers), the gateway's endpoint and each backend's state
@@ -37,19 +38,18 @@ def status(ctx: click.Context, cloud: str | None, deployment: str | None, invent
     from zenops.deploy import status as status_lib  # noqa: PLC0415
 
     app = get_app(ctx)
+    if deployment is not None and inventory is not None:
+        raise UsageError("--inventory and --deployment: your hosts or a deployment, not both")
     if inventory is not None:
         _serving_status(app, inventory, last)
         return
-    if deployment is not None and inventory is not None:
-        raise UsageError("--inventory and --deployment: your hosts or a deployment, not both")
     deps = status_lib(app.config, cloud)
     if deployment is not None:
         deps = [d for d in deps if d["name"] == deployment]
         if not deps:
-            raise NoServerError(
-                f"no deployment named {deployment!r} is recorded here" + (f" in {cloud}" if cloud else ""),
-                hint="`zenops status` lists them all",
-            )
+            from zenops.target import unknown_deployment  # noqa: PLC0415
+
+            raise unknown_deployment(deployment, cloud)
     if app.json:
         app.emit_json({"type": "result", "command": "status", "deployments": deps})
         return

@@ -16,7 +16,14 @@ from typing import Any
 import click
 
 from zenops.cli.context import get_app
-from zenops.cli.options import DurationType, cloud_option, deployment_option, inventory_option, json_option
+from zenops.cli.options import (
+    DurationType,
+    cloud_option,
+    deployment_argument,
+    deployment_option,
+    inventory_option,
+    json_option,
+)
 
 SOURCES = ("auto", "prometheus", "direct")
 
@@ -37,6 +44,7 @@ COLUMNS = (
 
 
 @click.command()
+@deployment_argument
 @inventory_option
 @deployment_option
 @cloud_option
@@ -76,7 +84,7 @@ def top(
     between the last two reads, percentiles over --window; --json reads twice, --interval apart.
 
     \b
-      zenops top --deployment fleet
+      zenops top fleet                                (the same as --deployment fleet)
       zenops top -i hosts.yml --interval 2 --json
     """
     from zenops.deployment.access import hosts_from, read_inventory  # noqa: PLC0415

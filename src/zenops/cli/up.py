@@ -19,6 +19,7 @@ from zenops.cli.options import (
     DurationType,
     F,
     GatewayFlags,
+    OldSpellingOption,
     RequestFlags,
     TunedOptions,
     cloud_option,
@@ -71,7 +72,7 @@ class CloudFlags:
     flavor: str | None
     count: int
     deployment: str | None
-    image: str | None
+    os_image: str | None
     campaign: str | None
     ttl: int | None  # seconds
     network_mode: str | None
@@ -86,7 +87,11 @@ def _cloud_options(f: F) -> F:
         ),
         deployment_name_option("Deployment name (default: from the flavor). Re-using a name adopts."),
         click.option(
+            "--os-image",
             "--image",
+            "os_image",
+            cls=OldSpellingOption,
+            old=("--image",),
             metavar="IMAGE",
             help="With --cloud: the Glance image the servers boot (default: the cloud profile's, debian-12). The "
             "engine image is set by --image-source/--image-ref.",
@@ -164,13 +169,13 @@ def up(
     its backends, `zenops rollout` drains instances through it, `zenops down` removes it.
 
     \b
-    What a benchmark campaign measured best (`zenops campaign report ID --tuned tuned.yaml`):
+    What a benchmark campaign measured best (`zenops campaign report ID --write-tuned tuned.yaml`):
       zenops up -i hosts.yml -m Qwen/Qwen3-4B --tuned tuned.yaml        its options; flags given win
 
     Docker settings (source distro|upstream, users, log rotation) come from the `docker:` section of the config.
     """
     from zenops.hosts import up_inventory  # noqa: PLC0415
-    from zenops.serve import ServeRequest, check_engine_args, serve_inventory  # noqa: PLC0415
+    from zenops.serve import ServeRequest, check_engine_args, check_image_ref, serve_inventory  # noqa: PLC0415
 
     app = get_app(ctx)
     check = dry_run
@@ -186,6 +191,7 @@ def up(
     )
     tuned = _apply_tuned(ctx, tuned_file, model, flavor, fields) if tuned_file is not None else None
     check_engine_args(fields["engine_args"])  # before anything is provisioned (and again with the plans)
+    check_image_ref(fields["image_source"], fields["prebuilt_ref"])
     serve_req = ServeRequest(model=model, **fields) if model else None
     reason = tuned.reason if tuned else None
     if flavor and not cloud_name and inventory is None and os.environ.get("OS_CLOUD"):
@@ -249,7 +255,7 @@ def _up_cloud(
         flavor=flavor,
         count=where.count,
         name=name,
-        image=where.image,
+        image=where.os_image,
         campaign=where.campaign,
         network_mode=where.network_mode,
         ttl_s=ttl,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from zenops.cloud import ledger
 from zenops.cloud import marks as m
 from zenops.config import Config
-from zenops.errors import CanceledError, UsageError
+from zenops.errors import CanceledError, UnknownDeploymentError, UsageError
 from zenops.target import cloud_for
 
 if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functions that use them: the CLI starts fast
@@ -165,7 +165,7 @@ def _lock_keys(config: Config, cloud: str | None, name: str | None, campaign: st
 
     try:
         where = cloud_for(config, cloud, name)
-    except UsageError:
+    except (UsageError, UnknownDeploymentError):
         return []  # not in the ledger and no --cloud: down() says so
     if name:
         return [DeploymentId(name, where).key]

@@ -190,7 +190,7 @@ def log_sources(
     if gateway:
         gw = record.gateway
         if not gw:
-            raise NoServerError("the deployment has no gateway", hint="its servers' logs: leave out --gateway")
+            raise NoServerError("the deployment has no gateway", hint="its servers' logs: leave out --through-gateway")
         if gw.get("inventory"):
             raise UsageError(
                 "the gateway runs on a server of its own, outside the serving inventory",

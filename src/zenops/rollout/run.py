@@ -174,6 +174,8 @@ class Rollout:
             )
             return current
         new = {**old, **self._changes_dict()}
+        if "prebuilt_ref" in self._changes_dict():  # the image source given, or the one deployed
+            self.serve_lib.check_image_ref(new.get("image_source"), new["prebuilt_ref"])
         if new == old:
             raise UsageError(
                 "nothing to roll out: the options ask for what the deployment already serves",
