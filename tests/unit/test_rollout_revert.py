@@ -15,9 +15,9 @@ import pytest
 from tests.unit.test_rollout_cli import Fleet, models  # noqa: F401  (models: a fixture)
 from zenops.config import load
 from zenops.context import RunContext
+from zenops.deployment import services
 from zenops.deployment.record import load_serving_record
 from zenops.deployment.rollouts import BatchState
-from zenops.deployment import services
 from zenops.deployment.services import gateway as gw_lib
 from zenops.errors import ExitCode, HostFailure, RolloutGateError, RunFailedError
 from zenops.rollout import run as rollout_run
@@ -26,7 +26,8 @@ from zenops.rollout.strategies import InPlace
 
 class Steps:
     """TEST DOUBLE of the serve step and the gateway. ``calls``: ``serve <hosts> <model dir name>``, ``drain <names>``,
-    ``ready <names>``, ``services`` (the deployment's services follow the servers), in order; ``fail``: (step, model dir name or "") -> the exception it raises once."""
+    ``ready <names>``, ``services`` (the deployment's services follow the servers), in order; ``fail``: (step, model
+    dir name or "") -> the exception it raises once."""
 
     def __init__(self, fleet: Fleet, monkeypatch: pytest.MonkeyPatch) -> None:
         self.fleet = fleet
@@ -71,7 +72,8 @@ def fleet(isolated_home, tmp_path, monkeypatch, models) -> Fleet:  # noqa: F811
 
 def names(fleet: Fleet, host: str) -> str:
     record = load_serving_record(fleet.config, fleet.inventory)
-    assert record is not None and record.gateway is not None
+    assert record is not None
+    assert record.gateway is not None
     return ",".join(gw_lib.Gateway.from_dict(record.gateway).names_on([host]))
 
 
@@ -122,9 +124,11 @@ def test_the_health_gate_sends_the_failed_batch_back_first_then_the_batches_befo
     assert saved is not None
     assert saved.status == "reverted"
     assert [b.status for b in saved.batches] == ["reverted", "reverted", "pending"]
-    assert saved.served == {} and saved.drained == []
+    assert saved.served == {}
+    assert saved.drained == []
     record = load_serving_record(fleet.config, fleet.inventory)
-    assert record is not None and Path(str(record.request["model"])).name == "tiny-a"  # the record never moved
+    assert record is not None
+    assert Path(str(record.request["model"])).name == "tiny-a"
 
 
 def test_in_place_revert_drains_serves_the_old_release_and_puts_the_batch_back(fleet, monkeypatch):
@@ -141,7 +145,8 @@ def test_in_place_revert_drains_serves_the_old_release_and_puts_the_batch_back(f
     assert set(r.state.served) == {"h2"}
     assert r.state.drained == []
     saved = r.ledger.load()
-    assert saved is not None and saved.batches[0].status == "reverted"  # saved, not only in memory
+    assert saved is not None
+    assert saved.batches[0].status == "reverted"
 
 
 def test_in_place_revert_of_a_drained_batch_does_not_drain_it_again(fleet, monkeypatch):
@@ -174,7 +179,8 @@ def test_a_revert_that_fails_leaves_the_rollout_to_abort_and_no_server_drained(f
     saved = r.ledger.load()
     assert saved is not None
     assert saved.active, "a rollout whose revert failed must stay open for `zenops rollout --abort`"
-    assert saved.status != "reverted" and saved.batches[0].status != "reverted"
+    assert saved.status != "reverted"
+    assert saved.batches[0].status != "reverted"
     assert saved.drained == []
     assert any("no server is left drained" in n for n in notes), notes
 
@@ -185,4 +191,5 @@ def test_a_revert_that_fails_leaves_the_rollout_to_abort_and_no_server_drained(f
     assert steps.calls == [f"drain {h1}", "serve h1,tiny-a", "services", f"ready {h1}"]
     assert h2 not in " ".join(steps.calls)
     again = r.ledger.load()
-    assert again is not None and again.status == "reverted"
+    assert again is not None
+    assert again.status == "reverted"
