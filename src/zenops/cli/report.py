@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import flavor_option, json_option, price_option
@@ -160,9 +159,9 @@ def report(
 
 def _text(value: object) -> str:
     """A value from results as rich text: control characters escaped (zenops.report.clean), markup escaped."""
-    from zenops.report.cells import clean  # noqa: PLC0415
+    from zenops.cli.text import shown  # noqa: PLC0415
 
-    return escape(clean(str(value)))
+    return shown(value)
 
 
 def _host_totals(app: App, results: Sequence[lib.BenchResult], output_format: str) -> None:
