@@ -63,6 +63,14 @@ def vllm_bench_failures(results: list[dict[str, Any]], **kwargs: Any) -> list[st
     return client.run_failures(results, **kwargs)
 
 
+def vllm_bench_artifacts(paths: list[str], result_dir: str) -> list[str]:
+    _need()
+    try:
+        return client.artifact_paths(paths, result_dir)
+    except ValueError as e:
+        raise AnsibleFilterError(f"vllm_bench_artifacts: {e}") from e
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
@@ -72,4 +80,5 @@ class FilterModule:
             "vllm_bench_stem": vllm_bench_stem,
             "vllm_bench_describe": vllm_bench_describe,
             "vllm_bench_failures": vllm_bench_failures,
+            "vllm_bench_artifacts": vllm_bench_artifacts,
         }

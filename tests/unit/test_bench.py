@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from zenops import bench, report
+from zenops.bench import client
 from zenops.bench import run as bench_run
 from zenops.config import Config
 from zenops.context import RunContext
@@ -286,6 +287,30 @@ def test_failures_name_the_run_and_why():
     assert len(out) == 2
     missing = bench.run_failures(results[:1], result_dir="/d", platforms={"zenops-vllm-0": "zen"}, files=[])
     assert missing == ["zenops-vllm-0 zen-c1: exit 0 but no result file"]
+
+
+def test_artifact_paths_are_relative_names_under_the_result_directory():
+    assert client.artifact_paths(["/d/r/0/zen-c1.json", "/d/r/server-zen.log"], "/d/r") == [
+        "0/zen-c1.json",
+        "server-zen.log",
+    ]
+
+
+@pytest.mark.parametrize(
+    "forged",
+    [
+        "/d/r/../../../../state/deployments/d2/hosts.yml",  # a .. part, resolving outside
+        "/d/r/0/../zen-c1.json",  # a .. part, even one resolving inside
+        "/etc/passwd",  # absolute elsewhere
+        "/d/rx/zen-c1.json",  # a sibling with the same prefix
+        "d/r/zen-c1.json",  # relative
+        "/d/r",  # the directory itself
+        "/d/r/a\nb",  # a line break
+    ],
+)
+def test_artifact_paths_refuse_a_path_out_of_the_result_directory(forged):
+    with pytest.raises(ValueError, match="refusing the artifact path"):
+        client.artifact_paths(["/d/r/0/zen-c1.json", forged], "/d/r")
 
 
 # --- secrets ---------------------------------------------------------------------------------------------------

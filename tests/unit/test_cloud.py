@@ -261,3 +261,46 @@ def test_teardown_of_a_server_waits_for_its_404(monkeypatch):
     ops._delete(SimpleNamespace(compute=compute, network=None), "servers", server, 300)
     assert deleted == ["s1"]
     assert fetch.calls == 3
+
+
+class TwoProjects:
+    """TEST DOUBLE of an openstacksdk connection with admin credentials: its listings hold two projects' resources,
+    each an untagged ``zenops-demo`` network, router and security group and an untagged floating IP with zenops's
+    description (a crash between create and tag, in either project)."""
+
+    def __init__(self, project: str | None) -> None:
+        self.current_project_id = project
+        fip_desc = m.description_of(m.Marks("demo").tags())
+
+        def of(kind: str) -> list[SimpleNamespace]:
+            return [
+                SimpleNamespace(id=f"{kind}-{p}", name="zenops-demo", tags=[], project_id=p, description=fip_desc)
+                for p in ("ours", "theirs")
+            ]
+
+        self.network = SimpleNamespace(
+            ips=lambda: of("fip"),
+            routers=lambda: of("router"),
+            ports=lambda tags=None: [],
+            networks=lambda: of("network"),
+            security_groups=lambda: of("sg"),
+        )
+        self.compute = SimpleNamespace(servers=lambda details=True: [], keypairs=lambda: [])
+
+
+def test_untagged_resources_are_claimed_in_the_connections_project_only():
+    owned = ops.list_owned(TwoProjects("ours"), "c", deployment="demo")  # type: ignore[arg-type]
+    kinds = ("floating_ips", "routers", "networks", "security_groups")
+    claimed = [r.id for kind in kinds for r in getattr(owned, kind)]
+    assert claimed == ["fip-ours", "router-ours", "network-ours", "sg-ours"]
+
+
+def test_a_tagged_resource_of_another_project_is_still_found_by_its_tags():
+    # tags are zenops's own marks (a project's member wrote them): `leaks` under admin sees every project's
+    tagged = SimpleNamespace(id="n", name="x", tags=m.Marks("demo").tags(), project_id="theirs")
+    assert ops.marks_of("networks", tagged, "ours") == m.Marks("demo")
+
+
+def test_without_a_project_no_untagged_resource_is_claimed():
+    owned = ops.list_owned(TwoProjects(None), "c", deployment="demo")  # type: ignore[arg-type]
+    assert (owned.networks, owned.routers, owned.security_groups, owned.floating_ips) == ([], [], [], [])

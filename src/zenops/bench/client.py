@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import zenops
@@ -260,6 +260,34 @@ def describe_servers(
             "image_info": image_info.get(str(s.get("image_id")), {}),
             "client_cpus": client_cpus or "shared with the servers",
         }
+    return out
+
+
+def artifact_paths(paths: Iterable[str], result_dir: str) -> list[str]:
+    """The artifacts a host listed, as paths relative to ``result_dir``, each checked before the controller writes
+    to a path built from it: the list comes from the host, and ansible.builtin.fetch with ``flat`` does not check
+    where its ``dest`` lands. A path outside ``result_dir`` (absolute elsewhere, or with a ``..`` part) raises
+    ValueError naming it, so a compromised server cannot write above the run's results on the controller."""
+    root = PurePosixPath(result_dir)
+    out = []
+    for raw in paths:
+        path = PurePosixPath(str(raw))
+        try:
+            rel = path.relative_to(root)
+        except ValueError:
+            rel = None
+        if (
+            rel is None
+            or not path.is_absolute()
+            or ".." in path.parts
+            or rel.parts in ((), (".",))
+            or any(c in str(raw) for c in "\0\n\r")
+        ):
+            raise ValueError(
+                f"refusing the artifact path {str(raw)!r} the host reported: it is not a file under {result_dir} "
+                "(a compromised host may try to write elsewhere on the controller)"
+            )
+        out.append(str(rel))
     return out
 
 

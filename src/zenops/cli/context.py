@@ -14,6 +14,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from zenops.cli.text import plain
 from zenops.config import Config, load
 from zenops.errors import ConfigError
 
@@ -67,7 +68,7 @@ class App:
         if self.json:
             self.emit_json({"type": "note", "message": text})
         else:
-            self.err.print(Text(text, style="cyan"))
+            self.err.print(Text(plain(text), style="cyan"))
 
     def warn(self, text: str) -> None:
         """A warning outside an Ansible run (e.g. a damaged state file): {"type": "warning"} in JSON mode, else a
@@ -75,7 +76,7 @@ class App:
         if self.json:
             self.emit_json({"type": "warning", "message": text})
         else:
-            self.err.print(Text.assemble(("warning: ", "yellow"), text))
+            self.err.print(Text.assemble(("warning: ", "yellow"), plain(text)))
 
     def emit_json(self, obj: dict[str, Any]) -> None:
         sys.stdout.write(json.dumps(obj, default=str) + "\n")

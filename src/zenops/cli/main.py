@@ -12,7 +12,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.markup import escape
 
 from zenops import __version__, statefile
 from zenops.cli import (
@@ -38,6 +37,7 @@ from zenops.cli import (
 )
 from zenops.cli.context import App, make_console
 from zenops.cli.options import to_default_map
+from zenops.cli.text import shown
 from zenops.config import Config, load
 from zenops.errors import ConfigError, ExitCode, ZenopsError
 
@@ -181,9 +181,9 @@ def report_error(err: ZenopsError, as_json: bool) -> None:
     if as_json:
         sys.stdout.write(json.dumps({"type": "error", **err.to_dict()}, default=str) + "\n")
     console = make_console(stderr=True)
-    console.print(f"[bold red]error:[/] {escape(err.message)}", highlight=False)
+    console.print(f"[bold red]error:[/] {shown(err.message, newlines=True)}", highlight=False)
     if err.hint:
-        console.print(f"[bold]fix:[/] {escape(err.hint)}", highlight=False)
+        console.print(f"[bold]fix:[/] {shown(err.hint, newlines=True)}", highlight=False)
 
 
 TERMINATED = ExitCode.TERMINATED  # 128 + SIGTERM: the exit code of a run stopped by `kill` / `systemctl stop`

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
-from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import flavor_option, json_option, price_option
@@ -161,9 +160,9 @@ def report(
 
 def _text(value: object) -> str:
     """A value from results as rich text: control characters escaped (zenops.report.clean), markup escaped."""
-    from zenops.report.cells import clean  # noqa: PLC0415
+    from zenops.cli.text import shown  # noqa: PLC0415
 
-    return escape(clean(str(value)))
+    return shown(value)
 
 
 def _json_format(ctx: click.Context, output_format: str) -> str:

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import deployment_argument, inventory_option, json_option
+from zenops.cli.text import shown  # text from hosts, clouds and records: cleaned and escaped
 from zenops.errors import UsageError
 
 
@@ -68,17 +68,19 @@ def status(ctx: click.Context, cloud: str | None, deployment: str | None, invent
         rows = d["servers"] or [{"name": "-", "address": "-", "status": "-", "ssh": False}]
         for i, s in enumerate(rows):
             first = i == 0
+            gateway = s.get("role") == "gateway"
+            flavor = f"{d.get('gateway_flavor')} (gateway)" if gateway else d["flavor"] if first else ""
             table.add_row(
-                escape(d["name"]) if first else "",
-                d["cloud"] if first else "",
-                d["status"] if first else "",
+                shown(d["name"]) if first else "",
+                shown(d["cloud"]) if first else "",
+                shown(d["status"]) if first else "",
                 serves if first else "",
-                escape(str(s["name"])),
-                str(s.get("address") or "-"),
-                s["status"],
+                shown(s["name"]),
+                shown(s.get("address") or "-"),
+                shown(s["status"]),
                 "yes" if s["ssh"] else "no",
-                _expires(s.get("expires_at"), d.get("expiry_switch")),
-                f"{d.get('gateway_flavor')} (gateway)" if s.get("role") == "gateway" else d["flavor"] if first else "",
+                shown(_expires(s.get("expires_at"), d.get("expiry_switch"))),
+                shown(flavor),
                 f"{d['age_hours']:.1f}h" if first else "",
                 cost if first else "",
             )
@@ -90,7 +92,7 @@ def _serves(serving: dict[str, Any] | None) -> str:
     if not serving:
         return "-"
     where = f" at {serving['endpoint']}" if serving.get("endpoint") else ""
-    return escape(f"{serving['model']} x{serving['instances']}{where}")
+    return shown(f"{serving['model']} x{serving['instances']}{where}")
 
 
 def _expires(expires_at: str | None, switch: dict[str, Any] | None) -> str:
@@ -105,18 +107,18 @@ def _print_metrics(app: App, metrics: dict[str, Any] | None) -> None:
     if not metrics:
         return
     if metrics.get("error"):
-        app.err.print(f"[yellow]metrics status unavailable:[/] {escape(metrics['error'])}")
+        app.err.print(f"[yellow]metrics status unavailable:[/] {shown(metrics['error'])}")
         return
     live = metrics.get("live") or {}
     targets = live.get("targets") or []
     app.out.print(
-        f"metrics: Prometheus at {escape(str(live.get('url')))}, {live.get('up', 0)} of {len(targets)} target(s) up "
+        f"metrics: Prometheus at {shown(live.get('url'))}, {shown(live.get('up', 0))} of {len(targets)} target(s) up "
         "(`zenops top` reads it)"
     )
     for t in targets:
         if t.get("health") != "up":
             app.out.print(
-                f"  {t.get('job')} {escape(str(t.get('url')))} {t.get('health')}: {escape(t.get('error') or '')}"
+                f"  {shown(t.get('job'))} {shown(t.get('url'))} {shown(t.get('health'))}: {shown(t.get('error') or '')}"
             )
 
 
@@ -130,29 +132,29 @@ def _serving_status(app: App, inventory: Path, last: int) -> None:
         app.emit_json({"type": "result", "command": "status", **out})
         return
     if record is None:
-        app.out.print(f"{inventory}: zenops serves nothing there (no serving record)")
+        app.out.print(f"{shown(inventory)}: zenops serves nothing there (no serving record)")
     else:
         hosts = len(record["endpoints"])
-        app.out.print(f"{inventory}: {record['model']} on {hosts} host(s), {record['servers']} server(s)")
+        app.out.print(f"{shown(inventory)}: {shown(record['model'])} on {hosts} host(s), {record['servers']} server(s)")
         gw_d = out["gateway"]
         if gw_d:
-            app.out.print(f"endpoint: {escape(str(gw_d['url']))} (gateway on {gw_d['host']})")
+            app.out.print(f"endpoint: {shown(str(gw_d['url']))} (gateway on {shown(gw_d['host'])})")
             for b in out["backends"]:
-                app.out.print(f"  {b['name']:<28} {b['status']:<10} in flight {b['in_flight']}")
+                app.out.print(f"  {shown(b['name']):<28} {shown(b['status']):<10} in flight {shown(b['in_flight'])}")
             if out.get("gateway_error"):
-                app.err.print(f"[yellow]gateway status unavailable:[/] {escape(out['gateway_error'])}")
+                app.err.print(f"[yellow]gateway status unavailable:[/] {shown(out['gateway_error'])}")
         else:
             for host, eps in sorted(record["endpoints"].items()):
                 for ep in eps:
-                    app.out.print(f"  {host}: {escape(str(ep.get('url')))}")
+                    app.out.print(f"  {shown(host)}: {shown(ep.get('url'))}")
         _print_metrics(app, out["services"].get("metrics"))
     lock = out["lock"]
     if lock:
         state_word = "alive" if lock["alive"] else "dead (the next command takes it over)"
-        app.out.print(f"locked by pid {lock['pid']} on {lock['host']} ({state_word}): {escape(lock['command'])}")
+        app.out.print(f"locked by pid {lock['pid']} on {shown(lock['host'])} ({state_word}): {shown(lock['command'])}")
     ro = out["rollout"]
     if ro and ro["status"] in ("running", "paused", "failed"):
-        app.out.print(f"rollout {ro['id']}: {ro['status']} {escape(ro.get('message') or '')}")
+        app.out.print(f"rollout {shown(ro['id'])}: {shown(ro['status'])} {shown(ro.get('message') or '')}")
     for h in out["history"]:
         extra = {k: v for k, v in h.items() if k in ("hosts", "batch", "gate", "host", "wall_s", "to")}
-        app.out.print(f"  {h['at']} {h['rollout']} {h['event']} {escape(str(extra)) if extra else ''}")
+        app.out.print(f"  {shown(h['at'])} {shown(h['rollout'])} {shown(h['event'])} {shown(extra) if extra else ''}")

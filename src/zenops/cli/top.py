@@ -182,25 +182,28 @@ def _show(
 
 
 def _fmt(value: Any) -> str:
+    from zenops.cli.text import shown  # noqa: PLC0415
+
     if value is None:
         return "-"
     if isinstance(value, float):
         return f"{value:.0f}" if value.is_integer() or abs(value) >= 100 else f"{value:.1f}"
-    return str(value)
+    return shown(value)
 
 
 def _table(model: str | None, rows: list[Any], interval: int, source: str) -> Any:
-    from rich.markup import escape  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
-    title = f"{escape(model or '?')}: every {interval}s from {source}, Ctrl-C to leave"
+    from zenops.cli.text import shown  # noqa: PLC0415  (what the hosts and the record say: cleaned, escaped)
+
+    title = f"{shown(model or '?')}: every {interval}s from {source}, Ctrl-C to leave"
     table = Table(title=title, title_justify="left")
     for _key, title in COLUMNS:
         table.add_column(title, justify="left" if _key == "instance" else "right")
     for r in rows:
         name = f"{r.host}/{r.instance} :{r.port}"
         if r.error:
-            table.add_row(escape(name), f"[red]{escape(r.error)}[/]", *[""] * (len(COLUMNS) - 2))
+            table.add_row(shown(name), f"[red]{shown(r.error)}[/]", *[""] * (len(COLUMNS) - 2))
             continue
-        table.add_row(escape(name), *[_fmt(getattr(r, key)) for key, _t in COLUMNS[1:]])
+        table.add_row(shown(name), *[_fmt(getattr(r, key)) for key, _t in COLUMNS[1:]])
     return table

@@ -270,7 +270,10 @@ def describe(kind: str, r: Any) -> dict[str, Any]:
 NAMED_KINDS = ("networks", "routers", "security_groups")
 
 
-def marks_of(kind: str, r: Any) -> m.Marks | None:
+def marks_of(kind: str, r: Any, project: str | None = None) -> m.Marks | None:
+    """The zenops marks of a listed resource, or None when it is not zenops's. ``project``: the connection's project;
+    given, an untagged resource is claimed by its name or description only when it is that project's (admin
+    credentials list every project's, and another project's ``zenops-<name>`` network is not this deployment's)."""
     if kind == "servers":
         return m.from_server(getattr(r, "metadata", None), getattr(r, "tags", None))
     if kind == "keypairs":  # no tags: named zenops-<deployment> (marks.keypair_name)
@@ -279,7 +282,9 @@ def marks_of(kind: str, r: Any) -> m.Marks | None:
     marks = m.from_tags(tags)
     if marks is not None or tags:  # tagged: by its tags alone (someone else's tags: not ours)
         return marks
-    # untagged: made by zenops, which stopped before it could tag it
+    # untagged: made by zenops, which stopped before it could tag it, in this project
+    if project is not None and str(getattr(r, "project_id", None) or "") != project:
+        return None
     if kind == "floating_ips":
         return m.from_description(getattr(r, "description", None))
     return m.from_name(getattr(r, "name", None)) if kind in NAMED_KINDS else None
@@ -294,18 +299,21 @@ def list_owned(
     keypairs: set[str] | None = None,
 ) -> Owned:
     """Every resource carrying zenops's marks (optionally of one deployment or campaign): in its tags, or, made and
-    not yet tagged (a crash between the two calls), in its name or description (``marks_of``).
+    not yet tagged (a crash between the two calls), in its name or description (``marks_of``) while it is the
+    connection's project's.
 
     Keypairs cannot carry marks: only the names in ``keypairs`` (those the ledger says zenops created) are listed.
     """
 
     def want(kind: str, r: Any) -> bool:
-        mk = marks_of(kind, r)
+        mk = marks_of(kind, r, project)
         if mk is None:
             return False
         return (deployment is None or mk.deployment == deployment) and (campaign is None or mk.campaign == campaign)
 
     try:
+        # the untagged ones are claimed in this project only (marks_of); an unscoped token has none: claims none
+        project = str(conn.current_project_id or "")
         owned = Owned(
             servers=[s for s in retrying(lambda: list(conn.compute.servers(details=True))) if want("servers", s)],
             # not filtered by tag: an untagged one zenops made carries its marks in its name or description
