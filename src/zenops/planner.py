@@ -7,7 +7,7 @@ What it decides, and the rules (each shows up in ``Plan.reasons`` with its input
 
 * platform: ``zen`` (vLLM + zentorch) needs an AMD CPU (AuthenticAMD) with AVX-512; other x86 CPUs with AVX2 get the
   stock vLLM CPU platform; no AVX2 at all is refused (vLLM's CPU kernels need it).
-* layout (../shared/reference/serving-layouts.md): one instance per NUMA node, never spanning nodes. Tensor parallel
+* layout (docs/reference/serving-layouts.md): one instance per NUMA node, never spanning nodes. Tensor parallel
   only when the model does not fit one node (or --tensor-parallel asks for it): cross-socket TP was measured slower
   than one socket at 1 and at 4 concurrent requests. TP sizes are the ones vLLM accepts (attention heads divisible by
   TP; KV heads divisible by TP or, replicated, dividing it); KV per rank counts vLLM's max(1, kv_heads // tp) heads.
