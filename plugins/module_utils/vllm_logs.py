@@ -1,7 +1,7 @@
 """Read a vLLM server's log: which platform loaded (Zen with zentorch, or the stock CPU backend) and why it failed.
 
 Pure functions over log lines, shared by the vllm_health module and unit-tested directly. The lines come from vLLM
-0.11-0.33 (see the log lines in ../shared/reference/vllm-zentorch.md); the Zen platform line is DEBUG in 0.18/0.20,
+0.11-0.33 (see the log lines in docs/reference/vllm-zentorch.md); the Zen platform line is DEBUG in 0.18/0.20,
 so "unknown" is a possible, honest answer.
 """
 

@@ -51,7 +51,7 @@ SLOW_KEY = "zenops_test:slow"
 IMAGE_PROP = "zenops_container_image"
 USER_PROP = "os_admin_user"
 
-# What a systemd container needs here (no --privileged: see shared/reference/test-hosts.md).
+# What a systemd container needs here (no --privileged).
 SYSTEMD_OPTS = [
     "--cap-add",
     "SYS_ADMIN",

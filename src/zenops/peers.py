@@ -58,7 +58,7 @@ PEERS: tuple[Peer, ...] = (
         "vLLM's defaults",
         "no binding, KV size or --max-num-seqs given: vLLM's automatic OpenMP binding (one thread per physical core "
         "of the first NUMA node, a core reserved) and its default KV cache (--gpu-memory-utilization of the node)",
-        "vLLM's CPU docs and engine defaults (shared reference: vllm-zentorch.md, Runtime env)",
+        "vLLM's CPU docs and engine defaults (docs/reference/vllm-zentorch.md, Runtime env)",
     ),
 )
 NAMES = tuple(p.name for p in PEERS)

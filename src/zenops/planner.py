@@ -7,7 +7,7 @@ What it decides, and the rules (each shows up in ``Plan.reasons`` with its input
 
 * platform: ``zen`` (vLLM + zentorch) needs an AMD CPU (AuthenticAMD) with AVX-512; other x86 CPUs with AVX2 get the
   stock vLLM CPU platform; no AVX2 at all is refused (vLLM's CPU kernels need it).
-* layout (../shared/reference/serving-layouts.md): one instance per NUMA node, never spanning nodes. Tensor parallel
+* layout (docs/reference/serving-layouts.md): one instance per NUMA node, never spanning nodes. Tensor parallel
   only when the model does not fit one node (or --tensor-parallel asks for it): cross-socket TP was measured slower
   than one socket at 1 and at 4 concurrent requests. TP sizes are the ones vLLM accepts (attention heads divisible by
   TP; KV heads divisible by TP or, replicated, dividing it); KV per rank counts vLLM's max(1, kv_heads // tp) heads.
@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from zenops.catalog import DTYPE_BYTES, GIB, FlavorSpec, ModelSpec, cpu_spec
+from zenops.cost import HOURS_PER_MONTH, cost_per_million, cost_per_month
 from zenops.cpulist import format_cpulist, parse_cpulist
 from zenops.errors import ExitCode, UsageError, ZenopsError
 
@@ -399,6 +400,42 @@ class Plan:
         for inst, raw in zip(self.instances, d["instances"], strict=True):
             raw["numa_node"] = inst.numa_node
         return d
+
+
+@dataclass(frozen=True)
+class PlanCost:
+    """What a planned server costs: per hour, per month, and per 1M output tokens at the plan's decode ceiling (its
+    instances' ceilings summed: each is at its share of the expected concurrency). The token price is a floor: a
+    server serves at most its ceiling, so measured tok/s (``zenops bench``) only raise it."""
+
+    per_hour: float
+    per_month: float
+    ceiling_tok_s: float | None  # None when an instance has no ceiling (no measurement, CPU not in the catalogue)
+    per_million_tokens: float | None
+    theoretical: bool  # a ceiling from the catalogue's figures, not from a measurement of the host
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "per_hour": self.per_hour,
+            "per_month": round(self.per_month, 2),
+            "hours_per_month": HOURS_PER_MONTH,
+            "ceiling_tok_s": self.ceiling_tok_s,
+            "per_million_output_tokens": (
+                None if self.per_million_tokens is None else round(self.per_million_tokens, 4)
+            ),
+            "ceiling_theoretical": self.theoretical,
+        }
+
+
+def plan_cost(p: Plan, price_per_hour: float | None) -> PlanCost | None:
+    """The plan priced at ``price_per_hour`` (zenops.cost's formulas); None without a price."""
+    per_month = cost_per_month(price_per_hour)
+    if price_per_hour is None or per_month is None:
+        return None
+    roofs = [i.roofline for i in p.instances]
+    ceiling = round(sum(float(r["ceiling_tok_s"]) for r in roofs if r), 2) if roofs and all(roofs) else None
+    theoretical = any(str(r["source"]).startswith("theoretical") for r in roofs if r)
+    return PlanCost(price_per_hour, per_month, ceiling, cost_per_million(price_per_hour, ceiling), theoretical)
 
 
 # --- the rules -----------------------------------------------------------------------------------------------------

@@ -283,7 +283,7 @@ def _require_deps() -> None:
     except ImportError as e:
         raise UsageError(
             f"making a tiny model needs numpy and sentencepiece ({e})",
-            hint="pip install 'zenops[test]'",
+            hint="pip install 'zenops[tiny]' (or, in a checkout, pip install '.[tiny]')",
         ) from e
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from zenops.campaign.state import CampaignState, CellState, ServerState, Store
 from zenops.campaign.tuned import load_tuned
+from zenops.cli.main import main
 from zenops.config import load
 from zenops.errors import ExitCode, HostFailure, RunFailedError
 from zenops.tinymodel import generate
@@ -60,6 +61,20 @@ def test_plan_within_budget_exits_0_and_run_refuses_before_creating_anything(run
     r = run(["campaign", "run", str(campaign_file)])
     assert r.exit_code == ExitCode.OVER_BUDGET, r.output
     assert Store(load()).all() == []  # nothing started, nothing recorded, nothing to tear down
+
+
+def test_campaign_plan_prints_its_table_on_stdout(campaign_file, capsys, monkeypatch):
+    """The cells and the projection are `campaign plan`'s answer: stdout, so `> plan.txt` and a pipe keep them."""
+    monkeypatch.setenv("COLUMNS", "200")
+    campaign_file.write_text(campaign_file.read_text().replace("max_usd: 0.01", "max_usd: 1000"))
+    with pytest.raises(SystemExit) as info:
+        main(["campaign", "plan", str(campaign_file)])
+    assert info.value.code == 0
+    captured = capsys.readouterr()
+    assert "4 cell(s), 4 to run" in captured.out
+    assert "group gp.5.4.16: 2 cell(s)" in captured.out
+    assert "projected $" in captured.out
+    assert "cell(s)" not in captured.err
 
 
 def test_a_bad_file_names_the_key_and_exits_3(run, tmp_path):

@@ -265,10 +265,17 @@ def test_the_serving_summary_names_model_endpoint_and_instances(ctx, tmp_path):
     assert serving_summary(ctx.config, None) is None  # a cloud deployment without servers yet
     store = Store(ctx.config, inv)
     one = {"h1": [{"instance": 0, "port": 8000, "url": "http://h1:8000/v1"}]}
-    store.save_record(ServingRecord(model="m", endpoints=one))
-    assert serving_summary(ctx.config, inv) == {"model": "m", "endpoint": "http://h1:8000/v1", "instances": 1}
+    key = str(tmp_path / "k.api-key")
+    store.save_record(ServingRecord(model="m", endpoints=one, api_key_file=key))
+    assert serving_summary(ctx.config, inv) == {
+        "model": "m",
+        "endpoint": "http://h1:8000/v1",
+        "instances": 1,
+        "api_key_file": key,  # where a client reads the key (the README's quickstart request)
+    }
     store.save_record(ServingRecord(model="m", endpoints=ENDPOINTS))  # two servers, no gateway: no one endpoint
-    assert serving_summary(ctx.config, inv) == {"model": "m", "endpoint": None, "instances": 2}
+    assert serving_summary(ctx.config, inv) == {"model": "m", "endpoint": None, "instances": 2, "api_key_file": None}
     gw = {"host": "h1", "port": 8080, "url": "http://h1:8080/v1"}
     store.save_record(ServingRecord(model="m", endpoints=ENDPOINTS, services={"gateway": gw}))
-    assert serving_summary(ctx.config, str(inv)) == {"model": "m", "endpoint": "http://h1:8080/v1", "instances": 2}
+    summary = serving_summary(ctx.config, str(inv))
+    assert summary == {"model": "m", "endpoint": "http://h1:8080/v1", "instances": 2, "api_key_file": None}

@@ -133,3 +133,41 @@ def test_plan_objective_and_tensor_parallel_options(run):
         assert r.exit_code == ExitCode.PLAN_REFUSED, r.output
         assert f"--tensor-parallel {asked}: vLLM refuses it" in r.output
         assert "use --tensor-parallel 1 or 2" in " ".join(r.output.split())
+
+
+def test_plan_prints_the_cost_per_hour_month_and_million_tokens_at_the_ceiling(run):
+    r = run(["plan", "--flavor", "gp.5.24.96", "--model", "Qwen/Qwen3-4B"])
+    assert r.exit_code == 0, r.output
+    # gp.5.24.96 at $0.79/h, its theoretical ceiling 226.13 tok/s: 0.79 / (226.13 x 3600) x 1e6 = $0.97
+    assert "$0.79/h = $576.70/month (730 h); at the ceiling of 226.13 tok/s*: $0.97 per 1M output tokens" in r.output
+    r = run(["plan", "--flavor", "gp.5.24.96", "--model", "Qwen/Qwen3-4B", "--json"])
+    data = json.loads(r.output)
+    assert data["cost"] == {
+        "per_hour": 0.79,
+        "per_month": 576.7,
+        "hours_per_month": 730,
+        "ceiling_tok_s": 226.13,
+        "per_million_output_tokens": 0.9704,
+        "ceiling_theoretical": True,
+    }
+    # from facts, no flavor: no price, no cost (never a guess)
+    r = run(["plan", "--facts", str(FIXTURES / "gp-5-24-96.json"), "--model", "Qwen/Qwen3-4B", "--json"])
+    assert json.loads(r.output)["cost"] is None
+
+
+@pytest.mark.parametrize("facts", sorted(p.name for p in FIXTURES.glob("*.json")))
+def test_the_plan_table_reads_in_100_columns(run, monkeypatch, facts):
+    args = ["plan", "--facts", str(FIXTURES / facts), "--model", "Qwen/Qwen3-4B"]
+    instances = len(json.loads(run([*args, "--json"]).output)["instances"])
+    monkeypatch.setenv("COLUMNS", "100")  # after the run fixture's 200
+    r = run(args)
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    head = next(i for i, line in enumerate(lines) if "ceiling tok/s" in line)  # the header on one line
+    rows = lines[head : head + 2 + instances]
+    for row in rows:
+        assert len(row.rstrip()) <= 100, row
+        assert "…" not in row, row  # no cell cut short
+    for row in rows[2:]:  # one line per instance: its ceiling on its own line
+        assert row.split()[0].isdigit(), rows
+        assert "@" in row or row.rstrip().endswith("-"), row

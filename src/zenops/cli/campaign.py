@@ -17,6 +17,8 @@ from zenops.cli.options import OldSpellingOption, json_option
 from zenops.errors import in_one_line
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from zenops.campaign.run import Planned
     from zenops.campaign.state import CampaignState
 
@@ -63,24 +65,25 @@ def _store(app: App) -> Any:
     return Store(app.config)
 
 
-def _print_plan(app: App, planned: Planned) -> None:
+def _print_plan(app: App, planned: Planned, console: Console) -> None:
+    """The cells and the projected cost: on stdout for `campaign plan` (its answer), on stderr as `run` starts."""
     data = planned.to_dict()
     if app.json:
         app.emit_json({"type": "plan", "command": "campaign", **data})
         return
     spec = planned.spec
     head = f"campaign {spec.name}" + (f" (continues {planned.state.id})" if planned.state else " (new)")
-    app.err.print(
+    console.print(
         f"{escape(head)}: engine {planned.engine_pair}, {len(planned.cells)} cell(s), {len(planned.todo)} to run"
     )
     for c in data["cells"]:
         where = f"{c['group']} / {Path(c['model']).name} / {c['variant']}"
-        app.err.print(f"  {c['key']}  {escape(where)}  {c['status']}")
+        console.print(f"  {c['key']}  {escape(where)}  {c['status']}")
     proj = planned.projection
     for g in proj.groups:
         price = f"${g.price_per_hour}/h" if g.price_per_hour is not None else "price unknown"
         cost = f"${g.usd:.2f}" if g.usd is not None else "?"
-        app.err.print(
+        console.print(
             f"  group {escape(g.group)}: {g.cells} cell(s), {g.hours * 60:.0f} server-minutes at {price}: {cost}"
         )
     cap = f" of budget ${spec.budget.max_usd:.2f}" if spec.budget.max_usd is not None else " (no budget cap)"
@@ -91,9 +94,9 @@ def _print_plan(app: App, planned: Planned) -> None:
         if d.measured
         else "durations estimated (no earlier campaign of these flavors and image route here)"
     )
-    app.err.print(f"projected ${proj.usd:.2f}{spent}{cap}; {est}; servers expire after {spec.budget.ttl_s // 60} min")
+    console.print(f"projected ${proj.usd:.2f}{spent}{cap}; {est}; servers expire after {spec.budget.ttl_s // 60} min")
     if proj.unknown_prices:
-        app.err.print(
+        console.print(
             f"[yellow]no price for {', '.join(proj.unknown_prices)}: counted as $0 (set prices: in the file)[/]"
         )
 
@@ -111,7 +114,7 @@ def plan_cmd(ctx: click.Context, file: Path) -> None:
     app = get_app(ctx)
     spec = _load(file)
     planned = plan_campaign(RunContext(app.config, note=app.note), spec, _store(app))
-    _print_plan(app, planned)
+    _print_plan(app, planned, app.out)
     if app.json:
         app.emit_json({"type": "result", "command": "campaign plan", **planned.to_dict()})
     plan_lib.check_budget(planned.projection, spec.budget.max_usd)
@@ -147,7 +150,12 @@ def run_cmd(ctx: click.Context, file: Path, new: bool, within_budget: bool) -> N
     with app.run_context(lock=f"campaign-{spec.name}") as run_ctx:
         try:
             run_campaign(
-                run_ctx, spec, store, new=new, within_budget=within_budget, on_plan=lambda p: _print_plan(app, p)
+                run_ctx,
+                spec,
+                store,
+                new=new,
+                within_budget=within_budget,
+                on_plan=lambda p: _print_plan(app, p, app.err),
             )
         finally:
             latest = store.latest(spec.name)

@@ -24,10 +24,11 @@ from zenops.cli.options import (
     tuned_option,
     tuned_options,
 )
+from zenops.cost import HOURS_PER_MONTH
 from zenops.errors import UsageError
 
 if TYPE_CHECKING:
-    from zenops.planner import Plan
+    from zenops.planner import Plan, PlanCost
 
 
 @click.command("plan")
@@ -83,7 +84,7 @@ def plan_cmd(
     """
     from zenops import catalog  # noqa: PLC0415
     from zenops.facts import gather_facts, load_facts_file  # noqa: PLC0415
-    from zenops.planner import PlanOptions, Topology, plan  # noqa: PLC0415
+    from zenops.planner import PlanOptions, Topology, plan, plan_cost  # noqa: PLC0415
 
     app = get_app(ctx)
     sources = [name for name, on in (("--facts", facts_file), ("--inventory", inventory), ("--local", local)) if on]
@@ -139,7 +140,11 @@ def plan_cmd(
     plans = {name: plan(topo, model_spec, opts, all_flavors) for name, topo in topologies.items()}
     price = flavor_spec.price_per_hour if flavor_spec else None
     if app.json:
-        items = [{"host": name, **p.to_dict()} for name, p in plans.items()]
+        costs = {name: plan_cost(p, price) for name, p in plans.items()}
+        items = [
+            {"host": name, **p.to_dict(), "cost": c.to_dict() if (c := costs[name]) else None}
+            for name, p in plans.items()
+        ]
         out: dict[str, Any] = {
             "type": "result",
             "command": "plan",
@@ -161,25 +166,27 @@ def _print_plan(app: App, host: str, p: Plan, price: float | None) -> None:
     from rich import box  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
+    from zenops.planner import plan_cost  # noqa: PLC0415
+
     out = app.out
     out.print(f"[bold]{escape(host)}[/]: {escape(p.topology)}")
     out.print(f"  platform [bold]{p.platform}[/] ({escape(p.platform_reason)})")
     out.print(
         f"  model {escape(p.model)}, vLLM {p.vllm_version}, {p.dtype}, max-model-len {p.max_model_len}, "
-        f"max-num-seqs {p.max_num_seqs}, objective {p.objective}" + (f", ${price}/h" if price is not None else "")
+        f"max-num-seqs {p.max_num_seqs}, objective {p.objective}"
     )
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    columns = ["#", "port", "node", "TP", "OpenMP CPUs", "reserved", "KV GiB", "KV tokens", "cpuset", "shm", "ceiling"]
-    for col in columns:
-        table.add_column(col)
+    cost = plan_cost(p, price)
+    if cost is not None:
+        out.print(f"  cost {_cost_line(cost)}")
+    # short cells, so that the table reads in 100 columns (tests/unit/test_plan_cli.py)
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True)
+    columns = ["#", "port", "node", "TP", "OMP CPUs", "rsvd", "KV GiB", "KV tokens", "cpuset", "shm"]
+    for col in [*columns, "ceiling tok/s", "bound"]:
+        table.add_column(col, no_wrap=col in ("ceiling tok/s", "OMP CPUs", "cpuset"))
     for i in p.instances:
         roof = i.roofline
-        ceiling = (
-            f"{roof['ceiling_tok_s']:g} tok/s @{roof['concurrency']} ({roof['binding']}"
-            + (", theoretical)" if str(roof["source"]).startswith("theoretical") else ")")
-            if roof
-            else "no measurement"
-        )
+        ceiling = f"{roof['ceiling_tok_s']:g} @{roof['concurrency']}" if roof else "-"
+        bound = str(roof["binding"]) + ("*" if str(roof["source"]).startswith("theoretical") else "") if roof else "-"
         table.add_row(
             str(i.index),
             str(i.port),
@@ -192,8 +199,13 @@ def _print_plan(app: App, host: str, p: Plan, price: float | None) -> None:
             i.cpuset,
             str(i.container["shm_size"]),
             ceiling,
+            bound,
         )
     out.print(table)
+    if any(i.roofline and str(i.roofline["source"]).startswith("theoretical") for i in p.instances):
+        out.print("  [dim]* theoretical: the catalogue's figures for this CPU; `zenops facts --bandwidth` measures[/]")
+    elif not all(i.roofline for i in p.instances):
+        out.print("  [dim]- no ceiling: no bandwidth figures for this CPU (`zenops facts --bandwidth` measures)[/]")
     for i in p.instances:
         env = " ".join(f"{k}={v}" for k, v in sorted(i.env.items()))
         out.print(
@@ -205,3 +217,16 @@ def _print_plan(app: App, host: str, p: Plan, price: float | None) -> None:
     for w in p.warnings:
         out.print(f"   [yellow]warning:[/] {escape(w)}")
     out.print()
+
+
+def _cost_line(cost: PlanCost) -> str:
+    """``$0.79/h = $576.70/month (730 h); at the ceiling of 226.13 tok/s*: $0.97 per 1M output tokens``: the token
+    price is a floor (measured tok/s are below the ceiling); ``*``: a theoretical ceiling, as in the table."""
+    line = f"${cost.per_hour:g}/h = ${cost.per_month:,.2f}/month ({HOURS_PER_MONTH} h)"
+    if cost.per_million_tokens is None or cost.ceiling_tok_s is None:
+        return line + "; $ per 1M output tokens: no ceiling to price at"
+    star = "*" if cost.theoretical else ""
+    return (
+        line
+        + f"; at the ceiling of {cost.ceiling_tok_s:g} tok/s{star}: ${cost.per_million_tokens:.2f} per 1M output tokens"
+    )

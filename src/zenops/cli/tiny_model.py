@@ -43,7 +43,7 @@ def tiny_model(
       zenops tiny-model ./llama-200m-int4 --params 200M --quant w4a16   its int4 twin (same weights, quantized)
       vllm serve $PWD/tiny-llama --served-model-name tiny-llama --dtype bfloat16 --max-model-len 1024
 
-    Made offline without torch (needs numpy and sentencepiece: pip install 'zenops[test]'). It answers gibberish:
+    Made offline without torch (needs numpy and sentencepiece: pip install 'zenops[tiny]'). It answers gibberish:
     it is for checking that a server starts, streams and can be benchmarked. The same seed gives the same files;
     a model already made with the same settings is left as it is. With --params the shape (hidden size, layers,
     heads) is chosen for about N parameters (head dim 64, 4 query heads per KV head); 200M takes a few seconds.

@@ -29,8 +29,8 @@ def current_rollout(store: Store) -> RolloutState | None:
 
 def serving_summary(config: Config, inventory: Path | str | None) -> dict[str, Any] | None:
     """What a deployment serves, from its serving record (no host is asked): ``model``, ``endpoint`` (the gateway's
-    URL, else the one server's, else None), ``instances``; None when zenops serves nothing there. A damaged record is
-    warned about (naming it) and reads as None."""
+    URL, else the one server's, else None), ``instances``, ``api_key_file``; None when zenops serves nothing there.
+    A damaged record is warned about (naming it) and reads as None."""
     if not inventory:
         return None
     try:
@@ -42,7 +42,13 @@ def serving_summary(config: Config, inventory: Path | str | None) -> dict[str, A
         return None
     urls = [str(ep.get("url")) for eps in record.endpoints.values() for ep in eps if ep.get("url")]
     endpoint = (record.gateway or {}).get("url") or (urls[0] if len(urls) == 1 else None)
-    return {"model": record.model, "endpoint": endpoint, "instances": sum(len(v) for v in record.endpoints.values())}
+    return {
+        "model": record.model,
+        "endpoint": endpoint,
+        "instances": sum(len(v) for v in record.endpoints.values()),
+        # the file the servers' key is in (a client reads it; the key itself is never printed)
+        "api_key_file": record.api_key_file,
+    }
 
 
 def serving_status(ctx: RunContext, inventory: Path, *, last: int = 10) -> dict[str, Any]:

@@ -36,6 +36,7 @@ The package, by seam (each module imports only the ones listed before it):
 
 from __future__ import annotations
 
+from zenops.cost import cost_per_million
 from zenops.errors import NoBenchResultError
 from zenops.report.cells import clean, csv_cell
 from zenops.report.comparison import Comparison, Delta, compare, host_totals, pct_change
@@ -68,7 +69,6 @@ from zenops.report.results import (
     BenchResult,
     MalformedBenchResultError,
     PriceLookup,
-    cost_per_million,
     ordered,
     with_price,
 )

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from zenops.cost import cost_per_million
 from zenops.errors import UsageError
 
 MANIFEST = "run.json"
@@ -137,13 +138,6 @@ class BenchResult:
             "problems": self.problems,
             "server": dict(self.server) if self.server else None,
         }
-
-
-def cost_per_million(price_per_hour: float | None, output_tok_s: float | None) -> float | None:
-    """$ per 1M output tokens = price per hour / (output tok/s x 3600) x 1e6; None without a price or throughput."""
-    if price_per_hour is None or output_tok_s is None or output_tok_s <= 0:
-        return None
-    return price_per_hour / (output_tok_s * 3600) * 1e6
 
 
 def with_price(results: Iterable[BenchResult], price_per_hour: float | None) -> list[BenchResult]:
