@@ -44,13 +44,13 @@ from pathlib import Path, PurePath
 from statistics import fmean
 from typing import Any
 
+from zenops.cloud.preflight import HOURS_PER_MONTH
 from zenops.errors import UsageError, in_one_line
 from zenops.metrics.server import merged as merged_server
 from zenops.report.comparison import Comparison, compare, host_totals
 from zenops.report.rendering import cost_header, csv_text, fmt, fmt_price, md_table, model_cell, roofline_cell
 from zenops.report.results import BenchResult
 
-HOURS_PER_MONTH = 730  # 365 x 24 / 12: a server billed around the clock
 BURST_RATIO = 0.25  # a median TPOT under this share of the mean: the tokens came in bursts (Row.bursty)
 # A median TPOT under this (over 10,000 tok/s per user, beyond any CPU's decode): the tokens of every request came
 # together, median and mean alike (measured in CI12: 0.003 ms median, 0.0031 ms mean)

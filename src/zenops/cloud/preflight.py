@@ -56,9 +56,17 @@ def shortfalls(
     return [Shortfall(name, need, room, unit) for name, need, room, unit in wants if room is not None and need > room]
 
 
+HOURS_PER_MONTH = 730  # 365 x 24 / 12: a server billed around the clock
+
+
 def cost_per_hour(price_per_hour: float | None, count: int) -> float | None:
     return None if price_per_hour is None else round(price_per_hour * count, 4)
 
 
 def cost_so_far(price_per_hour: float | None, count: int, hours: float) -> float | None:
     return None if price_per_hour is None else round(price_per_hour * count * hours, 4)
+
+
+def cost_per_month(per_hour: float | None) -> float | None:
+    """What ``per_hour`` comes to over a month of HOURS_PER_MONTH hours (a server kept up around the clock)."""
+    return None if per_hour is None else round(per_hour * HOURS_PER_MONTH, 2)
