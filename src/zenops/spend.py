@@ -85,7 +85,9 @@ class Spend:
         """The money, in one phrase."""
         if self.campaign:
             total = usd(self.projected_usd or 0.0)
-            cap = f"budget.max_usd {usd(self.cap_usd)}" if self.cap_usd is not None else "no budget cap (budget.max_usd)"
+            cap = "no budget cap (budget.max_usd)"
+            if self.cap_usd is not None:
+                cap = f"budget.max_usd {usd(self.cap_usd)}"
             text = f"projected {total} in all, {cap}"
             if self.per_hour is not None:
                 text += f"; at most {rate(self.per_hour)} while its servers are up"

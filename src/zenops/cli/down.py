@@ -53,8 +53,8 @@ def down(
     """Remove a deployment's servers, floating IPs, routers, networks, security groups and keypair.
 
     It says what it will delete and what that stops costing, then asks (default No); without a terminal (scripts,
-    CI) it needs --yes. Only resources carrying zenops's ownership marks are touched. Each deletion waits until the cloud answers 404;
-    afterwards zenops lists the cloud again and fails if anything of the selection is left.
+    CI) it needs --yes. Only resources carrying zenops's ownership marks are touched. Each deletion waits until the
+    cloud answers 404; afterwards zenops lists the cloud again and fails if anything of the selection is left.
 
     \b
       zenops down --deployment demo --dry-run

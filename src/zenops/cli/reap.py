@@ -66,10 +66,9 @@ def reap(ctx: click.Context, cloud: str, dry_run: bool, yes: bool) -> None:
       WantedBy=timers.target
     (a user timer runs while you are logged in; `loginctl enable-linger $USER` keeps it running when you are not.)
     """
+    from zenops.cli.confirm import agree  # noqa: PLC0415
     from zenops.deploy import ReapFailedError  # noqa: PLC0415
     from zenops.deploy import reap as reap_lib  # noqa: PLC0415
-
-    from zenops.cli.confirm import agree  # noqa: PLC0415
 
     app = get_app(ctx)
 

@@ -145,8 +145,9 @@ def up(
     Preflight runs first (cloud reachable, flavor, image, networks, quota room, cost per hour): nothing is created
     unless it passes. Then `up` says what it will create and what it costs ($/h, $/month) and asks (default No);
     without a terminal (scripts, CI) it needs --yes. Without --ttl (or defaults.up.ttl) the servers never expire:
-    a warning says what a month of them costs. Every resource is marked as zenops's; re-running with the same --deployment adopts what exists;
-    a failed or interrupted run is resumed by re-running, or removed by `zenops down --deployment NAME`.
+    a warning says what a month of them costs. Every resource is marked as zenops's; re-running with the same
+    --deployment adopts what exists; a failed or interrupted run is resumed by re-running, or removed by
+    `zenops down --deployment NAME`.
 
     \b
     With --model, the hosts then serve it: facts -> plan -> engine image -> vLLM servers -> health gate.

@@ -121,9 +121,11 @@ def _preflight(
     campaign: str | None,
     image: str,
     mode: str,
+    confirm: Callable[[Spend], bool] | None = None,
 ) -> ledger.Deployment:
-    """Everything `up` checks before it creates anything (raises the first problem); the deployment's ledger entry
-    as it will be (not saved yet), its projected cost said."""
+    """Everything `up` checks before it creates anything (raises the first problem), the pinned host keys of the
+    servers it has; the deployment's ledger entry as it will be (not saved yet), its projected cost said, and
+    ``confirm`` asked what it creates and costs (CanceledError when it declines)."""
     from zenops.cloud import ops  # noqa: PLC0415
 
     config, note, profile = ctx.config, ctx.note, ctx.config.cloud_profile(req.cloud)
@@ -179,7 +181,8 @@ def _preflight(
             else "price unknown (add price_per_hour to the flavor in zenops.yaml)"
         )
     )
-
+    _check_host_keys(config.state_dir, existing)
+    _consent(req, dep, owned, confirm)
     return dep
 
 
@@ -215,11 +218,16 @@ def _spend(req: CloudRequest, dep: ledger.Deployment, owned: Any) -> Spend:
     )
 
 
+def _consent(req: CloudRequest, dep: ledger.Deployment, owned: Any, confirm: Callable[[Spend], bool] | None) -> None:
+    """``confirm`` asked what `up` creates and costs (after preflight, before anything is created); CanceledError when
+    it declines."""
+    if confirm is not None and not confirm(_spend(req, dep, owned)):
+        raise CanceledError("nothing was created", hint="pass --yes to create it without asking")
+
+
 def up_cloud(
     ctx: RunContext, req: CloudRequest, *, check: bool = False, confirm: Callable[[Spend], bool] | None = None
 ) -> tuple[UpResult, ledger.Deployment]:
-    """Preflight, then (``confirm``: asked what it will create and cost, after preflight and before anything is
-    created; False: nothing is) the servers, their hosts' steps, the ledger entry, the expiry and its switch."""
     config, note = ctx.config, ctx.note
     name = m.check_name(req.name or default_name(req.flavor))
     campaign = m.check_name(req.campaign, "campaign") if req.campaign else None
@@ -234,10 +242,9 @@ def up_cloud(
     conn = ops.connect(req.cloud)
     existing = ledger.load(config.state_dir, req.cloud, name)
     owned = ops.list_owned(conn, req.cloud, deployment=name)
-    dep = _preflight(ctx, conn, req, existing, owned, name=name, campaign=campaign, image=image, mode=mode)
-    _check_host_keys(config.state_dir, existing)
-    if confirm is not None and not confirm(_spend(req, dep, owned)):
-        raise CanceledError("nothing was created", hint="pass --yes to create it without asking")
+    dep = _preflight(
+        ctx, conn, req, existing, owned, name=name, campaign=campaign, image=image, mode=mode, confirm=confirm
+    )
 
     if profile.keypair:
         keypair, keypair_created = profile.keypair, False
