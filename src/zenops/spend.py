@@ -67,6 +67,7 @@ class Spend:
     cap_usd: float | None = None  # its budget.max_usd (None: no cap)
     campaign: bool = False
     ttl_hint: str = "--ttl 8h"  # how to give it an expiry
+    until: str | None = None  # how long what is created costs, where it is not "until it expires / is removed"
 
     @property
     def per_month(self) -> float | None:
@@ -101,7 +102,10 @@ class Spend:
             text = f"cost unknown: no price per hour{unknown} (price_per_hour of the flavor in zenops.yaml)"
         elif self.action == "create":
             text = f"{rate(self.per_hour)} ({HOURS_PER_MONTH} h)"
-            text += f" until it expires {self.expiry}" if self.expiry else " until `zenops down`: no expiry"
+            if self.until:
+                text += f" {self.until}"
+            else:
+                text += f" until it expires {self.expiry}" if self.expiry else " until `zenops down`: no expiry"
         else:
             text = f"stops {rate(self.per_hour)} ({HOURS_PER_MONTH} h)"
             if self.unpriced:
@@ -200,6 +204,7 @@ def of_surge(dep: Deployment) -> Spend:
         items=(Item("server", dep.flavor, 1, dep.price_per_hour, note="the surge's new server; the old one goes"),),
         per_hour=dep.price_per_hour,
         unpriced=() if dep.price_per_hour is not None else (dep.flavor,),
+        until="more while both servers run (the old one is deleted once the new one passed its gates)",
     )
 
 

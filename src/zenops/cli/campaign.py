@@ -158,7 +158,13 @@ def run_cmd(ctx: click.Context, file: Path, new: bool, within_budget: bool, yes:
                 new=new,
                 within_budget=within_budget,
                 on_plan=lambda p: _print_plan(app, p),
-                confirm=lambda spend: agree(app, spend, yes=yes),
+                confirm=lambda spend: agree(
+                    app,
+                    spend,
+                    yes=yes,
+                    hint=f"pass --yes (-y) to run it without asking; `zenops campaign plan {file}` "
+                    "shows the plan and its cost",
+                ),
             )
         finally:
             latest = store.latest(spec.name)
@@ -340,7 +346,18 @@ def down_cmd(ctx: click.Context, campaign_id: str, yes: bool) -> None:
     store = _store(app)
     name = store.load(campaign_id).name  # an unknown id is refused here, naming the known ones
     with app.run_context(lock=f"campaign-{name}") as run_ctx:
-        removed = down_campaign(run_ctx, store, campaign_id, confirm=lambda spend: agree(app, spend, yes=yes))
+        removed = down_campaign(
+            run_ctx,
+            store,
+            campaign_id,
+            confirm=lambda spend: agree(
+                app,
+                spend,
+                yes=yes,
+                hint=f"pass --yes (-y) to remove it without asking; `zenops campaign status {campaign_id}` "
+                "shows what it still has",
+            ),
+        )
     if app.json:
         app.emit_json({"type": "result", "command": "campaign down", "campaign": campaign_id, "removed": removed})
         return
