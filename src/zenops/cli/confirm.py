@@ -40,8 +40,9 @@ def agree(app: App, spend: Spend, *, yes: bool, dry_run: bool = False, hint: str
             f"{spend.command} would {spend.action} {spend.summary()} ({spend.cost()}); {why}",
             hint=hint or "pass --yes (-y) to go on without asking, or --dry-run to see what it would do",
         )
-    for i, line in enumerate(spend.lines()):
-        app.err.print(escape(line) if i else f"[bold]{escape(line)}[/]")
-    if warning:
-        app.warn(warning)
-    return click.confirm(spend.question(), default=False, err=True)
+    with app.asking():  # the spinner of the open run, if any, stopped meanwhile
+        for i, line in enumerate(spend.lines()):
+            app.err.print(escape(line) if i else f"[bold]{escape(line)}[/]", highlight=False)
+        if warning:
+            app.warn(warning)
+        return click.confirm(spend.question(), default=False, err=True)
