@@ -149,7 +149,9 @@ def test_quota_too_small_creates_nothing(zenops, admin):
 )
 def test_unknown_flavor_or_image_names_close_matches_and_creates_nothing(zenops, admin, flag, value, fragment):
     args = {"--flavor": SMALL, "--image": "debian-12", flag: value}
-    code, _, err = zenops("up", "--yes", "--cloud", "sandbox", "--name", "itnf", *[x for kv in args.items() for x in kv])
+    code, _, err = zenops(
+        "up", "--yes", "--cloud", "sandbox", "--name", "itnf", *[x for kv in args.items() for x in kv]
+    )
     assert code == ExitCode.USAGE, err
     assert fragment in err
     no_leaks(zenops, admin, "itnf")

@@ -42,7 +42,9 @@ def other(sandbox_clouds: Path, tmp_path: Path) -> Zenops:
 def up_both(zenops: Zenops) -> tuple[dict, dict]:
     """itreap (--ttl 1s) and itkeep (no expiry), side by side: one small server each, no model."""
     procs = {
-        "itreap": zenops.popen("up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--name", "itreap", "--ttl", "1s"),
+        "itreap": zenops.popen(
+            "up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--name", "itreap", "--ttl", "1s"
+        ),
         "itkeep": zenops.popen("up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--name", "itkeep"),
     }
     out = {}
