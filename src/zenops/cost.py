@@ -17,5 +17,6 @@ def cost_per_million(price_per_hour: float | None, output_tok_s: float | None) -
 
 
 def cost_per_month(price_per_hour: float | None) -> float | None:
-    """$ a month = price per hour x HOURS_PER_MONTH (kept up around the clock); None without a price."""
-    return None if price_per_hour is None else price_per_hour * HOURS_PER_MONTH
+    """$ a month = price per hour x HOURS_PER_MONTH (kept up around the clock), to the cent; None
+    without a price."""
+    return None if price_per_hour is None else round(price_per_hour * HOURS_PER_MONTH, 2)

@@ -6,6 +6,8 @@ import json
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import IO, Any
 
 from rich.console import Console, RenderableType
@@ -87,6 +89,20 @@ class RichProgress:
             self.live.stop()
             self.live = None
 
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """The spinner stopped while the operator reads and answers a question (under a live display the question
+        would be redrawn over, and the terminal's input echoed into the spinner), then started again."""
+        live = self.live
+        if live is None:
+            yield
+            return
+        live.stop()
+        try:
+            yield
+        finally:
+            live.start()
+
     def event(self, e: RunEvent) -> None:
         st = self.status
         if e.kind == "play":
@@ -133,6 +149,10 @@ class JsonProgress:
 
     def __exit__(self, *exc: object) -> None:
         pass
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        yield  # nothing live to stop
 
     def emit(self, obj: dict[str, Any]) -> None:
         self.stream.write(json.dumps(obj, default=str) + "\n")

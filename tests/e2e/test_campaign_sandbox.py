@@ -174,7 +174,7 @@ def interrupt_after(env: dict[str, str], spec: Path, cwd: Path, marker: str) -> 
     """`campaign run --within-budget`, its output read by threads as it comes (a full pipe would block it); SIGINT
     once a note holds ``marker``; then wait for its teardown."""
     proc = subprocess.Popen(
-        [ZENOPS, "--json", "campaign", "run", str(spec), "--within-budget"],
+        [ZENOPS, "--json", "campaign", "run", "--yes", str(spec), "--within-budget"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd,
     )  # fmt: skip
     lines: list[dict[str, Any]] = []
@@ -286,7 +286,7 @@ def test_campaign_over_budget_interrupted_resumed_reported_and_torn_down(env, br
     FIGURES["projected"] = result["projection"]  # per flavor, from the flavor prices and estimated durations
     assert "over budget.max_usd" in plan[-1]["message"]
     assert "--within-budget" in plan[-1]["hint"]
-    zenops(env, "campaign", "run", str(spec), cwd=work, rc=17)
+    zenops(env, "campaign", "run", "--yes", str(spec), cwd=work, rc=17)
     assert not zenops(env, "campaign", "status", cwd=work)[-1]["campaigns"]  # nothing started, nothing recorded
 
     # 2. run what the budget buys, Ctrl-C after the first done cell: torn down
@@ -310,7 +310,7 @@ def test_campaign_over_budget_interrupted_resumed_reported_and_torn_down(env, br
     # 3. again: the same campaign continues, done cells are not re-run; the ERROR flavor's cells fail, the
     # expensive flavor's are skipped by the budget: exit 17 after the teardown
     t1 = time.monotonic()
-    out = zenops(env, "campaign", "run", str(spec), "--within-budget", cwd=work, rc=17)
+    out = zenops(env, "campaign", "run", "--yes", str(spec), "--within-budget", cwd=work, rc=17)
     FIGURES["resume_s"] = round(time.monotonic() - t1, 1)
     done_n, other_n = len(FLAVORS) * per_flavor, per_flavor
     final = zenops(env, "campaign", "status", campaign, cwd=work)[-1]

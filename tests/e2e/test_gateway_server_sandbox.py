@@ -152,7 +152,7 @@ def surge(
     with Load(gw["url"], key) as load:
         time.sleep(3)
         lines = zenops(
-            env, "rollout", "-i", dep["inventory"], "--model", str(model_b), "--min-healthy", "5",
+            env, "rollout", "--yes", "-i", dep["inventory"], "--model", str(model_b), "--min-healthy", "5",
             "--gate-concurrency", "2", "--gate-prompts", "6", "--gate-output-len", "16",
             "--max-tps-drop", "1", "--max-ttft-rise", "100", "--max-spread", "100", cwd=tmp_path, timeout=2400,
         )  # fmt: skip
@@ -194,7 +194,7 @@ def surge(
 def test_gateway_on_a_server_of_its_own_serves_then_goes_with_down(env, tenant, tmp_path):
     model = generate(tmp_path / "tiny-gw", seed=5).path
     up = (
-        "up", "--cloud", "sandbox", "--flavor", FLAVOR, "--deployment", DEP, "--served-model-name", SERVED,
+        "up", "--yes", "--cloud", "sandbox", "--flavor", FLAVOR, "--deployment", DEP, "--served-model-name", SERVED,
         "--image-source", "pip", "--base-image", "zenops/bookworm-slim:latest", "--base-image-archive",
         str(BASE_ARCHIVE), "--engine-arg=--enforce-eager", "--health-timeout", "600",
     )  # fmt: skip

@@ -125,7 +125,7 @@ def refused_but_for_its_delete(cred_id: str, secret: str, sibling_id: str) -> No
 def test_a_server_deletes_itself_at_its_expiry_with_no_controller(zenops, other, tenant, admin):
     started = time.monotonic()
     code, lines, err = zenops(
-        "up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", DEP, "--count", "2", "--ttl", TTL
+        "up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", DEP, "--count", "2", "--ttl", TTL
     )  # fmt: skip
     assert code == 0, err[-3000:]
     up_s = time.monotonic() - started

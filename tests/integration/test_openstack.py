@@ -39,17 +39,17 @@ def check_host_key_pinned(zenops, server_id: str) -> None:
     # of the last run may carry the next one past the check
     rekey = "rm -f /etc/ssh/ssh_host_* && systemctl restart ssh; pkill -u debian"
     subprocess.run(["docker", "exec", server_id, "sh", "-c", rekey], check=False, capture_output=True)
-    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "it1")
+    code, _, err = zenops("up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "it1")
     assert code == ExitCode.UNREACHABLE, err[-3000:]
     assert f"ssh-keygen -R {server_id} -f {known_hosts}" in err, err[-3000:]
     subprocess.run(["ssh-keygen", "-R", server_id, "-f", str(known_hosts)], check=True, capture_output=True)
-    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "it1")
+    code, _, err = zenops("up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "it1")
     assert code == 0, err[-3000:]
 
 
 def test_up_one_server_rerun_changes_nothing_then_down(zenops, admin):
     t0 = time.monotonic()
-    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "it1")
+    code, lines, err = zenops("up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "it1")
     up_s = time.monotonic() - t0
     assert code == 0, err[-3000:]
     res = result(lines)
@@ -63,7 +63,7 @@ def test_up_one_server_rerun_changes_nothing_then_down(zenops, admin):
     assert server.status == "ACTIVE"
     assert server.metadata["zenops:deployment"] == "it1"
 
-    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "it1")
+    code, lines, err = zenops("up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "it1")
     assert code == 0, err[-3000:]
     again = result(lines)
     assert again["deployment"]["servers"][0]["id"] == dep["servers"][0]["id"]  # adopted, not a twin
@@ -91,14 +91,16 @@ def test_up_one_server_rerun_changes_nothing_then_down(zenops, admin):
 @pytest.mark.full  # three more server cycles with their Docker installs: the e2e fleets cover several servers
 def test_up_three_servers_then_down(zenops, admin):
     t0 = time.monotonic()
-    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--count", "3", "--deployment", "it3")
+    code, lines, err = zenops(
+        "up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--count", "3", "--deployment", "it3"
+    )
     up_s = time.monotonic() - t0
     assert code == 0, err[-3000:]
     hosts = result(lines)["hosts"]
     assert sorted(h["host"] for h in hosts) == ["zenops-it3-1", "zenops-it3-2", "zenops-it3-3"]
     assert all(h["docker"][0].isdigit() for h in hosts)
     # a smaller --count is refused before anything changes: up adds servers, it never leaves some outside
-    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--count", "2", "--deployment", "it3")
+    code, _, err = zenops("up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--count", "2", "--deployment", "it3")
     assert code == ExitCode.USAGE, err[-3000:]
     assert "has 3 servers" in err
     assert sorted(x for x in ours(admin, "it3") if x.startswith("server ")) == [
@@ -115,7 +117,7 @@ def test_up_three_servers_then_down(zenops, admin):
 
 def test_server_forced_to_error_is_reported_replaced_then_given_up(zenops, admin):
     zenops.config("clouds:\n  sandbox:\n    error_retries: 1\n    server_metadata: {'zenops_test:fail': spawn}\n")
-    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "iterr")
+    code, _, err = zenops("up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "iterr")
     assert code == ExitCode.RUN_FAILED, err[-3000:]
     assert "went to ERROR 2 time(s)" in err
     assert "zenops_test" in err  # the fault names the injection
@@ -132,7 +134,7 @@ def test_quota_too_small_creates_nothing(zenops, admin):
     used = int(admin.compute.get_limits(tenant_id=project.id).absolute.total_cores_used or 0)
     admin.set_compute_quotas(project.id, cores=used + 8)
     try:
-        code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", "gp.5.24.96", "--deployment", "itquota")
+        code, _, err = zenops("up", "--yes", "--cloud", "sandbox", "--flavor", "gp.5.24.96", "--deployment", "itquota")
     finally:
         admin.set_compute_quotas(project.id, cores=-1)
     assert code == ExitCode.QUOTA, err
@@ -149,14 +151,16 @@ def test_quota_too_small_creates_nothing(zenops, admin):
 )
 def test_unknown_flavor_or_image_names_close_matches_and_creates_nothing(zenops, admin, flag, value, fragment):
     args = {"--flavor": SMALL, "--os-image": "debian-12", flag: value}
-    code, _, err = zenops("up", "--cloud", "sandbox", "--deployment", "itnf", *[x for kv in args.items() for x in kv])
+    code, _, err = zenops(
+        "up", "--yes", "--cloud", "sandbox", "--deployment", "itnf", *[x for kv in args.items() for x in kv]
+    )
     assert code == ExitCode.USAGE, err
     assert fragment in err
     no_leaks(zenops, admin, "itnf")
 
 
 def test_interrupted_up_is_removed_by_down(zenops, admin):
-    proc = zenops.popen("up", "--cloud", "sandbox", "--flavor", SMALL, "--count", "2", "--deployment", "itint")
+    proc = zenops.popen("up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--count", "2", "--deployment", "itint")
     code, err = zenops.interrupt_when(proc, "Wait until SSH answers on every server")
     assert code == ExitCode.CANCELED, err
     assert "zenops down --deployment itint" in err
@@ -170,7 +174,7 @@ def test_interrupted_up_is_removed_by_down(zenops, admin):
 # floating IPs and waits for SSH through them on every landing run, and the crash test below has down remove them
 def test_floating_ip_mode(zenops, admin):
     code, lines, err = zenops(
-        "up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itfip", "--network-mode", "floating"
+        "up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itfip", "--network-mode", "floating"
     )
     assert code == 0, err[-3000:]
     server = result(lines)["deployment"]["servers"][0]
@@ -239,7 +243,7 @@ def test_resources_a_crash_left_untagged_are_found_by_leaks_and_removed_by_down(
 def test_slow_build_is_slow_not_failed(zenops, admin):
     zenops.config("clouds:\n  sandbox:\n    server_metadata: {'zenops_test:slow': '8'}\n")
     t0 = time.monotonic()
-    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itslow")
+    code, lines, err = zenops("up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itslow")
     assert code == 0, err[-3000:]
     assert time.monotonic() - t0 > 8
     assert result(lines)["deployment"]["servers"][0]["replaced"] == 0
@@ -254,7 +258,7 @@ def test_wrong_credentials_name_the_clouds_yaml_entry(zenops, admin, sandbox_clo
     bad = tmp_path / "clouds.yaml"
     bad.write_text(yaml.safe_dump(clouds))
     zenops.env["OS_CLIENT_CONFIG_FILE"] = str(bad)
-    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itauth")
+    code, _, err = zenops("up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itauth")
     zenops.env["OS_CLIENT_CONFIG_FILE"] = str(sandbox_clouds)
     assert code == ExitCode.CLOUD, err
     assert "authentication failed" in err
@@ -267,7 +271,7 @@ def test_wrong_credentials_name_the_clouds_yaml_entry(zenops, admin, sandbox_clo
 def test_human_output_names_the_deployment_and_how_to_remove_it(zenops, admin):
     env = dict(zenops.env)
     proc = subprocess.run(
-        [ZENOPS, "up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "ithuman"],
+        [ZENOPS, "up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "ithuman"],
         capture_output=True,
         text=True,
         env=env,

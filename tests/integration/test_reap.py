@@ -42,8 +42,10 @@ def other(sandbox_clouds: Path, tmp_path: Path) -> Zenops:
 def up_both(zenops: Zenops) -> tuple[dict, dict]:
     """itreap (--ttl 1s) and itkeep (no expiry), side by side: one small server each, no model."""
     procs = {
-        "itreap": zenops.popen("up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itreap", "--ttl", "1s"),
-        "itkeep": zenops.popen("up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itkeep"),
+        "itreap": zenops.popen(
+            "up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itreap", "--ttl", "1s"
+        ),
+        "itkeep": zenops.popen("up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itkeep"),
     }
     out = {}
     for name, proc in procs.items():
@@ -104,7 +106,9 @@ def test_reap_removes_the_expired_deployment_from_another_controller_and_nothing
     reap_s = reap_from(other, admin, expires, keep_id)
 
     # a new --ttl on a re-run reaches the adopted server; an expiry not yet passed is kept
-    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itkeep", "--ttl", "2h")
+    code, lines, err = zenops(
+        "up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itkeep", "--ttl", "2h"
+    )
     assert code == 0, err[-3000:]
     assert admin.compute.get_server(keep_id).metadata.get(m.EXPIRES_KEY)
     code, lines, err = other("reap", "--cloud", "sandbox", "--yes")

@@ -197,7 +197,7 @@ def test_example_is_a_valid_campaign_file(run, tmp_path):
 def test_run_within_budget_starts_over_the_projection_and_skips_what_the_budget_cannot_cover(run, campaign_file):
     # $0.01 covers no group's server (the estimates: minutes at $1/h and $2/h): every cell is skipped before any
     # server is asked for, the campaign is recorded as stopped at its budget, exit 17
-    r = run(["--json", "campaign", "run", str(campaign_file), "--within-budget"])
+    r = run(["--json", "campaign", "run", str(campaign_file), "--within-budget", "--yes"])
     assert r.exit_code == ExitCode.OVER_BUDGET, r.output
     assert "--within-budget runs the cells the budget covers" in r.output
     assert "stopped at its budget: 0 cell(s) done, 4 skipped" in r.output

@@ -136,7 +136,7 @@ def new_model(fleet: Fleet) -> str:
     return str(fleet.models / "tiny-b")
 
 
-ROLL = ("--min-healthy", "0", "--json")
+ROLL = ("--min-healthy", "0", "--json", "--yes")
 
 
 def test_one_own_host_is_refused_naming_allow_downtime_and_the_surge(run, cloud_fleet):
@@ -166,6 +166,17 @@ def test_no_room_for_the_surge_server_is_refused_before_anything(run, cloud_flee
     assert r.exit_code == ExitCode.QUOTA, r.output
     assert "no room for the surge's new server" in flat(r.output)
     assert double.calls == ["preflight 2"]
+    assert Ledger(cloud_fleet.config, inventory_name(cloud_fleet.inventory)).load() is None  # no rollout begun
+
+
+def test_a_surge_without_yes_and_without_a_terminal_is_refused_before_anything(run, cloud_fleet, monkeypatch):
+    double = Surge(cloud_fleet, monkeypatch)
+    r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), "--min-healthy", "0")
+    assert r.exit_code == ExitCode.USAGE, r.output
+    text = flat(r.output)
+    assert "zenops rollout would create 1 server(s) ($0.10/h, $73.00/month" in text
+    assert "pass --yes" in text
+    assert double.calls == ["preflight 2"]  # checked, nothing created, measured or served
     assert Ledger(cloud_fleet.config, inventory_name(cloud_fleet.inventory)).load() is None  # no rollout begun
 
 

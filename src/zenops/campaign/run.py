@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zenops import catalog, request_options
+from zenops import catalog, request_options, spend
 from zenops.campaign import plan as plan_lib
 from zenops.campaign.spec import CampaignSpec
 from zenops.campaign.state import CampaignState, CellState, ServerState, Store, deployment_name, new_id, now_iso
@@ -45,6 +45,7 @@ from zenops.errors import (
 
 if TYPE_CHECKING:
     from zenops.lock import Holder
+    from zenops.spend import Spend
 
 TRANSIENT_RETRIES = 2
 
@@ -647,10 +648,13 @@ def run_campaign(
     new: bool = False,
     within_budget: bool = False,
     on_plan: Callable[[Planned], None] | None = None,
+    confirm: Callable[[Spend], bool] | None = None,
 ) -> CampaignState:
     """Plan (refusing over budget before anything is created), then run or continue the campaign. Raises
     OverBudgetError (17) when the budget stopped it, CellsFailedError (18) when cells failed, after the teardown.
-    ``within_budget``: a projection over the cap does not refuse the start; the checks before each step stop it."""
+    ``within_budget``: a projection over the cap does not refuse the start; the checks before each step stop it.
+    ``confirm``: asked what a campaign on a cloud will create and cost (:func:`spend_of`) before anything is
+    created or recorded; False: nothing is (CanceledError)."""
     planned = plan_campaign(ctx, spec, store)
     if new:
         planned = replace(planned, state=None, todo=list(planned.cells))
@@ -670,6 +674,8 @@ def run_campaign(
             )
     else:
         plan_lib.check_budget(planned.projection, spec.budget.max_usd)
+    if confirm is not None and spec.cloud and not confirm(spend_of(planned)):
+        raise CanceledError("nothing was created", hint="pass --yes to run the campaign without asking")
     campaign = Campaign(ctx, spec, store)
     campaign.open(planned, new=new)
     state = campaign.run(planned)
@@ -693,15 +699,37 @@ def run_campaign(
     return state
 
 
-def down_campaign(ctx: RunContext, store: Store, campaign_id: str) -> list[dict[str, Any]]:
-    """Remove whatever the campaign still has on its cloud (its mark), and close its servers in the state."""
+def spend_of(planned: Planned) -> Spend:
+    """What a campaign on a cloud creates: a server per flavor group still to run (not those already up), at most
+    ``parallel`` at once; its projected total against budget.max_usd."""
+    from zenops.cloud.marks import format_duration  # noqa: PLC0415
+
+    spec = planned.spec
+    up = {s.group for s in planned.state.running_servers()} if planned.state else set()
+    return spend.of_campaign(
+        str(spec.cloud),
+        [(g.group, g.price_per_hour) for g in planned.projection.groups if g.group not in up],
+        parallel=spec.parallel,
+        projected_usd=planned.projection.usd,
+        cap_usd=spec.budget.max_usd,
+        ttl=format_duration(spec.budget.ttl_s),
+    )
+
+
+def down_campaign(
+    ctx: RunContext, store: Store, campaign_id: str, *, confirm: Callable[[Spend], bool] | None = None
+) -> list[dict[str, Any]]:
+    """Remove whatever the campaign still has on its cloud (its mark), and close its servers in the state.
+    ``confirm``: asked what is deleted before anything is (False: nothing is, CanceledError)."""
     from zenops.deploy import down_locked  # noqa: PLC0415
 
     state = store.load(campaign_id)
     cloud = next((s.cloud for s in state.servers.values() if s.cloud), None)
     if cloud is None:
         return []
-    result = down_locked(ctx.config, cloud=cloud, campaign=campaign_id, note=ctx.note)
+    result = down_locked(
+        ctx.config, cloud=cloud, campaign=campaign_id, note=ctx.note, confirm=confirm, command="zenops campaign down"
+    )
     for s in state.servers.values():
         if s.deleted_at is None:
             s.deleted_at = now_iso()

@@ -13,7 +13,7 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import OldSpellingOption, json_option
+from zenops.cli.options import OldSpellingOption, json_option, yes_option
 from zenops.errors import in_one_line
 
 if TYPE_CHECKING:
@@ -129,9 +129,10 @@ def plan_cmd(ctx: click.Context, file: Path) -> None:
     help="Start even when the projection is over budget.max_usd, and measure what the budget buys: cells run in "
     "the file's order while the rest of the budget covers the next one; the others are skipped (exit 17).",
 )
+@yes_option
 @json_option
 @click.pass_context
-def run_cmd(ctx: click.Context, file: Path, new: bool, within_budget: bool) -> None:
+def run_cmd(ctx: click.Context, file: Path, new: bool, within_budget: bool, yes: bool) -> None:
     """Run the campaign (or continue the one of this name): provision, serve, benchmark, tear down.
 
     Done cells are never re-run; cells that failed for a transient reason (a host or the cloud not answering) are
@@ -141,8 +142,12 @@ def run_cmd(ctx: click.Context, file: Path, new: bool, within_budget: bool) -> N
     A projection over budget.max_usd refuses to start (exit 17, nothing created) unless --within-budget: then the
     cells the budget covers run, in the file's order, and the campaign stops with the rest skipped, torn down,
     exit 17; its report is labelled partial.
+
+    On a cloud it says what it will create (a server per flavor, $/h, $/month), its projected total and
+    budget.max_usd, then asks (default No); without a terminal (scripts, CI) it needs --yes.
     """
     from zenops.campaign.run import run_campaign  # noqa: PLC0415
+    from zenops.cli.confirm import agree  # noqa: PLC0415
 
     app = get_app(ctx)
     spec = _load(file)
@@ -156,6 +161,13 @@ def run_cmd(ctx: click.Context, file: Path, new: bool, within_budget: bool) -> N
                 new=new,
                 within_budget=within_budget,
                 on_plan=lambda p: _print_plan(app, p, app.err),
+                confirm=lambda spend: agree(
+                    app,
+                    spend,
+                    yes=yes,
+                    hint=f"pass --yes (-y) to run it without asking; `zenops campaign plan {file}` "
+                    "shows the plan and its cost",
+                ),
             )
         finally:
             latest = store.latest(spec.name)
@@ -326,17 +338,33 @@ def example_cmd() -> None:
 
 @campaign.command("down")
 @click.argument("campaign_id", metavar="ID")
+@yes_option
 @json_option
 @click.pass_context
-def down_cmd(ctx: click.Context, campaign_id: str) -> None:
-    """Remove every resource on the campaign's cloud that carries its mark (servers, networks, keys...)."""
+def down_cmd(ctx: click.Context, campaign_id: str, yes: bool) -> None:
+    """Remove every resource on the campaign's cloud that carries its mark (servers, networks, keys...).
+
+    It says what it will delete and what that stops costing, then asks (default No); without a terminal
+    (scripts, CI) it needs --yes."""
     from zenops.campaign.run import down_campaign  # noqa: PLC0415
+    from zenops.cli.confirm import agree  # noqa: PLC0415
 
     app = get_app(ctx)
     store = _store(app)
     name = store.load(campaign_id).name  # an unknown id is refused here, naming the known ones
     with app.run_context(lock=f"campaign-{name}") as run_ctx:
-        removed = down_campaign(run_ctx, store, campaign_id)
+        removed = down_campaign(
+            run_ctx,
+            store,
+            campaign_id,
+            confirm=lambda spend: agree(
+                app,
+                spend,
+                yes=yes,
+                hint=f"pass --yes (-y) to remove it without asking; `zenops campaign status {campaign_id}` "
+                "shows what it still has",
+            ),
+        )
     if app.json:
         app.emit_json({"type": "result", "command": "campaign down", "campaign": campaign_id, "removed": removed})
         return

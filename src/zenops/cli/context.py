@@ -40,6 +40,7 @@ class App:
     config_error: ConfigError | None = None
     out: Console = field(default_factory=lambda: make_console(stderr=False))
     err: Console = field(default_factory=lambda: make_console(stderr=True))
+    _progress: RichProgress | JsonProgress | None = field(default=None, repr=False)  # the open run context's
 
     def progress(self, *, quiet: bool = False) -> RichProgress | JsonProgress:
         from zenops.progress import JsonProgress, RichProgress  # noqa: PLC0415
@@ -61,7 +62,21 @@ class App:
         key = lock if isinstance(lock, str) or lock is None else lock.key
         held = deployment_lock(self.config, key, note=self.note) if key else nullcontext()
         with held, self.progress(quiet=read_only) as sink:
-            yield RunContext(self.config, sink=sink, verbosity=max(self.verbose - 1, 0), note=self.note)
+            self._progress = sink
+            try:
+                yield RunContext(self.config, sink=sink, verbosity=max(self.verbose - 1, 0), note=self.note)
+            finally:
+                self._progress = None
+
+    @contextmanager
+    def asking(self) -> Iterator[None]:
+        """Around a question to the operator: the live progress display of the open run context, if any, paused."""
+        progress = self._progress
+        if progress is None:
+            yield
+            return
+        with progress.paused():
+            yield
 
     def note(self, text: str) -> None:
         """A line of progress outside an Ansible run: {"type": "note"} in JSON mode, else on stderr."""

@@ -6,9 +6,7 @@ servers on your hosts). Playbook: playbooks/down.yml for --inventory; none for a
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.markup import escape
@@ -20,6 +18,7 @@ from zenops.cli.options import (
     inventory_option,
     json_option,
     limit_option,
+    yes_option,
 )
 from zenops.errors import UsageError
 
@@ -31,7 +30,7 @@ from zenops.errors import UsageError
 @click.option("--all-mine", is_flag=True, help="Every resource carrying zenops's marks in the cloud.")
 @click.option("--cloud", metavar="NAME", help="clouds.yaml entry (default: where the ledger says the deployment is).")
 @click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@yes_option
 @inventory_option
 @click.option("--images", is_flag=True, help="With --inventory: also remove the engine images zenops made.")
 @click.option(
@@ -61,8 +60,9 @@ def down(
 ) -> None:
     """Remove a deployment's servers, floating IPs, routers, networks, security groups and keypair.
 
-    Only resources carrying zenops's ownership marks are touched. Each deletion waits until the cloud answers 404;
-    afterwards zenops lists the cloud again and fails if anything of the selection is left.
+    It says what it will delete and what that stops costing, then asks (default No); without a terminal (scripts,
+    CI) it needs --yes. Only resources carrying zenops's ownership marks are touched. Each deletion waits until the
+    cloud answers 404; afterwards zenops lists the cloud again and fails if anything of the selection is left.
 
     \b
       zenops down demo --dry-run                (the same as --deployment demo)
@@ -90,17 +90,7 @@ def down(
         return
     if images or data or limit:
         raise UsageError("--images, --data and --limit go with --inventory", hint="zenops down --inventory hosts.yml")
-    interactive = sys.stdin.isatty() and not app.json
-
-    def confirm(plan: list[dict[str, Any]]) -> bool:
-        if yes:
-            return True
-        if not interactive:
-            raise UsageError(f"{len(plan)} resource(s) would be removed", hint="pass --yes (or --dry-run to list them)")
-        for r in plan:
-            app.err.print(f"  {r['kind']:<15} {escape(str(r['name']))}  (deployment {r['deployment']})")
-        return click.confirm(f"remove these {len(plan)} resource(s)?", default=False, err=True)
-
+    from zenops.cli.confirm import agree  # noqa: PLC0415
     from zenops.deploy import down_locked  # noqa: PLC0415
 
     # each deployment's lock (the one `up --cloud` holds), so a running up, rollout or bench is not cut under it
@@ -111,7 +101,7 @@ def down(
         campaign=campaign,
         all_mine=all_mine,
         dry_run=dry_run,
-        confirm=confirm,
+        confirm=lambda spend: agree(app, spend, yes=yes),
         note=app.note,
         keep_secrets=keep_secrets,
     )

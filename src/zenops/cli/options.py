@@ -7,6 +7,7 @@ flags win.
            `rollout`: one table of options)
 * pricing  ``flavor_option``, ``price_option``: what a host costs (`plan`, `up`, `bench`, `report`)
 * tuned    ``tuned_option``, ``tuned_options``: a campaign's best configuration per model (`plan`, `up`, `rollout`)
+* consent  ``yes_option``: go on without asking before cloud money is spent or resources deleted (zenops.cli.confirm)
 """
 
 from __future__ import annotations
@@ -486,6 +487,16 @@ dry_run_option = click.option(
     old=("--check",),
     is_flag=True,
     help="Report what would change on the hosts; change nothing.",
+)
+
+
+yes_option = click.option(
+    "--yes",
+    "-y",
+    "yes",
+    is_flag=True,
+    help="Do not ask before creating or deleting cloud resources (needed without a terminal: scripts, CI, cron; "
+    "as Terraform's -auto-approve). What is created or deleted, and its cost, is still said.",
 )
 
 

@@ -5,15 +5,16 @@ Library: zenops.deploy (``reap``, ``select_expired``; each removal is ``down``).
 
 from __future__ import annotations
 
-import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 from rich.markup import escape
 
 from zenops.cli.context import get_app
-from zenops.cli.options import json_option
-from zenops.errors import UsageError
+from zenops.cli.options import json_option, yes_option
+
+if TYPE_CHECKING:
+    from zenops.spend import Spend
 
 
 @click.command()
@@ -21,7 +22,7 @@ from zenops.errors import UsageError
     "--cloud", required=True, envvar="OS_CLOUD", show_envvar=True, metavar="NAME", help="clouds.yaml entry to reap."
 )
 @click.option("--dry-run", is_flag=True, help="List the expired deployments and what would be removed; remove nothing.")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (needed when not on a terminal: cron).")
+@yes_option
 @json_option
 @click.pass_context
 def reap(ctx: click.Context, cloud: str, dry_run: bool, yes: bool) -> None:
@@ -65,23 +66,14 @@ def reap(ctx: click.Context, cloud: str, dry_run: bool, yes: bool) -> None:
       WantedBy=timers.target
     (a user timer runs while you are logged in; `loginctl enable-linger $USER` keeps it running when you are not.)
     """
+    from zenops.cli.confirm import agree  # noqa: PLC0415
     from zenops.deploy import ReapFailedError  # noqa: PLC0415
     from zenops.deploy import reap as reap_lib  # noqa: PLC0415
 
     app = get_app(ctx)
-    interactive = sys.stdin.isatty() and not app.json
 
-    def confirm(plan: list[dict[str, Any]]) -> bool:
-        if yes:
-            return True
-        if not interactive:
-            raise UsageError(
-                f"{len(plan)} resource(s) of an expired deployment would be removed",
-                hint="pass --yes (as in a cron line), or --dry-run to list them",
-            )
-        for r in plan:
-            app.err.print(f"  {r['kind']:<15} {escape(str(r['name']))}  (deployment {r['deployment']})")
-        return click.confirm(f"remove these {len(plan)} resource(s)?", default=False, err=True)
+    def confirm(spend: Spend) -> bool:
+        return agree(app, spend, yes=yes, hint="pass --yes (as in a cron line), or --dry-run to list them")
 
     result = reap_lib(app.config, cloud, dry_run=dry_run, confirm=confirm, note=app.note)
     if app.json:

@@ -28,6 +28,7 @@ from zenops.cli.options import (
     tuned_fields,
     tuned_option,
     tuned_options,
+    yes_option,
 )
 
 if TYPE_CHECKING:
@@ -218,6 +219,7 @@ _gate_options = option_group(
 @_gate_options
 @click.option("--dry-run", is_flag=True, help="Print the batches and what changes on each host; change nothing.")
 @click.option("--abort", is_flag=True, help="Send the hosts the rollout in progress changed back, and stop it.")
+@yes_option
 @json_option
 @click.pass_context
 def rollout(
@@ -231,6 +233,7 @@ def rollout(
     gate: GateFlags,
     dry_run: bool,
     abort: bool,
+    yes: bool,
 ) -> None:
     """Change a deployment's model, engine or settings host by host, behind its gateway, without a failed request.
 
@@ -262,7 +265,9 @@ def rollout(
     One host: a cloud deployment (`zenops up --cloud`) whose gateway has a server of its own (--gateway-flavor)
     surges: a new server serves the new release and passes the gates (the old one, measured at the same time, is
     the control), joins the gateway, then the old one is drained and deleted; no room for it in the quota: refused
-    before anything changes. Elsewhere one host needs --allow-downtime (replaced in place, clients refused).
+    before anything changes. The new server costs money: the rollout says what and asks first (default No); without
+    a terminal (scripts, CI) it needs --yes (an in-place rollout creates nothing and does not ask). Elsewhere one
+    host needs --allow-downtime (replaced in place, clients refused).
 
     \b
     A failed gate sends the failed batch and every batch before it back to the previous release through the
@@ -271,6 +276,7 @@ def rollout(
     deployment at a time (exit 14 names the holder). Exit codes: 14 locked, 15 gate failed, 16 paused (too
     noisy, or too busy to measure). History: `zenops status -i fleet.yml`; gate artifacts: <runs-dir>/<rollout id>/.
     """
+    from zenops.cli.confirm import agree  # noqa: PLC0415
     from zenops.deployment.identity import of_inventory  # noqa: PLC0415
     from zenops.rollout import GateLimits, RolloutRequest  # noqa: PLC0415
     from zenops.rollout import rollout as run_rollout  # noqa: PLC0415
@@ -309,7 +315,12 @@ def rollout(
     lock = None if dry_run else of_inventory(app.config, target.inventory)
     with app.run_context(lock=lock) as run_ctx:
         result = run_rollout(
-            run_ctx, target.inventory, req, abort=abort, on_plan=None if app.json else lambda s: _print_plan(app, s)
+            run_ctx,
+            target.inventory,
+            req,
+            abort=abort,
+            on_plan=None if app.json else lambda s: _print_plan(app, s),
+            confirm=lambda spend: agree(app, spend, yes=yes),
         )
     _report(app, result, abort, tuned)
 

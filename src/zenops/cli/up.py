@@ -35,6 +35,7 @@ from zenops.cli.options import (
     tuned_fields,
     tuned_option,
     tuned_options,
+    yes_option,
 )
 from zenops.errors import UsageError
 
@@ -122,6 +123,7 @@ def _cloud_options(f: F) -> F:
 @gateway_options
 @limit_option
 @dry_run_option
+@yes_option
 @json_option
 @click.pass_context
 def up(
@@ -133,6 +135,7 @@ def up(
     gateway: GatewayFlags,
     limit: str | None,
     dry_run: bool,
+    yes: bool,
 ) -> None:
     """Bring hosts to a serving state: provision them (or take yours), wait for SSH, install the Docker engine.
 
@@ -146,8 +149,11 @@ def up(
       zenops up --cloud flex --flavor gp.5.24.96                    one server, deployment gp-5-24-96
       zenops up --cloud sandbox --flavor gp.5.2.8 --count 3 --deployment demo
     Preflight runs first (cloud reachable, flavor, image, networks, quota room, cost per hour): nothing is created
-    unless it passes. Every resource is marked as zenops's; re-running with the same --deployment adopts what exists;
-    a failed or interrupted run is resumed by re-running, or removed by `zenops down --deployment NAME`.
+    unless it passes. Then `up` says what it will create and what it costs ($/h, $/month) and asks (default No);
+    without a terminal (scripts, CI) it needs --yes. Without --ttl (or defaults.up.ttl) the servers never expire:
+    a warning says what a month of them costs. Every resource is marked as zenops's; re-running with the same
+    --deployment adopts what exists; a failed or interrupted run is resumed by re-running, or removed by
+    `zenops down --deployment NAME`.
 
     \b
     With --model, the hosts then serve it: facts -> plan -> engine image -> vLLM servers -> health gate.
@@ -205,7 +211,7 @@ def up(
                 "--cloud and --flavor go together",
                 hint="e.g. --cloud flex --flavor gp.5.24.96 (OS_CLOUD, when set, is the default --cloud)",
             )
-        _up_cloud(app, where, cloud_name, gateway, serve_req, reason, check=check)
+        _up_cloud(app, where, cloud_name, gateway, serve_req, reason, check=check, yes=yes)
         return
     if gateway.flavor:
         raise UsageError("--gateway-flavor goes with --cloud: on your own hosts, pick one with --gateway-host")
@@ -239,8 +245,11 @@ def _up_cloud(
     reason: str | None,
     *,
     check: bool,
+    yes: bool,
 ) -> None:
-    """`up --cloud`: the servers (zenops.deploy.up_cloud), then, with --model, what serves on them."""
+    """`up --cloud`: the servers (zenops.deploy.up_cloud; asked first what they cost), then, with --model, what
+    serves on them."""
+    from zenops.cli.confirm import agree  # noqa: PLC0415
     from zenops.deploy import CloudRequest, default_name, serve_request_for, up_cloud  # noqa: PLC0415
     from zenops.deployment.identity import DeploymentId  # noqa: PLC0415
     from zenops.serve import check_request, serve_inventory  # noqa: PLC0415
@@ -265,7 +274,9 @@ def _up_cloud(
     )
     key = None if check else DeploymentId(name or default_name(flavor), cloud_name)
     with app.run_context(lock=key) as run_ctx:
-        result, dep = up_cloud(run_ctx, cloud_req, check=check)
+        result, dep = up_cloud(
+            run_ctx, cloud_req, check=check, confirm=lambda spend: agree(app, spend, yes=yes, dry_run=check)
+        )
         served = (
             None
             if serve_req is None or check

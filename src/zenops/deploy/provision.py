@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zenops import catalog
+from zenops import catalog, spend
 from zenops.cloud import ledger
 from zenops.cloud import marks as m
 from zenops.errors import CanceledError, RunFailedError, UsageError
@@ -17,6 +18,7 @@ if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functio
     from zenops.context import RunContext
     from zenops.hosts import UpResult
     from zenops.serve import ServeRequest
+    from zenops.spend import Spend
 from zenops.deploy.common import (
     CloudRequest,
     Note,
@@ -119,9 +121,11 @@ def _preflight(
     campaign: str | None,
     image: str,
     mode: str,
+    confirm: Callable[[Spend], bool] | None = None,
 ) -> ledger.Deployment:
-    """Everything `up` checks before it creates anything (raises the first problem); the deployment's ledger entry
-    as it will be (not saved yet), its projected cost said."""
+    """Everything `up` checks before it creates anything (raises the first problem), the pinned host keys of the
+    servers it has; the deployment's ledger entry as it will be (not saved yet), its projected cost said, and
+    ``confirm`` asked what it creates and costs (CanceledError when it declines)."""
     from zenops.cloud import ops  # noqa: PLC0415
 
     config, note, profile = ctx.config, ctx.note, ctx.config.cloud_profile(req.cloud)
@@ -177,7 +181,8 @@ def _preflight(
             else "price unknown (add price_per_hour to the flavor in zenops.yaml)"
         )
     )
-
+    _check_host_keys(config.state_dir, existing)
+    _consent(req, dep, owned, confirm)
     return dep
 
 
@@ -197,7 +202,32 @@ def _check_host_keys(state_dir: Path, existing: ledger.Deployment | None) -> Non
     )
 
 
-def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tuple[UpResult, ledger.Deployment]:
+def _spend(req: CloudRequest, dep: ledger.Deployment, owned: Any) -> Spend:
+    """What `up` is about to create (preflight passed, nothing created yet): the servers beyond those it adopts, the
+    gateway's own server when it has none yet, the deployment's cost once created, and its expiry."""
+    adopted = [s for s in owned.servers if not is_gateway(s)]
+    expires_at, _said = decide_expiry(req.ttl_s, [(s.metadata or {}).get(m.EXPIRES_KEY) for s in owned.servers])
+    expiry = None
+    if expires_at:
+        expiry = f"in {m.format_duration(req.ttl_s)} ({expires_at})" if req.ttl_s is not None else f"at {expires_at}"
+    return spend.of_up(
+        dep,
+        new_servers=req.count - len(adopted),
+        new_gateway=bool(dep.gateway_flavor) and not any(is_gateway(s) for s in owned.servers),
+        expiry=expiry,
+    )
+
+
+def _consent(req: CloudRequest, dep: ledger.Deployment, owned: Any, confirm: Callable[[Spend], bool] | None) -> None:
+    """``confirm`` asked what `up` creates and costs (after preflight, before anything is created); CanceledError when
+    it declines."""
+    if confirm is not None and not confirm(_spend(req, dep, owned)):
+        raise CanceledError("nothing was created", hint="pass --yes to create it without asking")
+
+
+def up_cloud(
+    ctx: RunContext, req: CloudRequest, *, check: bool = False, confirm: Callable[[Spend], bool] | None = None
+) -> tuple[UpResult, ledger.Deployment]:
     config, note = ctx.config, ctx.note
     name = m.check_name(req.name or default_name(req.flavor))
     campaign = m.check_name(req.campaign, "campaign") if req.campaign else None
@@ -212,8 +242,9 @@ def up_cloud(ctx: RunContext, req: CloudRequest, *, check: bool = False) -> tupl
     conn = ops.connect(req.cloud)
     existing = ledger.load(config.state_dir, req.cloud, name)
     owned = ops.list_owned(conn, req.cloud, deployment=name)
-    dep = _preflight(ctx, conn, req, existing, owned, name=name, campaign=campaign, image=image, mode=mode)
-    _check_host_keys(config.state_dir, existing)
+    dep = _preflight(
+        ctx, conn, req, existing, owned, name=name, campaign=campaign, image=image, mode=mode, confirm=confirm
+    )
 
     if profile.keypair:
         keypair, keypair_created = profile.keypair, False

@@ -12,7 +12,7 @@ from zenops.config import Config
 from zenops.errors import CanceledError, ExitCode, UsageError, ZenopsError
 
 if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functions that use them: the CLI starts fast
-    pass
+    from zenops.spend import Spend
 from zenops.deploy.common import Note, ignore
 from zenops.deploy.teardown import down
 
@@ -110,7 +110,7 @@ def reap(
     *,
     now: datetime | None = None,
     dry_run: bool = False,
-    confirm: Callable[[list[dict[str, Any]]], bool] | None = None,
+    confirm: Callable[[Spend], bool] | None = None,
     note: Note = ignore,
 ) -> ReapResult:
     """Remove every deployment on ``cloud`` whose servers have all passed their ``zenops:expires_at``, each exactly
@@ -139,7 +139,9 @@ def reap(
                     if not (again and again[0].expired):
                         result.kept.append((again[0] if again else exp).to_dict())
                         continue
-                    res = down(config, cloud=cloud, name=exp.deployment, confirm=confirm, note=note)
+                    res = down(
+                        config, cloud=cloud, name=exp.deployment, confirm=confirm, note=note, command="zenops reap"
+                    )
         except CanceledError:
             result.kept.append({**exp.to_dict(), "reason": exp.reason + "; not confirmed"})
             continue

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from zenops import spend
 from zenops.cloud import ledger
 from zenops.cloud import marks as m
 from zenops.config import Config
@@ -13,7 +14,7 @@ from zenops.errors import CanceledError, UnknownDeploymentError, UsageError
 from zenops.target import cloud_for
 
 if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functions that use them: the CLI starts fast
-    pass
+    from zenops.spend import Spend
 from zenops.deploy.common import Note, ignore, inventory_path, known_hosts_path
 
 
@@ -36,13 +37,15 @@ def down(
     campaign: str | None = None,
     all_mine: bool = False,
     dry_run: bool = False,
-    confirm: Callable[[list[dict[str, Any]]], bool] | None = None,
+    confirm: Callable[[Spend], bool] | None = None,
     note: Note = ignore,
     keep_secrets: bool = False,
+    command: str = "zenops down",
 ) -> DownResult:
     """Remove the selected deployments' resources from the cloud, prove none is left, then forget them locally
     (:func:`_forget_all`: ledger entry, inventories, generated keypair, pinned host keys, and the API key file unless
-    ``keep_secrets``)."""
+    ``keep_secrets``). ``confirm`` is asked what ``command`` deletes and what that stops costing, before any deletion
+    (False: nothing is deleted, CanceledError)."""
     if sum(bool(x) for x in (name, campaign, all_mine)) != 1:
         raise UsageError(
             "say what to remove: exactly one of --deployment D, --campaign C, --all-mine",
@@ -80,7 +83,7 @@ def down(
         if not dry_run:  # nothing of it on the cloud
             _forget_all(config, cloud, selected, unreadable, keep_secrets=keep_secrets, note=note)
         return DownResult(cloud, plan, dry_run, names)
-    if confirm is not None and not confirm(plan):
+    if confirm is not None and not confirm(spend.of_teardown(command, cloud, plan, selected)):
         raise CanceledError("nothing was removed", hint="pass --yes to remove without asking")
     removed = ops.teardown(conn, cloud, owned, progress=note)
     try:
@@ -142,9 +145,10 @@ def down_locked(
     campaign: str | None = None,
     all_mine: bool = False,
     dry_run: bool = False,
-    confirm: Callable[[list[dict[str, Any]]], bool] | None = None,
+    confirm: Callable[[Spend], bool] | None = None,
     note: Note = ignore,
     keep_secrets: bool = False,
+    command: str = "zenops down",
 ) -> DownResult:
     """down() holding the lock of each deployment it removes, so none is cut from under a running `up`, `rollout` or
     `bench`. A dry run changes nothing and takes none."""
@@ -154,7 +158,7 @@ def down_locked(
     with deployment_locks(config, keys, note=note):
         return down(
             config, cloud=cloud, name=name, campaign=campaign, all_mine=all_mine, dry_run=dry_run, confirm=confirm,
-            note=note, keep_secrets=keep_secrets,
+            note=note, keep_secrets=keep_secrets, command=command,
         )  # fmt: skip
 
 

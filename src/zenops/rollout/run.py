@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from zenops import request_options
+from zenops import request_options, spend
 from zenops.context import RunContext
 from zenops.deployment import services
 from zenops.deployment.rollouts import BatchState, RolloutState, now
@@ -40,6 +40,9 @@ from zenops.rollout.gates import STOP, PerfGate
 from zenops.rollout.plan import GateLimits, GateSizing, Verdict, host_change, make_batches
 from zenops.rollout.strategies import InPlace, Surge, strategy_for
 from zenops.rollout.strategies.surge import surge_addresses
+
+if TYPE_CHECKING:
+    from zenops.spend import Spend
 
 # ServeRequest fields a rollout may change (the same model/engine/plan options as `zenops up`)
 # what a rollout may change: the table's changeable options (zenops.request_options, one declaration each)
@@ -582,8 +585,11 @@ def rollout(
     *,
     abort: bool = False,
     on_plan: Callable[..., None] | None = None,
+    confirm: Callable[[Spend], bool] | None = None,
 ) -> RolloutResult:
-    """Plan, then run (or with ``dry_run`` only plan) a rollout; ``abort``: revert the one in progress."""
+    """Plan, then run (or with ``dry_run`` only plan) a rollout; ``abort``: revert the one in progress.
+    ``confirm``: asked, before anything changes, what a surge creates (a new cloud server; an in-place rollout
+    creates nothing and is not asked about); False: nothing changes (CanceledError)."""
     r = Rollout(ctx, inventory, req)
     if abort:
         current = r.ledger.load()
@@ -597,6 +603,10 @@ def rollout(
         on_plan(state)
     if req.dry_run:
         return RolloutResult(state, batches, dry_run=True)
+    surging = [b for b in state.batches if b.strategy == Surge.name and not (b.surge or {}).get("new")]
+    dep = r.store.cloud_entry() if confirm is not None and surging else None
+    if confirm is not None and dep is not None and not confirm(spend.of_surge(dep)):
+        raise CanceledError("nothing was changed", hint="pass --yes to roll out without asking")
     try:
         r.run(state)
     except KeyboardInterrupt as e:
