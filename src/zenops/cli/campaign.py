@@ -70,9 +70,10 @@ def _print_plan(app: App, planned: Planned) -> None:
         return
     spec = planned.spec
     head = f"campaign {spec.name}" + (f" (continues {planned.state.id})" if planned.state else " (new)")
-    app.err.print(
-        f"{escape(head)}: engine {planned.engine_pair}, {len(planned.cells)} cell(s), {len(planned.todo)} to run"
-    )
+    app.err.print(f"{escape(head)}: {len(planned.cells)} cell(s), {len(planned.todo)} to run")
+    style = "" if planned.engine.verified else "yellow"
+    engine = f"  engine {escape(planned.engine.describe())}"
+    app.err.print(f"[{style}]{engine}[/]" if style else engine)
     for c in data["cells"]:
         where = f"{c['group']} / {Path(c['model']).name} / {c['variant']}"
         app.err.print(f"  {c['key']}  {escape(where)}  {c['status']}")

@@ -27,6 +27,7 @@ from zenops.cli.options import (
 from zenops.errors import UsageError
 
 if TYPE_CHECKING:
+    from zenops.compat import Engine
     from zenops.planner import Plan
 
 
@@ -79,7 +80,7 @@ def plan_cmd(
 
     A refusal (model too big, CPU cannot run zentorch, no AVX2, contradictory options) exits 7 and names the fix.
     """
-    from zenops import catalog  # noqa: PLC0415
+    from zenops import catalog, compat  # noqa: PLC0415
     from zenops.facts import gather_facts, load_facts_file  # noqa: PLC0415
     from zenops.planner import PlanOptions, Topology, plan  # noqa: PLC0415
 
@@ -104,6 +105,10 @@ def plan_cmd(
         app.note(tuned.describe("zenops plan"))
         if flavor_spec is not None and tuned.config.flavor and tuned.config.flavor != flavor_spec.name:
             app.note(f"note: measured on {tuned.config.flavor}, planned for {flavor_spec.name}: the figures may differ")
+    # the engine as `up` resolves it (zenops.serve.resolve_engine calls the same function): pair and image route
+    engine = compat.engine_of(values, app.warn)
+    if app.json and not engine.verified:  # the text output labels it on the engine's line
+        app.warn(f"engine {engine.combo.id} by --image-source {engine.image_source}: {engine.verification}")
     opts = PlanOptions(
         dtype=values["dtype"],
         max_model_len=values["max_model_len"],
@@ -111,7 +116,7 @@ def plan_cmd(
         concurrency=values["concurrency"],
         instances=values["instances"],
         platform=values["platform"],
-        vllm_version=values["vllm"],
+        vllm_version=engine.combo.vllm,
         objective=values["objective"],
         tensor_parallel=values["tensor_parallel"],
         tuned=tuned.reason if tuned else None,
@@ -137,12 +142,13 @@ def plan_cmd(
     plans = {name: plan(topo, model_spec, opts, all_flavors) for name, topo in topologies.items()}
     price = flavor_spec.price_per_hour if flavor_spec else None
     if app.json:
-        items = [{"host": name, **p.to_dict()} for name, p in plans.items()]
+        items = [{"host": name, **p.to_dict(), "zentorch": p.platform == "zen"} for name, p in plans.items()]
         out: dict[str, Any] = {
             "type": "result",
             "command": "plan",
             "flavor": flavor,
             "price_per_hour": price,
+            "engine": engine.to_dict(),
             "plans": items,
         }
         if tuned is not None:
@@ -152,16 +158,19 @@ def plan_cmd(
         app.emit_json(out)
         return
     for name, p in plans.items():
-        _print_plan(app, name, p, price)
+        _print_plan(app, name, p, price, engine)
 
 
-def _print_plan(app: App, host: str, p: Plan, price: float | None) -> None:
+def _print_plan(app: App, host: str, p: Plan, price: float | None, engine: Engine) -> None:
     from rich import box  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
     out = app.out
     out.print(f"[bold]{escape(host)}[/]: {escape(p.topology)}")
     out.print(f"  platform [bold]{p.platform}[/] ({escape(p.platform_reason)})")
+    zentorch = "on" if p.platform == "zen" else "off (vLLM's own CPU backend; the image still has it)"
+    line = f"  engine {escape(engine.describe())}; zentorch {zentorch}"
+    out.print(line if engine.verified else f"[yellow]{line}[/]")
     out.print(
         f"  model {escape(p.model)}, vLLM {p.vllm_version}, {p.dtype}, max-model-len {p.max_model_len}, "
         f"max-num-seqs {p.max_num_seqs}, objective {p.objective}" + (f", ${price}/h" if price is not None else "")

@@ -158,6 +158,10 @@ class Rollout:
         any host is touched (refusals: unknown pair, plan refused, no gateway, a batch that would take all)."""
         current = self.ledger.load()
         old = {"engine_args": [], **self.record.request}  # a record from before --engine-arg had none
+        if old.get("vllm") is None and self.record.compat.get("vllm"):
+            # the pair deployed stays, whatever the table's default is now (it was another before it became the
+            # tested pair): pinned from the record
+            old["vllm"], old["zentorch"] = self.record.compat["vllm"], self.record.compat.get("zentorch")
         if current is not None and current.active:
             wanted = {**current.from_request, **self._changes_dict()}
             if self.req.changes and wanted != current.to_request:
@@ -181,7 +185,7 @@ class Rollout:
             )
         new_req = self.serve_lib.request_from_dict(new)
         # refused here, before anything: an unknown or broken pair, a model the hosts cannot serve
-        combo = self.serve_lib.resolve_combo(new_req, self.ctx.warn)
+        combo = self.serve_lib.resolve_engine(new_req, self.ctx.warn).combo
         model, _dir = self.serve_lib.resolve_model(new_req.model)
         new_plans = self._plans_from_facts(new_req, model, combo.vllm)
         changes = {
