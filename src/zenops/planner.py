@@ -342,7 +342,7 @@ class PlanOptions:
     platform: str = "auto"  # auto | zen | cpu
     objective: str = "auto"  # auto (from the concurrency) | latency | throughput
     tensor_parallel: int | None = None  # None: only when the model fits no node
-    vllm_version: str = field(default_factory=lambda: default_vllm_version())  # the default pair's release
+    vllm_version: str = field(default_factory=default_vllm_version)  # the default pair's release
     base_port: int = 8000
     tuned: str | None = None  # the options came from a campaign's tuned file: its reason (TunedConfig.reason)
     layout: str = "zenops"  # zenops, or a peer's settings reproduced (zenops.peers: writeup, amd-skill, ...)

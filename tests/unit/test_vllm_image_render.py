@@ -62,7 +62,7 @@ def by_vllm(vllm: str) -> compat.Combo:
     return next(c for c in compat.table().combos if c.vllm == vllm and c.status != "broken" and c.route != "pip")
 
 
-PIP = compat.table().test_default
+PIP = compat.table().default
 TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 WHEEL_SIZE = 190_000_000
 # Wheel directories on the controller (made sparse in a temporary directory): directory -> {file name: size}.
