@@ -46,6 +46,8 @@ SOURCE_MEANING = {
         "run by zenops's tests on a local stand-in image only (the relabel and the layer step), never a real engine",
     ),
 }
+
+
 class IncompatiblePairError(ZenopsError):
     exit_code = ExitCode.INCOMPATIBLE
 

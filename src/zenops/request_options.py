@@ -112,7 +112,8 @@ OPTIONS: tuple[Option, ...] = (
         campaign=("variant", "engine"), example=f'vllm: "0.11.0"  {_VERSION_FIX}',
     ),
     Option(
-        "zentorch", "--zentorch", "str", metavar="VERSION", help="zentorch release to pair with --vllm.", campaign=("variant", "engine"), example=f'zentorch: "5.1.0"  {_VERSION_FIX}',
+        "zentorch", "--zentorch", "str", metavar="VERSION", help="zentorch release to pair with --vllm.",
+        campaign=("variant", "engine"), example=f'zentorch: "5.1.0"  {_VERSION_FIX}',
     ),
     Option(
         "image_source", "--image-source", "choice", choices=IMAGE_SOURCES,

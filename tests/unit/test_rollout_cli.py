@@ -4,7 +4,6 @@ from a serving record and saved facts written into the test's own state dir (XDG
 from __future__ import annotations
 
 import dataclasses
-
 import json
 from pathlib import Path
 from typing import Any

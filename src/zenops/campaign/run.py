@@ -146,8 +146,8 @@ def earlier_measurements(
     store: Store, spec: CampaignSpec, cells: list[plan_lib.Cell], route: str
 ) -> list[tuple[str, dict[str, list[float]]]]:
     """The measured phase durations of the latest earlier campaigns on this controller that ran the same image
-    route (``route``: the image source this one runs) on the same kind of servers (a cloud campaign: a flavor of this one; own hosts: own hosts), newest
-    first, at most HISTORY of them."""
+    route (``route``: the image source this one runs) on the same kind of servers (a cloud campaign: a flavor of
+    this one; own hosts: own hosts), newest first, at most HISTORY of them."""
     groups = {c.group for c in cells}
     out: list[tuple[str, dict[str, list[float]]]] = []
     for state in reversed(store.all()):

@@ -6,6 +6,7 @@ gathers facts; none otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -80,7 +81,7 @@ def plan_cmd(
 
     A refusal (model too big, CPU cannot run zentorch, no AVX2, contradictory options) exits 7 and names the fix.
     """
-    from zenops import catalog, compat  # noqa: PLC0415
+    from zenops import catalog  # noqa: PLC0415
     from zenops.facts import gather_facts, load_facts_file  # noqa: PLC0415
     from zenops.planner import PlanOptions, Topology, plan  # noqa: PLC0415
 
@@ -105,10 +106,7 @@ def plan_cmd(
         app.note(tuned.describe("zenops plan"))
         if flavor_spec is not None and tuned.config.flavor and tuned.config.flavor != flavor_spec.name:
             app.note(f"note: measured on {tuned.config.flavor}, planned for {flavor_spec.name}: the figures may differ")
-    # the engine as `up` resolves it (zenops.serve.resolve_engine calls the same function): pair and image route
-    engine = compat.engine_of(values, app.warn)
-    if app.json and not engine.verified:  # the text output labels it on the engine's line
-        app.warn(f"engine {engine.combo.id} by --image-source {engine.image_source}: {engine.verification}")
+    engine = _engine(app, values)
     opts = PlanOptions(
         dtype=values["dtype"],
         max_model_len=values["max_model_len"],
@@ -159,6 +157,17 @@ def plan_cmd(
         return
     for name, p in plans.items():
         _print_plan(app, name, p, price, engine)
+
+
+def _engine(app: App, values: Mapping[str, Any]) -> Engine:
+    """The engine (pair and image route) as `up` resolves it: zenops.serve.resolve_engine calls the same function.
+    One zenops's tests do not run is labelled: a warning with --json, the engine's line otherwise."""
+    from zenops import compat  # noqa: PLC0415
+
+    engine = compat.engine_of(values, app.warn)
+    if app.json and not engine.verified:
+        app.warn(f"engine {engine.combo.id} by --image-source {engine.image_source}: {engine.verification}")
+    return engine
 
 
 def _print_plan(app: App, host: str, p: Plan, price: float | None, engine: Engine) -> None:
