@@ -49,13 +49,13 @@ RULES: tuple[tuple[str, str], ...] = (
 def engine_image() -> str:
     from zenops import compat  # noqa: PLC0415
 
-    return compat.table().test_default.image_tag
+    return compat.table().default.image_tag
 
 
 def engine_vllm() -> str:
     from zenops import compat  # noqa: PLC0415
 
-    return compat.table().test_default.vllm
+    return compat.table().default.vllm
 
 
 def engine_tarball() -> str:

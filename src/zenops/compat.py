@@ -1,12 +1,16 @@
-"""The vLLM x zentorch x torch compatibility table (catalog/compat.yaml): look up, check and explain pairs.
+"""The vLLM x zentorch x torch compatibility table (catalog/compat.yaml): look up, check and explain pairs, and the
+engine a serving request asks for (:func:`engine_of`: the pair and the image route, what `up`, `plan`, `rollout`
+and campaigns all resolve with).
 
 An unsupported or known-bad pair is refused before anything is built, naming a good alternative; with
-``force=True`` (`--force-unsupported`) it proceeds with a loud warning.
+``force=True`` (`--force-unsupported`) it proceeds with a loud warning. The table's default pair is a tested one, and
+its default route is the one zenops's CI runs: a pair or route that is not is labelled "not verified" where it is
+planned or deployed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from functools import cache
 from importlib import resources
@@ -16,9 +20,32 @@ import yaml
 
 from zenops.errors import ExitCode, UsageError, ZenopsError
 from zenops.planner import parse_version
+from zenops.request_options import IMAGE_SOURCES
 
 STATUSES = ("tested", "supported", "broken")
 ROUTES = ("dockerfile-cpu-plus-zentorch", "dockerfile-cpu-zen", "dockerfile-zen", "pip")
+
+# what zenops verified for a pair of each status (`zenops images`, the engine's label in `plan` and `up`)
+STATUS_MEANING = {
+    "tested": "run end to end (image made, vLLM serving, benchmarked) by zenops's landing CI, by its own route only",
+    "supported": "documented as working by the zentorch/vLLM sources; zenops only renders and lints its image build",
+    "broken": "known not to work: refused unless --force-unsupported",
+}
+# each image route (--image-source): how it makes the image, and what zenops's tests verified of it, whatever the pair
+SOURCE_MEANING = {
+    "pip": (
+        "vLLM CPU wheels from a package index onto a base image",
+        "run end to end by zenops's landing CI (with the tested pair)",
+    ),
+    "build": (
+        "vLLM's Dockerfile at the pair's tag",
+        "only rendered and linted by zenops's tests (vLLM's sources cannot be fetched where they run)",
+    ),
+    "prebuilt": (
+        "a published image, relabelled, with a zentorch layer when it lacks zentorch",
+        "run by zenops's tests on a local stand-in image only (the relabel and the layer step), never a real engine",
+    ),
+}
 
 
 class IncompatiblePairError(ZenopsError):
@@ -51,8 +78,7 @@ class Combo:
 
 @dataclass(frozen=True)
 class Table:
-    default: Combo
-    test_default: Combo
+    default: Combo  # a tested pair: what zenops deploys when no --vllm is given is what its CI runs
     combos: tuple[Combo, ...]
 
     def by_id(self, combo_id: str) -> Combo | None:
@@ -87,7 +113,15 @@ def check_table(data: dict[str, Any]) -> Table:
     for c in combos:
         if c.use_instead and by_id.get(c.use_instead, c).status == "broken":
             raise ValueError(f"compat.yaml: {c.id}: use_instead must name a working pair")
-    return Table(by_id[data["default"]], by_id[data["test_default"]], tuple(combos))
+    if "test_default" in data:
+        raise ValueError("compat.yaml: test_default is gone: `default` is the tested pair (one default)")
+    default = by_id.get(data["default"])
+    if default is None or default.status != "tested":
+        raise ValueError(
+            f"compat.yaml: default {data['default']} must be a pair of the table whose status is tested: what zenops "
+            "deploys by default is what its tests run"
+        )
+    return Table(default, tuple(combos))
 
 
 @cache
@@ -155,11 +189,11 @@ def known_vllm(t: Table | None = None) -> list[str]:
     return sorted({c.vllm for c in _working(t or table())}, key=parse_version)
 
 
-def check_vllm(version: str) -> None:
+def check_vllm(version: str | None) -> None:
     """Refuse (exit 11, as `up` and `images` do) a vLLM release the table has no pair for: `zenops plan --vllm 9.9.9`
-    plans nothing anyone can deploy. The message names the releases it knows."""
+    plans nothing anyone can deploy. The message names the releases it knows. None (not given): the default pair."""
     t = table()
-    if any(c.vllm == version for c in t.combos):
+    if version is None or any(c.vllm == version for c in t.combos):
         return
     raise IncompatiblePairError(
         f"vLLM {version} is not in zenops's compatibility table",
@@ -188,3 +222,108 @@ def build_args(combo: Combo, flags: frozenset[str]) -> dict[str, str]:
         args["VLLM_CPU_AVX2"] = "1" if "avx2" in flags else "0"
         args["VLLM_CPU_AVX512"] = "1" if "avx512f" in flags else "0"
     return args
+
+
+# --- the engine a request asks for ------------------------------------------------------------------------------
+
+
+def own_source(combo: Combo) -> str:
+    """The image route (--image-source) that makes ``combo`` as the table describes it: pip for a package-index
+    pair, else a build from vLLM's source. A tested pair is tested by this route only."""
+    return "pip" if combo.route == "pip" else "build"
+
+
+@dataclass(frozen=True)
+class Engine:
+    """What serves: the vLLM/zentorch pair and how its image is made (--image-source; --image-ref for prebuilt)."""
+
+    combo: Combo
+    image_source: str  # pip | build | prebuilt
+    prebuilt_ref: str | None = None  # prebuilt: the image given (None: the pair's published one)
+
+    @property
+    def verified(self) -> bool:
+        """Run end to end by zenops's tests: a tested pair by the route it is tested by."""
+        return self.combo.status == "tested" and self.image_source == own_source(self.combo)
+
+    @property
+    def verification(self) -> str:
+        """What zenops's tests verified of this engine, in words (starts with "tested" or "not verified")."""
+        c, route = self.combo, f"--image-source {self.image_source}"
+        if self.verified:
+            return "tested: zenops's landing CI runs this pair by this route end to end"
+        if c.status == "tested":
+            return (
+                f"not verified by zenops's tests: the pair is tested by --image-source {own_source(c)} only; {route} "
+                f"is {SOURCE_MEANING[self.image_source][1]}"
+            )
+        if c.status == "supported":
+            return f"not verified by zenops's tests: the pair is {STATUS_MEANING['supported']}"
+        return "not verified by zenops's tests: the pair is known not to work or unknown (--force-unsupported)"
+
+    def describe(self) -> str:
+        """One line: the pair (its id names the versions), the route and what was verified."""
+        c = self.combo
+        ref = f" {self.prebuilt_ref or c.prebuilt}" if self.image_source == "prebuilt" else ""
+        return f"{c.id} by --image-source {self.image_source}{ref} ({self.verification})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pair": self.combo.id,
+            "vllm": self.combo.vllm,
+            "zentorch": self.combo.zentorch,
+            "torch": self.combo.torch,
+            "status": self.combo.status,
+            "image_source": self.image_source,
+            "prebuilt_ref": self.prebuilt_ref or (self.combo.prebuilt if self.image_source == "prebuilt" else None),
+            "verified": self.verified,
+            "verification": self.verification,
+        }
+
+
+def engine_of(request: Mapping[str, Any], warn: Callable[[str], None] | None = None) -> Engine:
+    """The engine a serving request asks for: the one function `up`, `plan`, `rollout` and campaigns resolve the
+    vLLM/zentorch pair and the image route with, so that `plan` shows what `up` deploys. ``request``: ServeRequest
+    fields (vllm, zentorch, image_source, prebuilt_ref, force_unsupported; a missing one is unset). No --vllm: the
+    table's default (tested) pair; no --image-source: the pair's own route (:func:`own_source`). Refused before
+    anything runs: a broken or unknown pair (IncompatiblePairError, exit 11), a route that cannot make the pair
+    (UsageError, exit 2). ``warn`` gets the warning of a forced pair; an engine zenops's tests do not run is the
+    caller's to label (Engine.verified, Engine.verification)."""
+    source = request.get("image_source")
+    vllm, zentorch = request.get("vllm"), request.get("zentorch")
+    prebuilt_ref = request.get("prebuilt_ref") or None
+    if source is not None and source not in IMAGE_SOURCES:
+        raise UsageError(f"--image-source {source}: use one of {', '.join(IMAGE_SOURCES)}")
+    t = table()
+    combo = resolve(vllm, zentorch, force=bool(request.get("force_unsupported")), warn=warn)
+    source = source or own_source(combo)
+    named, other = "", ""  # no --vllm: the default pair is named as such, and the pairs the route can make
+    if vllm is None:
+        named, other = " (the default pair)", f", or name a pair it can make with --vllm{_pairs(t, source)}"
+    if source == "pip" and not combo.pip:
+        raise UsageError(
+            f"{combo.id} has no package-index route (pip)",
+            hint=f"use --image-source build or prebuilt, or a pair with a pip route{_pairs(t, 'pip')}",
+        )
+    if source == "build" and combo.route == "pip":
+        raise UsageError(
+            f"--image-source build: {combo.id}{named} is a package-index build, not a vLLM source release",
+            hint=f"use --image-source pip{other}",
+        )
+    if source == "prebuilt" and not (prebuilt_ref or combo.prebuilt):
+        raise UsageError(
+            f"--image-source prebuilt: no prebuilt image is known for {combo.id}{named}",
+            hint=f"pass --image-ref REF, or use --image-source build (or pip){other}",
+        )
+    return Engine(combo, source, prebuilt_ref if source == "prebuilt" else None)
+
+
+def _pairs(t: Table, source: str) -> str:
+    """The working pairs an image route can make, as ' id, id' (for a hint)."""
+    if source == "pip":
+        ids = [c.id for c in _working(t) if c.pip]
+    elif source == "prebuilt":
+        ids = [c.id for c in _working(t) if c.prebuilt]
+    else:
+        ids = [c.id for c in _working(t) if c.route != "pip"]
+    return (": " if ids else "") + ", ".join(ids)

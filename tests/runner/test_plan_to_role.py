@@ -27,7 +27,7 @@ from zenops.cpulist import parse_cpulist
 from zenops.errors import ExitCode
 from zenops.paths import venv_bin
 from zenops.planner import PlanOptions, PlanRefusedError
-from zenops.serve import ServeRequest, make_plans, resolve_combo
+from zenops.serve import ServeRequest, make_plans, resolve_engine
 
 FACTS = REPO / "tests" / "fixtures" / "facts"
 MODEL = "Qwen/Qwen3-4B"
@@ -164,7 +164,7 @@ def task_results(output: dict[str, Any], name: str) -> dict[str, dict[str, Any]]
 def plan_for(facts: dict[str, Any], platform: str = "auto", **options: Any) -> dict[str, Any]:
     """The plan `zenops up --model Qwen/Qwen3-4B [--platform P] [--objective O ...]` makes for these facts
     (zenops.serve's own code)."""
-    combo = resolve_combo(ServeRequest(model=MODEL, platform=platform), lambda _w: None)
+    combo = resolve_engine(ServeRequest(model=MODEL, platform=platform), lambda _w: None).combo
     opts = PlanOptions(platform=platform, vllm_version=combo.vllm, **options)
     plans = make_plans({"h": facts}, catalog.get_model(MODEL), opts, load())
     return plans["h"].to_dict()

@@ -249,4 +249,4 @@ def test_only_earlier_campaigns_of_the_same_flavors_and_image_route_count():
     earlier("c-1", "f.big", "build", {"provision_s": [800.0]})  # another image route
     earlier("d-1", "f.big", "pip", {})  # measured nothing
     earlier("e-1", "f.big", "pip", {"provision_s": [110.0]})
-    assert [cid for cid, _ in earlier_measurements(store, spec, cells)] == ["e-1", "a-1"]
+    assert [cid for cid, _ in earlier_measurements(store, spec, cells, "pip")] == ["e-1", "a-1"]

@@ -245,7 +245,10 @@ def test_a_campaign_concurrency_above_the_bound_is_refused(tmp_path):
 def test_image_ref_without_prebuilt_is_refused(call, inventory, isolated_home):
     code, _, err = call(["up", "-i", str(inventory), "--model", "Qwen/Qwen3-4B", "--image-ref", "r/x:1"])
     assert code == ExitCode.USAGE, err
-    assert "--image-ref r/x:1 goes with --image-source prebuilt (the image source is build)" in err
+    assert (
+        "--image-ref r/x:1 goes with --image-source prebuilt (the image source is not given: the pair's own route)"
+        in err
+    )
     assert not (isolated_home / "state" / "zenops" / "runs").exists()  # nothing ran
 
 

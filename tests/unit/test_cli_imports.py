@@ -39,7 +39,7 @@ NEVER_ON_HELP = (
     "zenops.compat",
 )
 # not loaded by `import zenops.cli.main` nor `zenops --help` either; some subcommand's help needs them for what it
-# shows (bench --help lists the profiles of bench.yaml, plan --help the planner's default vLLM)
+# shows (bench --help lists the profiles of bench.yaml)
 NOT_AT_START = (
     *NEVER_ON_HELP,
     "zenops.catalog",
@@ -155,27 +155,23 @@ def test_bench_refuses_a_profile_not_in_the_catalogue(run, tmp_path):
     assert f"'no-such-profile' is not one of {names}" in r.output
 
 
-def test_plan_help_shows_the_planners_default_vllm(run):
-    from zenops.planner import DEFAULT_VLLM_VERSION  # noqa: PLC0415
-
-    r = run(["plan", "--help"])
-    assert r.exit_code == 0
-    assert f"[default: {DEFAULT_VLLM_VERSION}]" in r.output
-
-
-def test_plan_takes_the_default_vllm_and_a_config_default_over_it(run, tmp_path, monkeypatch):
-    from zenops.planner import DEFAULT_VLLM_VERSION  # noqa: PLC0415
+def test_plan_takes_the_default_pair_and_a_config_default_over_it(run, tmp_path, monkeypatch):
+    from zenops import compat  # noqa: PLC0415
 
     args = ["plan", "--flavor", "gp.5.24.96", "--model", "Qwen/Qwen3-0.6B", "--json"]
     r = run(args)
     assert r.exit_code == 0, r.output
-    assert json.loads(r.output.splitlines()[-1])["vllm_version"] == DEFAULT_VLLM_VERSION
+    result = json.loads(r.output.splitlines()[-1])
+    assert result["vllm_version"] == compat.table().default.vllm
+    assert result["engine"]["pair"] == compat.table().default.id
     monkeypatch.chdir(tmp_path)
     Path("zenops.yaml").write_text("defaults:\n  plan:\n    vllm_version: 0.14.1\n")
     r = run(args)
     assert r.exit_code == 0, r.output
     # (the old key is taken with a warning on stderr, which the runner prints after stdout)
-    assert json.loads(next(x for x in reversed(r.output.splitlines()) if x.startswith("{")))["vllm_version"] == "0.14.1"
+    result = json.loads(next(x for x in reversed(r.output.splitlines()) if x.startswith("{")))
+    assert result["vllm_version"] == "0.14.1"
+    assert (result["engine"]["pair"], result["engine"]["image_source"]) == ("vllm-0.14.1-zentorch-5.2.0", "build")
 
 
 def test_up_image_sources_are_the_ones_serve_accepts(run):

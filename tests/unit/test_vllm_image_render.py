@@ -62,7 +62,8 @@ def by_vllm(vllm: str) -> compat.Combo:
     return next(c for c in compat.table().combos if c.vllm == vllm and c.status != "broken" and c.route != "pip")
 
 
-PIP = compat.table().test_default
+PIP = compat.table().default  # the tested pair: a package-index build
+AMD = by_vllm("0.25.1")  # the pair AMD's published image pins (the prebuilt cases)
 TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
 WHEEL_SIZE = 190_000_000
 # Wheel directories on the controller (made sparse in a temporary directory): directory -> {file name: size}.
@@ -120,7 +121,7 @@ DIGEST_CHANGES: dict[str, dict[str, Any]] = {
 
 
 def _all_cases() -> dict[str, dict[str, Any]]:
-    default = compat.table().default
+    default = AMD
     b141 = by_vllm("0.14.1")
     b141_args = compat.build_args(b141, GENOA_FLAGS)
     cases: dict[str, dict[str, Any]] = {
@@ -439,7 +440,7 @@ def _assert_order(steps: list[dict[str, Any]], what: object) -> None:
 
 
 def test_prebuilt_amd_image_is_only_relabelled(plan):
-    combo = compat.table().default
+    combo = AMD
     ctx = plan("prebuilt-amd")
     assert ctx["vllm_image_prebuilt_ref"] == combo.prebuilt
     assert ctx["vllm_image_prebuilt_add_zentorch"] is False  # amdih/zendnn_zentorch has zentorch

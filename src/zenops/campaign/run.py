@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zenops import catalog, request_options, spend
+from zenops import catalog, spend
 from zenops.campaign import plan as plan_lib
 from zenops.campaign.spec import CampaignSpec
 from zenops.campaign.state import CampaignState, CellState, ServerState, Store, deployment_name, new_id, now_iso
@@ -44,6 +44,7 @@ from zenops.errors import (
 )
 
 if TYPE_CHECKING:
+    from zenops import compat
     from zenops.lock import Holder
     from zenops.spend import Spend
 
@@ -58,8 +59,12 @@ class Planned:
     cells: list[plan_lib.Cell]
     todo: list[plan_lib.Cell]
     projection: plan_lib.Projection
-    engine_pair: str
+    engine: compat.Engine  # the pair and image route every cell runs (a variant may name another pair)
     state: CampaignState | None  # the campaign a run would continue (None: a new one)
+
+    @property
+    def engine_pair(self) -> str:
+        return self.engine.combo.id
 
     def to_dict(self) -> dict[str, Any]:
         status = {k: c.status for k, c in (self.state.cells.items() if self.state else [])}
@@ -68,6 +73,7 @@ class Planned:
             "name": self.spec.name,
             "resumes": self.state is not None,
             "engine_pair": self.engine_pair,
+            "engine": self.engine.to_dict(),
             "max_usd": self.spec.budget.max_usd,
             "ttl_s": self.spec.budget.ttl_s,
             "cells": [
@@ -101,25 +107,23 @@ def price_lookup(ctx: RunContext, spec: CampaignSpec) -> plan_lib.PriceOf:
     return price_of
 
 
-def engine_pair(ctx: RunContext, spec: CampaignSpec) -> str:
-    """The vLLM/zentorch pair every cell uses (part of each cell's key: another engine is another measurement)."""
+def campaign_engine(ctx: RunContext, spec: CampaignSpec) -> compat.Engine:
+    """The engine (vLLM/zentorch pair and image route) the file's ``engine:`` asks for, resolved as `up` and `plan`
+    resolve it (zenops.serve.resolve_engine); its pair is part of each cell's key: another engine is another
+    measurement."""
     from zenops import serve  # noqa: PLC0415
 
     req = serve.request_from_dict({**dict(spec.engine), "model": spec.models[0]})
-    return serve.resolve_combo(req, ctx.warn).id
+    return serve.resolve_engine(req, ctx.warn)
 
 
-def pinned_engine(engine: Mapping[str, Any], pair: str) -> dict[str, Any]:
-    """The campaign's engine options with what the cells ran pinned: the vLLM/zentorch pair (``pair``, resolved
-    from the table when the file named none) and the image route, so a tuned file deploys what was measured, not
-    the default pair of whatever zenops reads it later. A variant's own vllm/zentorch still wins over them."""
-    from zenops import compat  # noqa: PLC0415
-
-    combo = compat.table().by_id(pair)
-    pinned = {"image_source": request_options.BY_FIELD["image_source"].default, **dict(engine)}
-    if combo is not None:
-        pinned.setdefault("vllm", combo.vllm)
-        pinned.setdefault("zentorch", combo.zentorch)
+def pinned_engine(engine: Mapping[str, Any], resolved: compat.Engine) -> dict[str, Any]:
+    """The campaign's engine options with what the cells ran pinned: the vLLM/zentorch pair and the image route
+    (``resolved``: from the table when the file named none), so a tuned file deploys what was measured, not the
+    default of whatever zenops reads it later. A variant's own vllm/zentorch still wins over them."""
+    pinned = {"image_source": resolved.image_source, **dict(engine)}
+    pinned.setdefault("vllm", resolved.combo.vllm)
+    pinned.setdefault("zentorch", resolved.combo.zentorch)
     return pinned
 
 
@@ -140,16 +144,15 @@ HISTORY = 5  # earlier campaigns whose measurements project a new one's duration
 
 
 def earlier_measurements(
-    store: Store, spec: CampaignSpec, cells: list[plan_lib.Cell]
+    store: Store, spec: CampaignSpec, cells: list[plan_lib.Cell], route: str
 ) -> list[tuple[str, dict[str, list[float]]]]:
     """The measured phase durations of the latest earlier campaigns on this controller that ran the same image
-    route on the same kind of servers (a cloud campaign: a flavor of this one; own hosts: own hosts), newest
-    first, at most HISTORY of them."""
-    route = spec.engine.get("image_source", request_options.BY_FIELD["image_source"].default)
+    route (``route``: the image source this one runs) on the same kind of servers (a cloud campaign: a flavor of
+    this one; own hosts: own hosts), newest first, at most HISTORY of them."""
     groups = {c.group for c in cells}
     out: list[tuple[str, dict[str, list[float]]]] = []
     for state in reversed(store.all()):
-        if state.engine.get("image_source", request_options.BY_FIELD["image_source"].default) != route:
+        if state.engine.get("image_source", "build") != route:  # campaigns from before the pin: build, then default
             continue
         ran = {c.group for c in state.cells.values()}
         if not ran & groups or not state.samples:
@@ -165,14 +168,15 @@ def plan_campaign(ctx: RunContext, spec: CampaignSpec, store: Store) -> Planned:
 
     for model in spec.models:  # an unknown catalogue id is refused now, not after its server is paid for
         serve.resolve_model(model)
-    pair = engine_pair(ctx, spec)
+    engine = campaign_engine(ctx, spec)
+    pair = engine.combo.id
     cells = plan_lib.cells(spec, pair)
     state = store.resumable(spec.name)
     todo = _todo(cells, state)
     if state is not None:  # a campaign going on: what it measured itself
         durations = plan_lib.Durations.from_measurements(state.samples)
     else:  # a new one: what earlier campaigns of the same flavors and image route measured here
-        durations = plan_lib.Durations.from_history(earlier_measurements(store, spec, cells))
+        durations = plan_lib.Durations.from_history(earlier_measurements(store, spec, cells, engine.image_source))
     started = frozenset(s.group for s in state.running_servers()) if state else frozenset()
     projection = plan_lib.project(
         spec,
@@ -182,7 +186,7 @@ def plan_campaign(ctx: RunContext, spec: CampaignSpec, store: Store) -> Planned:
         spent_usd=state.spent() if state else 0.0,
         started_groups=started,
     )
-    return Planned(spec, cells, todo, projection, pair, state)
+    return Planned(spec, cells, todo, projection, engine, state)
 
 
 # --- failures ---------------------------------------------------------------------------------------------------
@@ -255,7 +259,7 @@ class Campaign:
             state.spec_digest = spec_digest(self.spec)
         state.max_usd = self.spec.budget.max_usd
         state.variants = {v.name: _jsonable(v.options) for v in self.spec.variants}
-        state.engine = _jsonable(pinned_engine(self.spec.engine, planned.engine_pair))
+        state.engine = _jsonable(pinned_engine(self.spec.engine, planned.engine))
         for c in planned.cells:
             cs = state.cells.get(c.key)
             if cs is None:

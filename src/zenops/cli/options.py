@@ -151,16 +151,6 @@ class TableOption(click.Option):
         self.old_keys = old_keys
 
 
-def _default_vllm_version() -> str:
-    from zenops.planner import DEFAULT_VLLM_VERSION  # noqa: PLC0415
-
-    return DEFAULT_VLLM_VERSION
-
-
-# what one command shows as a default where the table has none: `plan` plans for the planner's default release
-_COMMAND_DEFAULTS: dict[tuple[str, str], Callable[[], Any]] = {("plan", "vllm"): _default_vllm_version}
-
-
 def table_option(row: Option, command: str, *, required: bool = False) -> Callable[[F], F]:
     """The click option of ``row`` on ``command``. `rollout` gives no option a default: what is deployed stays
     unless an option is given."""
@@ -184,11 +174,7 @@ def table_option(row: Option, command: str, *, required: bool = False) -> Callab
     elif row.kind == "args":
         kw["multiple"] = True
         default = None
-    if (command, row.field) in _COMMAND_DEFAULTS:
-        kw["cls"] = type("LazyTableOption", (LazyDefaultOption, TableOption), {})
-        default = _COMMAND_DEFAULTS[(command, row.field)]
-    else:
-        kw["cls"] = TableOption
+    kw["cls"] = TableOption
     if default is not None:
         kw["default"] = default
         kw["show_default"] = not isinstance(default, bool) and default != ()
@@ -556,15 +542,6 @@ class LazyChoice(click.Choice[str]):
     @choices.setter
     def choices(self, value: Iterable[str]) -> None:
         self._choices = tuple(value)
-
-
-class LazyDefaultOption(click.Option):
-    """An option whose ``default`` is a function called when the default is needed (help, parsing), not when the
-    command is defined. Unlike a plain callable default, --help shows the value it returns, not "(dynamic)"."""
-
-    def get_default(self, ctx: click.Context, call: bool = True) -> Any:
-        value = super().get_default(ctx, call=call)
-        return value() if callable(value) else value
 
 
 def command_option_names(command: click.Command) -> dict[str, click.Parameter]:

@@ -6,6 +6,7 @@ gathers facts; none otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ from zenops.cost import HOURS_PER_MONTH
 from zenops.errors import UsageError
 
 if TYPE_CHECKING:
+    from zenops.compat import Engine
     from zenops.planner import Plan, PlanCost
 
 
@@ -110,6 +112,7 @@ def plan_cmd(
     from zenops import compat  # noqa: PLC0415
 
     compat.check_vllm(values["vllm"])  # a release nothing can deploy: exit 11, naming those it knows
+    engine = _engine(app, values)
     opts = PlanOptions(
         dtype=values["dtype"],
         max_model_len=values["max_model_len"],
@@ -117,7 +120,7 @@ def plan_cmd(
         concurrency=values["concurrency"],
         instances=values["instances"],
         platform=values["platform"],
-        vllm_version=values["vllm"],
+        vllm_version=engine.combo.vllm,
         objective=values["objective"],
         tensor_parallel=values["tensor_parallel"],
         tuned=tuned.reason if tuned else None,
@@ -142,7 +145,12 @@ def plan_cmd(
     if app.json:
         costs = {name: plan_cost(p, price) for name, p in plans.items()}
         items = [
-            {"host": name, **p.to_dict(), "cost": c.to_dict() if (c := costs[name]) else None}
+            {
+                "host": name,
+                **p.to_dict(),
+                "zentorch": p.platform == "zen",
+                "cost": c.to_dict() if (c := costs[name]) else None,
+            }
             for name, p in plans.items()
         ]
         out: dict[str, Any] = {
@@ -150,6 +158,7 @@ def plan_cmd(
             "command": "plan",
             "flavor": flavor,
             "price_per_hour": price,
+            "engine": engine.to_dict(),
             "plans": items,
         }
         if tuned is not None:
@@ -159,10 +168,21 @@ def plan_cmd(
         app.emit_json(out)
         return
     for name, p in plans.items():
-        _print_plan(app, name, p, price)
+        _print_plan(app, name, p, price, engine)
 
 
-def _print_plan(app: App, host: str, p: Plan, price: float | None) -> None:
+def _engine(app: App, values: Mapping[str, Any]) -> Engine:
+    """The engine (pair and image route) as `up` resolves it: zenops.serve.resolve_engine calls the same function.
+    One zenops's tests do not run is labelled: a warning with --json, the engine's line otherwise."""
+    from zenops import compat  # noqa: PLC0415
+
+    engine = compat.engine_of(values, app.warn)
+    if app.json and not engine.verified:
+        app.warn(f"engine {engine.combo.id} by --image-source {engine.image_source}: {engine.verification}")
+    return engine
+
+
+def _print_plan(app: App, host: str, p: Plan, price: float | None, engine: Engine) -> None:
     from rich import box  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
 
@@ -171,6 +191,9 @@ def _print_plan(app: App, host: str, p: Plan, price: float | None) -> None:
     out = app.out
     out.print(f"[bold]{escape(host)}[/]: {escape(p.topology)}")
     out.print(f"  platform [bold]{p.platform}[/] ({escape(p.platform_reason)})")
+    zentorch = "on" if p.platform == "zen" else "off (vLLM's own CPU backend; the image still has it)"
+    line = f"  engine {escape(engine.describe())}; zentorch {zentorch}"
+    out.print(line if engine.verified else f"[yellow]{line}[/]")
     out.print(
         f"  model {escape(p.model)}, vLLM {p.vllm_version}, {p.dtype}, max-model-len {p.max_model_len}, "
         f"max-num-seqs {p.max_num_seqs}, objective {p.objective}"

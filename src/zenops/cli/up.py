@@ -348,8 +348,10 @@ def _report_serve(app: App, served: ServeResult, check: bool, dep: Deployment | 
         app.emit_json({"type": "result", "command": "up", "ok": True, "check": check, **served.to_dict(), **extra})
         return
     _report(app, served.up, check, dep)
-    combo = served.combo
-    app.out.print(f"engine: vLLM {combo.vllm} + zentorch {combo.zentorch} ({combo.id}, {combo.status})")
+    engine = served.engine
+    style = "" if engine.verified else "bold yellow"
+    line = f"engine: {escape(engine.describe())}"
+    app.out.print(f"[{style}]{line}[/]" if style else line)
     how = {"present": "present", "built": "built", "cache": "loaded from the image cache", "copied": "copied"}
     for host, image in served.images.items():
         got = how.get(str(image.get("how") or ""), "?")

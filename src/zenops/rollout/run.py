@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from zenops import request_options, spend
+from zenops import compat, request_options, spend
 from zenops.context import RunContext
 from zenops.deployment import services
 from zenops.deployment.rollouts import BatchState, RolloutState, now
@@ -47,6 +47,16 @@ if TYPE_CHECKING:
 # ServeRequest fields a rollout may change (the same model/engine/plan options as `zenops up`)
 # what a rollout may change: the table's changeable options (zenops.request_options, one declaration each)
 CHANGEABLE = request_options.CHANGEABLE
+
+
+def old_request(request: Mapping[str, Any], deployed: Mapping[str, Any]) -> dict[str, Any]:
+    """The request a serving record holds, as a rollout starts from it (``deployed``: the record's pair). A record
+    from before --engine-arg has none; one from before the default became the tested pair (no --vllm then meant
+    another pair, built from source) gets the pair it deployed pinned, so a rollout of another setting keeps it."""
+    old = {"engine_args": [], **request}
+    if old.get("vllm") is None and deployed.get("vllm") and deployed.get("id") != compat.table().default.id:
+        old["vllm"], old["zentorch"] = deployed["vllm"], deployed.get("zentorch")
+    return old
 
 
 @dataclass(frozen=True)
@@ -160,7 +170,7 @@ class Rollout:
         """The state to run: the one in progress (same target: resumed), or a new one, checked and planned before
         any host is touched (refusals: unknown pair, plan refused, no gateway, a batch that would take all)."""
         current = self.ledger.load()
-        old = {"engine_args": [], **self.record.request}  # a record from before --engine-arg had none
+        old = old_request(self.record.request, self.record.compat)
         if current is not None and current.active:
             wanted = {**current.from_request, **self._changes_dict()}
             if self.req.changes and wanted != current.to_request:
@@ -186,7 +196,7 @@ class Rollout:
             )
         new_req = self.serve_lib.request_from_dict(new)
         # refused here, before anything: an unknown or broken pair, a model the hosts cannot serve
-        combo = self.serve_lib.resolve_combo(new_req, self.ctx.warn)
+        combo = self.serve_lib.resolve_engine(new_req, self.ctx.warn).combo
         model, _dir = self.serve_lib.resolve_model(new_req.model)
         new_plans = self._plans_from_facts(new_req, model, combo.vllm)
         changes = {
