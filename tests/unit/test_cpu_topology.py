@@ -346,7 +346,7 @@ def test_load_facts_file_reads_a_facts_json_result_after_event_lines(tmp_path):
     two.write_text(json.dumps({"type": "result", "command": "facts", "hosts": {"vm1": a, "old": b}, "saved": {}}))
     with pytest.raises(UsageError) as info:
         load_facts_file(two)
-    assert "--host" in str(info.value.hint)
+    assert "--limit" in str(info.value.hint)
     assert "old, vm1" in info.value.message
     assert load_facts_file(two, host="old") == b
     with pytest.raises(UsageError, match="no host 'nope'"):

@@ -214,7 +214,7 @@ def test_missing_numpy_or_sentencepiece_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "sentencepiece", None)  # import fails
     with pytest.raises(UsageError) as info:
         tinymodel.generate(tmp_path / "m")
-    assert "pip install 'zenops[test]'" in (info.value.hint or "")
+    assert "pip install 'zenops[tiny]'" in (info.value.hint or "")
     assert not (tmp_path / "m").exists()
 
 
