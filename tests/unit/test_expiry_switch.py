@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from zenops.cloud import expiry_switch as es
+from zenops.cloud import ledger
 from zenops.cloud import marks as m
 
 REPO = Path(__file__).resolve().parents[2]
@@ -561,3 +562,111 @@ def test_status_column_says_who_removes_an_expiring_server() -> None:
     assert _expires("2026-11-24T19:52:00Z", {"servers": ["h1"], "why_not": ""}) == "2026-11-24T19:52:00Z, switch"
     assert _expires("2026-11-24T19:52:00Z", {"servers": [], "why_not": "no API"}) == "2026-11-24T19:52:00Z, reap"
     assert _expires("2026-11-24T19:52:00Z", None) == "2026-11-24T19:52:00Z, reap"  # from before the switch
+
+
+# --- the credential's roles, and its secret file on every way out (issue 46 N8) ------------------------------------
+
+
+def with_token_roles(conn: Any, roles: list[str]) -> Any:
+    """The stub connection's session answering the token's role names as keystoneauth's AccessInfo does."""
+    access = SimpleNamespace(role_names=roles)
+    conn.session = SimpleNamespace(auth=SimpleNamespace(get_access=lambda _session: access))
+    return conn
+
+
+@pytest.mark.parametrize(
+    ("token", "expected"),
+    [
+        (["admin", "member", "reader"], [{"name": "member"}]),  # not admin: Nova's delete needs a member only
+        (["_member_", "heat_stack_owner"], [{"name": "_member_"}]),
+        (["Member", "admin"], [{"name": "Member"}]),  # spelled as the cloud spells it
+        (["operator"], None),  # no member role known: Keystone's default (the access rule still restricts it)
+        ([], None),
+    ],
+)
+def test_switch_roles_are_the_member_role_only(token: list[str], expected: Any) -> None:
+    assert es.switch_roles(token) == expected
+
+
+def test_create_asks_keystone_for_the_member_role_only() -> None:
+    conn = with_token_roles(stub_conn([]), ["admin", "member", "reader"])
+    es.create(conn, m.Marks("d1"), "s1", expires_at="2026-11-24T15:00:00Z")
+    (made,) = conn.identity.created
+    assert made["roles"] == [{"name": "member"}]
+    conn = with_token_roles(stub_conn([]), ["operator"])
+    es.create(conn, m.Marks("d1"), "s1", expires_at="2026-11-24T15:00:00Z")
+    assert "roles" not in conn.identity.created[-1]  # Keystone's default: no role named that it may refuse
+
+
+class InterruptedRuns(ArmingRuns):
+    """A RunContext whose playbook run is interrupted: Ctrl-C, or SIGTERM, which zenops's main turns into the same
+    KeyboardInterrupt (zenops.cli.main._Terminated)."""
+
+    def run(self, spec: Any) -> Any:
+        super().run(spec)  # the secrets are there while the play runs
+        raise KeyboardInterrupt
+
+
+def test_an_interrupted_arm_leaves_no_secret_file(tmp_path: Path) -> None:
+    ctx = InterruptedRuns(tmp_path, armed=[])
+    conn = catalog_conn(SANDBOX_CATALOG)
+    servers = [{"name": f"zenops-d1-{i}", "id": f"s{i}"} for i in (1, 2)]
+    with pytest.raises(KeyboardInterrupt):
+        es.arm(ctx, conn, cloud="c", marks=m.Marks("d1", expires_at=soon(3600)), servers=servers,
+               inventory=Path("i.yml"))  # type: ignore[arg-type]  # fmt: skip
+    assert len(ctx.specs) == 1
+    assert not list(tmp_path.rglob("*.secret"))
+
+
+def test_a_secret_write_interrupted_halfway_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file exists from os.open on: Ctrl-C (or a full disk) while its secret is written must not leave it."""
+    real_fdopen = os.fdopen
+
+    class Interrupted:
+        def __init__(self, f: Any) -> None:
+            self.f = f
+
+        def __enter__(self) -> Any:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.f.close()
+
+        def write(self, _text: str) -> None:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(es.os, "fdopen", lambda fd, mode: Interrupted(real_fdopen(fd, mode)))
+    ctx = ArmingRuns(tmp_path, armed=[])
+    with pytest.raises(KeyboardInterrupt):
+        es.arm(ctx, catalog_conn(SANDBOX_CATALOG), cloud="c", marks=m.Marks("d1", expires_at=soon(3600)),
+               servers=[{"name": "zenops-d1-1", "id": "s1"}], inventory=Path("i.yml"))  # type: ignore[arg-type]  # fmt: skip
+    assert ctx.specs == []
+    assert not list(tmp_path.rglob("*.secret"))
+
+
+def test_the_next_arm_removes_the_secret_files_a_killed_run_left(tmp_path: Path) -> None:
+    """SIGKILL cannot be caught: the files of that run (a server since replaced: another id) stay until the next
+    `up` of the deployment arms its switch again; another deployment's are not touched."""
+    keys = ledger.keys_dir(tmp_path, "c")
+    stale = keys / f"{es.credential_name('d1', 'gone-server')}.secret"
+    other = keys / f"{es.credential_name('d10', 's1')}.secret"
+    for p in (stale, other):
+        p.write_text(SECRET)
+    ctx = ArmingRuns(tmp_path, armed=["zenops-d1-1"])
+    es.arm(ctx, catalog_conn(SANDBOX_CATALOG), cloud="c", marks=m.Marks("d1", expires_at=soon(3600)),
+           servers=[{"name": "zenops-d1-1", "id": "s1"}], inventory=Path("i.yml"))  # type: ignore[arg-type]  # fmt: skip
+    assert not stale.exists()
+    assert other.exists()
+    assert any("a killed run left" in n for n in ctx.notes)
+
+
+def test_down_forgets_the_secret_files_a_killed_run_left(tmp_path: Path) -> None:
+    from zenops.deploy import teardown  # noqa: PLC0415
+
+    keys = ledger.keys_dir(tmp_path, "c")
+    stale = keys / f"{es.credential_name('d1', 's1')}.secret"
+    stale.write_text(SECRET)
+    dep = ledger.Deployment("d1", "c", "f1", "debian-12", 1, "provider")
+    config = SimpleNamespace(state_dir=tmp_path, cloud_profile=lambda _c: SimpleNamespace(keypair=""))
+    teardown._forget_all(config, "c", [dep], [], keep_secrets=True, note=lambda _t: None)  # type: ignore[arg-type]
+    assert not stale.exists()

@@ -205,12 +205,52 @@ def test_a_first_run_long_enough_counts_and_two_runs_can_do(two_hosts, monkeypat
     assert all(len(v) == 2 for v in state.baseline.values())
 
 
-def test_a_baseline_that_never_settles_stops_at_its_limit_with_its_spread(two_hosts, monkeypatch):
+def test_a_baseline_that_never_settles_stops_at_its_limit_and_says_busy_with_its_figures(two_hosts, monkeypatch):
+    from zenops.context import RunContext  # noqa: PLC0415
+    from zenops.rollout.run import Rollout  # noqa: PLC0415
+
     noisy = [(11.0, {"h1": 100.0, "h2": 200.0}), (11.0, {"h1": 200.0, "h2": 100.0})] * 3
     asked = scripted_bench(monkeypatch, [(1.0, {"h1": 100.0, "h2": 100.0}), *noisy])
-    state, _notes = baseline_of(two_hosts, RolloutRequest(changes={"max_num_seqs": 1}, baseline_max_repeats=4))
-    assert len(asked) == 1 + 4
-    assert state.baseline_spread == pytest.approx(100 / 150)  # the gate then says inconclusive (exit 16)
+    req = RolloutRequest(changes={"max_num_seqs": 1}, baseline_max_repeats=4)
+    r = Rollout(RunContext(two_hosts.config), two_hosts.inventory, req)
+    r.state = r.prepare()
+    v = r.perf.baseline()
+    assert len(asked) == 1 + 4  # it stopped at its limit
+    assert v is not None
+    assert (v.server, v.outcome, v.figures["gate"]) == ("the baseline", "busy", "spread")
+    assert v.figures["spread"] == pytest.approx(100 / 150, abs=1e-4)
+    assert (v.figures["max_spread"], v.figures["runs"]) == (0.25, 4)
+    assert "spread 67% on h1-" in v.reasons[0]
+    assert "over --max-spread 25% after 4 run(s)" in v.reasons[0]
+    assert r.state.baseline == {}  # no baseline kept: a re-run measures it again
+
+
+def test_a_baseline_that_never_settles_pauses_the_rollout_before_any_host_changes(two_hosts, monkeypatch):
+    """Reported: the baseline spent 867 s, spread 104% over --max-spread 25%, then changed the canary anyway."""
+    from zenops.context import RunContext  # noqa: PLC0415
+    from zenops.errors import RolloutPausedError  # noqa: PLC0415
+    from zenops.rollout.run import Rollout  # noqa: PLC0415
+
+    noisy = [(11.0, {"h1": 100.0, "h2": 300.0}), (11.0, {"h1": 300.0, "h2": 100.0})] * 3
+    scripted_bench(monkeypatch, [(1.0, {"h1": 100.0, "h2": 100.0}), *noisy])
+    req = RolloutRequest(changes={"max_num_seqs": 1}, baseline_max_repeats=4)
+    r = Rollout(RunContext(two_hosts.config), two_hosts.inventory, req)
+    state = r.prepare()
+    served: list[object] = []
+    monkeypatch.setattr(r, "serve", lambda *a, **k: served.append(a))  # a changed host would pass here
+    monkeypatch.setattr(r, "drain", served.append)
+    with pytest.raises(RolloutPausedError, match="too busy to measure the baseline: the runs did not settle") as e:
+        r.run(state)
+    assert e.value.exit_code == 16
+    assert "spread 100% on h1-" in e.value.message
+    assert "--max-spread 25%" in e.value.message
+    assert "nothing was drained" in (e.value.hint or "")
+    assert "raise --max-spread" in (e.value.hint or "")
+    assert served == []  # no host drained, none served the new release
+    assert state.status == "paused"
+    assert all(b.status == "pending" for b in state.batches)
+    (paused,) = [x for x in r.ledger.history() if x["event"] == "paused"]
+    assert paused["figures"]["runs"] == 4
 
 
 def test_servers_too_busy_to_answer_pause_the_rollout_before_anything_changes(two_hosts, monkeypatch):

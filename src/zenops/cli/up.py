@@ -252,6 +252,7 @@ def _up_cloud(
     from zenops.cli.confirm import agree  # noqa: PLC0415
     from zenops.deploy import CloudRequest, default_name, serve_request_for, up_cloud  # noqa: PLC0415
     from zenops.deployment.identity import DeploymentId  # noqa: PLC0415
+    from zenops.deployment.services import gateway as gateway_service  # noqa: PLC0415
     from zenops.serve import check_request, serve_inventory  # noqa: PLC0415
 
     assert where.flavor is not None
@@ -270,7 +271,7 @@ def _up_cloud(
         ttl_s=ttl,
         gateway_flavor=gateway.flavor,
         gateway_port=gateway.port,
-        gateway_fronts=serve_req is not None and (gateway.mode == "on" or (gateway.mode == "auto" and where.count > 1)),
+        gateway_fronts=serve_req is not None and gateway_service.fronts(gateway.mode, None),  # the plan decides later
     )
     key = None if check else DeploymentId(name or default_name(flavor), cloud_name)
     with app.run_context(lock=key) as run_ctx:

@@ -13,7 +13,17 @@ lost controller and a forgotten `zenops reap` cron leak nothing. The credential:
   keystonemiddleware enforces the rules only when its ``[keystone_authtoken] service_type`` is set, and refuses every
   restricted token when it is not);
 * expires a little after the servers (``margin_s``), so the timer's retries still authenticate and a forgotten
-  credential stops working by itself.
+  credential stops working by itself;
+* carries only the project's member role (``member``, or ``_member_`` of older clouds) where the user's token has
+  one, not all of the user's roles (Keystone's default: an admin's credential would carry admin): Nova's
+  ``DELETE /servers/{id}`` needs project member (its default policy), nothing more. Keystone restricts an
+  application credential in three ways, all used here: ``roles`` (a subset of the creator's roles on the project),
+  ``access_rules`` (which API calls), ``expires_at``. A cloud whose roles have other names: Keystone's default, the
+  access rule still limits the credential to that one call.
+
+Its secret reaches the servers through a 0600 file on the controller, removed on every way out of :func:`arm`
+(an error, Ctrl-C, SIGTERM: zenops turns it into Ctrl-C); a SIGKILL cannot be caught: the next `up` of the
+deployment (:func:`arm`) and `zenops down` remove what such a run left (:func:`remove_secret_files`).
 
 Pure helpers (names, rules, times) are separate from the openstacksdk calls so they can be unit-tested.
 """
@@ -21,7 +31,9 @@ Pure helpers (names, rules, times) are separate from the openstacksdk calls so t
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -123,6 +135,28 @@ def compute_endpoint(conn: Any) -> str:
     return str(conn.compute.get_endpoint())
 
 
+MEMBER_ROLES = ("member", "_member_")  # Nova's server delete needs a member of the project, nothing more
+
+
+def switch_roles(token_roles: Iterable[str]) -> list[dict[str, str]] | None:
+    """The roles of the switch's credential: the member role among the user's roles on the project (its name as
+    the token spells it), nothing else. None: the token names no member role (the credential then gets Keystone's
+    default, all of the user's roles on the project)."""
+    by_lower = {str(r).lower(): str(r) for r in token_roles}
+    for wanted in MEMBER_ROLES:
+        if wanted in by_lower:
+            return [{"name": by_lower[wanted]}]
+    return None
+
+
+def token_roles(conn: Any) -> list[str]:
+    """The role names of the connection's token on its project ([] when the session cannot say)."""
+    try:
+        return [str(r) for r in conn.session.auth.get_access(conn.session).role_names or []]
+    except Exception:
+        return []
+
+
 def create(
     conn: Any,
     marks: m.Marks,
@@ -138,6 +172,7 @@ def create(
     name = credential_name(marks.deployment, server_id)
     user = _user_id(conn)
     remove(conn, [c for c in owned(conn, deployment=marks.deployment) if c.name == name])
+    roles = switch_roles(token_roles(conn))
     cred = conn.identity.create_application_credential(
         user,
         name,
@@ -145,6 +180,7 @@ def create(
         expires_at=credential_expiry(expires_at, margin_s),
         unrestricted=False,
         access_rules=rules,
+        **({"roles": roles} if roles else {}),
     )
     return Credential(
         id=str(cred.id),
@@ -267,6 +303,28 @@ def secret_file(state_dir: Path, cloud: str, deployment: str, server_id: str) ->
     return ledger.keys_dir(state_dir, cloud) / f"{credential_name(deployment, server_id)}.secret"
 
 
+def remove_secret_files(state_dir: Path, cloud: str, deployment: str) -> list[Path]:
+    """The controller-side secret files of a deployment's switch credentials that a killed run left (SIGKILL, a
+    power cut: no clean-up ran), removed; returns them."""
+    from zenops.cloud import ledger  # noqa: PLC0415
+
+    keys = ledger.keys_dir(state_dir, cloud)
+    pattern = f"{glob.escape(NAME_PREFIX + deployment)}.*.secret"
+    gone = sorted(p for p in keys.glob(pattern) if p.is_file()) if keys.is_dir() else []
+    for p in gone:
+        p.unlink(missing_ok=True)
+    return gone
+
+
+def _start_over(ctx: RunContext, conn: Any, cloud: str, deployment: str) -> None:
+    """Before a deployment's switch is armed (again): its credentials deleted (a re-run makes them again: their
+    secrets are gone), and the secret files a killed run (SIGKILL) left, removed and said."""
+    delete(conn, deployment=deployment)
+    stale = remove_secret_files(ctx.config.state_dir, cloud, deployment)
+    if stale:
+        ctx.note(f"removed {len(stale)} secret file(s) of expiry-switch credentials a killed run left")
+
+
 def _credentials(
     ctx: RunContext,
     conn: Any,
@@ -283,10 +341,10 @@ def _credentials(
         sid = str(server["id"])
         cred = create(conn, marks, sid, expires_at=str(marks.expires_at), compute_url=compute_url)
         path = secret_file(ctx.config.state_dir, cloud, marks.deployment, sid)
+        into[str(server.get("name") or sid)] = (cred, path)  # named before it exists: removed however writing ends
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(cred.secret)
-        into[str(server.get("name") or sid)] = (cred, path)
 
 
 def arm(
@@ -331,7 +389,7 @@ def arm(
     candidates = server_endpoints(conn, interface)
     if not candidates:
         return without(f"the catalog has no identity and compute endpoints of interface {interface}")
-    delete(conn, deployment=marks.deployment)  # a re-run makes them again: their secrets are gone
+    _start_over(ctx, conn, cloud, marks.deployment)
     made: dict[str, tuple[Credential, Path]] = {}  # inventory host -> its server's credential, its secret's file
     try:
         try:

@@ -44,6 +44,10 @@ class Deployment:
     gateway_price_per_hour: float | None = None
     gateway_servers: list[dict[str, Any]] = field(default_factory=list)
     gateway_inventory: str = ""
+    # the security group: the operator's address range it opens SSH and the gateway's port to, and whether the vLLM
+    # ports are open to it too (only when no gateway fronts the servers; zenops.deploy.firewall); None: not recorded
+    operator_cidr: str = ""
+    api_to_operator: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

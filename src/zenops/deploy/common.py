@@ -41,8 +41,9 @@ class CloudRequest:
     ttl_s: int | None = None  # seconds until the servers expire (`zenops reap`); None: no expiry
     gateway_flavor: str | None = None  # a server of its own for the gateway (HAProxy); None: none (or the ledger's)
     gateway_port: int = 8080  # opened to the operator in the security group
-    # a gateway fronts the servers (on one of them, or on its own server): the vLLM ports are then open only between
-    # the deployment's servers, not to the operator (a gateway's own server, the ledger's too, implies it)
+    # a gateway fronts (or, before the plan counts the instances, may front) the servers: the vLLM ports are then open
+    # only between the deployment's servers, not to the operator (a gateway's own server, the ledger's too, implies
+    # it); once recorded, the gateway service's decision wins (zenops.deploy.provision.api_to_operator)
     gateway_fronts: bool = False
 
 

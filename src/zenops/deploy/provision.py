@@ -66,6 +66,16 @@ def decide_expiry(
     return kept, note
 
 
+def api_to_operator(req: CloudRequest, dep: ledger.Deployment) -> bool:
+    """Whether provisioning opens the vLLM ports to the operator: never behind a gateway's own server, nor while a
+    gateway may front the servers (``req.gateway_fronts``: the gateway service opens them after the plan if it turns
+    out off); else what the gateway service last decided from the plan's instances (zenops.deploy.firewall), so
+    that `up --cloud` without --model keeps it; open on a deployment that has no decision yet."""
+    if dep.gateway_flavor or req.gateway_fronts:
+        return False
+    return dep.api_to_operator if dep.api_to_operator is not None else True
+
+
 def _expiry(conn: Any, req: CloudRequest, adopted: list[Any], note: Note, *, check: bool) -> str | None:
     """decide_expiry for up_cloud, said, and written on the adopted servers when a ttl moves it (the provisioning
     module keeps an existing server as it is: new metadata reaches only the servers it creates)."""
@@ -254,11 +264,14 @@ def up_cloud(
         keypair, keypair_created = m.keypair_name(name), True
         private_key, public_key = ensure_key(config.state_dir, req.cloud, name)
     mk = m.Marks(name, campaign, _expiry(conn, req, owned.servers, note, check=check))
-    dep.count, dep.keypair, dep.keypair_created, dep.private_key_file = (
+    # the security group's range, and the vLLM ports to it or not: recorded, the gateway service changes them after
+    dep.count, dep.keypair, dep.keypair_created, dep.private_key_file, dep.operator_cidr, dep.api_to_operator = (
         req.count,
         keypair,
         keypair_created,
         str(private_key),
+        profile.operator_cidr or operator_cidr(conn),
+        api_to_operator(req, dep),
     )
     if not check:
         ledger.save(config.state_dir, dep)
@@ -281,7 +294,7 @@ def up_cloud(
         "provision_tenant_network": profile.tenant_network,
         "provision_external_network": profile.external_network,
         "provision_tenant_cidr": profile.tenant_cidr or tenant_cidr(name),
-        "provision_operator_cidr": profile.operator_cidr or operator_cidr(conn),
+        "provision_operator_cidr": dep.operator_cidr,
         "provision_keypair_name": keypair,
         "provision_keypair_create": keypair_created,
         "provision_public_key_file": str(public_key) if keypair_created else "",
@@ -291,7 +304,7 @@ def up_cloud(
         "provision_error_retries": profile.error_retries,
         "provision_gateway_flavor": dep.gateway_flavor or "",
         "provision_gateway_port": req.gateway_port,
-        "provision_api_to_operator": not (req.gateway_fronts or bool(dep.gateway_flavor)),
+        "provision_api_to_operator": dep.api_to_operator,
         "zenops_hosts": "zenops_targets",
         **config.docker.role_vars(),
     }

@@ -112,8 +112,9 @@ def _forget_all(
     note: Note,
 ) -> None:
     """What this machine keeps of deployments the cloud no longer has: each one's ledger entry, its inventories,
-    the keypair zenops generated for it (unknown for an ``unreadable`` ledger file: kept), its pinned host keys, and
-    its API key file (unless ``keep_secrets``)."""
+    the keypair zenops generated for it (unknown for an ``unreadable`` ledger file: kept), its pinned host keys, the
+    expiry-switch secret files a killed `up --ttl` left, and its API key file (unless ``keep_secrets``)."""
+    from zenops.cloud import expiry_switch  # noqa: PLC0415
     from zenops.deployment.record import forget_api_key  # noqa: PLC0415
 
     created = {d.name: d.keypair_created for d in selected}
@@ -128,6 +129,7 @@ def _forget_all(
         for kind in ("", "gateway", "all"):
             inventory_path(config.state_dir, cloud, name, kind).unlink(missing_ok=True)
         known_hosts_path(config.state_dir, cloud, name).unlink(missing_ok=True)
+        expiry_switch.remove_secret_files(config.state_dir, cloud, name)  # a killed `up --ttl`'s (SIGKILL)
 
 
 def _selected(

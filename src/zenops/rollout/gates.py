@@ -20,7 +20,16 @@ from typing import TYPE_CHECKING
 from zenops.deployment.rollouts import BatchState
 from zenops.deployment.services import gateway as gw_lib
 from zenops.errors import RunFailedError
-from zenops.rollout.plan import Sample, Verdict, more_baseline_runs, sized_prompts, spread, verdict, window
+from zenops.rollout.plan import (
+    Sample,
+    Verdict,
+    more_baseline_runs,
+    settled,
+    sized_prompts,
+    spread,
+    verdict,
+    window,
+)
 
 if TYPE_CHECKING:
     from zenops.rollout.run import Rollout
@@ -60,6 +69,34 @@ def busy_failure(error: RunFailedError) -> str | None:
 
 def busy_verdict(what: str, detail: str) -> Verdict:
     return Verdict(what, "busy", [detail], {})
+
+
+UNSETTLED = "spread"  # figures["gate"] of a baseline whose runs never agreed within --max-spread
+
+
+def unsettled_verdict(
+    runs: dict[str, list[Sample]], repeats: int, max_spread: float, prompts: int, elapsed_s: float
+) -> Verdict:
+    """The baseline's runs did not agree within --max-spread before its limit (runs or time): live load makes the
+    figures wander, so no gate could tell a change from noise. A ``busy`` verdict (the rollout pauses before anything
+    changes) naming the worst server and the figures: its spread against --max-spread, the runs, the time spent."""
+    spreads = {s: spread([x.output_tok_s for x in v]) for s, v in window(runs, repeats).items()}
+    worst = max(sorted(spreads), key=lambda s: spreads[s], default="")
+    n_runs = max((len(v) for v in runs.values()), default=0)
+    detail = (
+        f"the runs did not settle: run-to-run spread {spreads.get(worst, 0.0):.0%} on {worst or 'no server'} over "
+        f"--max-spread {max_spread:.0%} after {n_runs} run(s) of {prompts} prompts in {elapsed_s:.0f} s"
+    )
+    figures = {
+        "gate": UNSETTLED,
+        "spread": round(spreads.get(worst, 0.0), 4),
+        "max_spread": max_spread,
+        "runs": n_runs,
+        "elapsed_s": round(elapsed_s, 1),
+        "server": worst,
+        "tok_s": {s: [round(x.output_tok_s, 2) for x in v] for s, v in sorted(runs.items())},
+    }
+    return Verdict("the baseline", "busy", [detail], figures)
 
 
 class TooBusyError(Exception):
@@ -151,7 +188,8 @@ class PerfGate:
         """Measure every server before anything changes, sized by time: a first run of --gate-prompts gives each
         server's pace, the measured runs have as many prompts as last --gate-seconds at the slowest pace, and they
         repeat until the last --baseline-repeats agree within --max-spread (or the time limit). Kept in the state;
-        None when measured, a ``busy`` verdict when the fleet was too busy to answer (nothing changed)."""
+        None when measured, a ``busy`` verdict when the fleet was too busy to answer or its runs never agreed within
+        --max-spread (nothing changed: the rollout pauses, and a re-run measures the baseline again)."""
         d = self.d
         hosts = sorted(d.record.plans)
         sizing = d.req.sizing
@@ -188,6 +226,8 @@ class PerfGate:
                     runs.setdefault(server, []).append(x)
         except TooBusyError as e:
             return busy_verdict("the baseline", str(e))
+        if not settled(runs, sizing, d.req.limits):  # a baseline that says nothing: no canary changed against it
+            return unsettled_verdict(runs, sizing.repeats, d.req.limits.max_spread, prompts, time.monotonic() - t0)
         kept = window(runs, sizing.repeats)
         st = d.state
         st.baseline = {server: [dataclasses.asdict(x) for x in v] for server, v in kept.items()}

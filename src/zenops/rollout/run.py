@@ -36,7 +36,7 @@ from zenops.errors import (
     UsageError,
     ZenopsError,
 )
-from zenops.rollout.gates import STOP, PerfGate
+from zenops.rollout.gates import STOP, UNSETTLED, PerfGate
 from zenops.rollout.plan import GateLimits, GateSizing, Verdict, host_change, make_batches
 from zenops.rollout.strategies import InPlace, Surge, strategy_for
 from zenops.rollout.strategies.surge import surge_addresses
@@ -401,13 +401,19 @@ class Rollout:
         """The servers did not answer the gate's check in time: live traffic saturates them. Pause with ``ready``
         back in rotation, rather than fail a rollout that cannot measure."""
         detail = "; ".join(v.reasons)
+        longer = (
+            "raise --max-spread"
+            if v.figures.get("gate") == UNSETTLED
+            else "give the servers longer with --gate-answer-timeout"
+        )
         self._pause(
             f"too busy to measure {v.server}: {detail}",
             f"the fleet is too busy to measure {v.server}: {detail}",
             ("nothing was drained; " if not ready else "the batch serves the new release; ")
-            + "re-run the same `zenops rollout` when the load is lower (it resumes), give the servers longer with "
-            "--gate-answer-timeout, or roll out without the gate (--no-perf-gate)",
+            + f"re-run the same `zenops rollout` when the load is lower (it resumes), {longer}, or roll out "
+            "without the gate (--no-perf-gate)",
             ready=ready,
+            **({"figures": dict(v.figures)} if v.figures else {}),
         )
 
     def decide(

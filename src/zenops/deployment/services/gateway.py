@@ -115,6 +115,16 @@ def wanted(mode: str, instances: int) -> bool:
     return mode == "on" or (mode == "auto" and instances > 1)
 
 
+def fronts(mode: str, instances: int | None) -> bool:
+    """Whether a gateway fronts the deployment's servers, so that their vLLM ports stay closed to the operator (open
+    between the servers only, the gateway's port open instead): :func:`wanted`, the one rule. ``instances`` None:
+    not planned yet (`up --cloud` makes the servers before the plan counts the instances): fronted unless --gateway
+    off, so the ports are never opened on a guess; the gateway service sets them once it decides."""
+    if instances is None:
+        return wanted(mode, 2)  # on or auto: the plan may well give several instances
+    return wanted(mode, instances)
+
+
 def _run(
     ctx: RunContext, inventory: Path, host: str, action: str, extravars: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -255,12 +265,13 @@ class GatewayService:
         """On: updated with every server of the deployment; off: removed when there was one."""
         req = view.request
         old = Gateway.from_dict(had) if had else None
-        if not wanted(req.gateway, view.instances):
+        if not fronts(req.gateway, view.instances):
             if old is not None:
                 ctx.note(f"gateway: off (--gateway {req.gateway}); removing it from {old.host}")
                 remove(ctx, view.inventory, old)
             elif req.gateway == "auto":
                 ctx.note("gateway: off (one instance; --gateway on adds one)")
+            _firewall(ctx, view, fronted=False)
             return None
         host = req.gateway_host or (old.host if old else sorted(view.endpoints)[0])
         own = req.gateway_inventory
@@ -283,6 +294,7 @@ class GatewayService:
             addresses=addresses,
             api_key_file=view.api_key_file,
         )
+        _firewall(ctx, view, fronted=True)
         return made.to_dict()
 
     def update(self, ctx: RunContext, view: View, had: State) -> State:
@@ -311,6 +323,14 @@ class GatewayService:
                 {"name": s.name, "status": s.status, "in_flight": s.in_flight} for s in status(ctx, inventory, gw)
             ],
         }
+
+
+def _firewall(ctx: RunContext, view: View, *, fronted: bool) -> None:
+    """A cloud deployment's security group follows the gateway: the vLLM ports open to the operator only when no
+    gateway fronts the servers (zenops.deploy.firewall; nothing for your own hosts)."""
+    from zenops.deploy.firewall import follow_gateway  # noqa: PLC0415
+
+    follow_gateway(ctx, view.inventory, fronted=fronted, gateway_port=int(view.request.gateway_port))
 
 
 def with_addresses(gw: Gateway, extra: Mapping[str, str]) -> Gateway:

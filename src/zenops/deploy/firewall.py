@@ -1,0 +1,64 @@
+"""A cloud deployment's security group follows its gateway: the vLLM ports are open to the operator only when no
+gateway fronts the servers (then the operator reaches them through the gateway's port; the servers reach each other
+on every port). The gateway service (zenops.deployment.services.gateway) decides from the plan's instance count and
+calls :func:`follow_gateway` each time it is applied; provisioning (zenops.deploy.provision.api_to_operator) keeps
+the recorded decision. The rules themselves are the provision role's (roles/provision/tasks/security_group.yml, run
+alone by playbooks/firewall.yml)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from zenops.cloud import ledger
+from zenops.cloud import marks as m
+
+if TYPE_CHECKING:
+    from zenops.context import RunContext
+
+
+def follow_gateway(ctx: RunContext, inventory: Path, *, fronted: bool, gateway_port: int) -> bool | None:
+    """Open or close the vLLM ports to the operator in the security group of the cloud deployment whose serving
+    inventory this is, as the gateway decided (``fronted``; a gateway's own server fronts them whatever the
+    request). Nothing for your own hosts, nor when the group already is so. Returns whether they are open now (None:
+    not a cloud deployment of this machine's ledger)."""
+    from zenops.deployment.identity import cloud_entry_of  # noqa: PLC0415
+
+    dep = cloud_entry_of(ctx.config, inventory)
+    if dep is None:
+        return None
+    want = not (fronted or bool(dep.gateway_flavor))
+    if dep.api_to_operator is want:
+        return want
+    set_api_to_operator(ctx, dep, want, gateway_port=gateway_port)
+    return want
+
+
+def set_api_to_operator(ctx: RunContext, dep: ledger.Deployment, open_: bool, *, gateway_port: int) -> None:
+    """Run playbooks/firewall.yml (the provision role's security-group rules) with the vLLM ports to the operator
+    open or closed, and record it in the ledger."""
+    from zenops.runner import RunSpec  # noqa: PLC0415
+
+    cidr = dep.operator_cidr or ctx.config.cloud_profile(dep.cloud).operator_cidr
+    if not cidr:
+        from zenops.cloud import ops  # noqa: PLC0415
+        from zenops.deploy.common import operator_cidr  # noqa: PLC0415
+
+        cidr = operator_cidr(ops.connect(dep.cloud))
+    extravars = {
+        "provision_cloud": dep.cloud,
+        "provision_deployment": dep.name,
+        "provision_tags": m.Marks(dep.name, dep.campaign).tags(),
+        "provision_operator_cidr": cidr,
+        "provision_gateway_port": gateway_port,
+        "provision_api_to_operator": open_,
+    }
+    env = {k: os.environ[k] for k in ("OS_CLIENT_CONFIG_FILE",) if k in os.environ}
+    ctx.run(RunSpec(playbook="firewall", inventory=None, extravars=extravars, verbosity=ctx.verbosity, envvars=env))
+    dep.operator_cidr, dep.api_to_operator = cidr, open_
+    ledger.save(ctx.config.state_dir, dep)
+    ctx.note(
+        f"security group of {dep.name}: the vLLM ports are "
+        + (f"open to {cidr} (no gateway fronts the servers)" if open_ else f"closed to {cidr}: clients use the gateway")
+    )
