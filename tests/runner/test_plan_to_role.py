@@ -289,3 +289,38 @@ def test_every_planned_instance_becomes_its_own_container(tmp_path):
             assert omp == set(inst["cpus"])
             assert not omp & cpus_seen, f"{host}: instances share OpenMP CPUs"
             cpus_seen |= omp
+
+
+# Every fixture host and the platform `zenops up` plans for it (auto): zen only on AMD with AVX-512. The CPUs the CI
+# machines had (AVX2 EPYC, Intel Xeon, AMD Zen 4/5 with AVX-512) all here, whichever CPU runs the tests.
+PLATFORM_OF = {
+    "epyc-7763-2s": "cpu",  # AMD Zen 3, AVX2 only
+    "epyc-7763-vm": "cpu",
+    "epyc-9654-2s-nps4": "zen",  # AMD Zen 4
+    "epyc-9755-2s": "zen",  # AMD Zen 5
+    "epyc-9965-1s": "zen",
+    "gp-5-24-96": "zen",
+    "vm-8-smt-adjacent": "zen",
+    "vm-8-smt-interleaved": "zen",
+    "zen4-vm-hotplug": "zen",
+    "xeon-8480-2s": "cpu",  # Intel with AVX-512 (and AMX): zentorch is AMD's
+    "xeon-e5-2680v4-2s": "cpu",  # Intel, AVX2 only
+}
+
+
+def test_every_fixture_host_is_in_the_platform_table():
+    assert sorted(PLATFORM_OF) == sorted(p.stem for p in FACTS.glob("*.json"))
+
+
+@pytest.mark.parametrize("name", sorted(PLATFORM_OF))
+def test_each_fixture_host_gets_the_platform_its_cpu_allows(name):
+    p = plan_for(host_facts(name))
+    assert p["platform"] == PLATFORM_OF[name], p["platform_reason"]
+
+
+def test_zen_on_an_intel_host_with_avx512_is_refused_naming_amd():
+    with pytest.raises(PlanRefusedError) as info:
+        plan_for(host_facts("xeon-8480-2s"), platform="zen")
+    assert info.value.code == "zen_unsupported"
+    assert "zentorch is AMD's plugin and this is GenuineIntel" in info.value.message
+    assert "--platform cpu" in str(info.value.hint)
