@@ -13,6 +13,9 @@ whenever it changes, so they take effect at once in the running services:
 A rule matches a request of one of its ``services`` (nova, neutron, glance, placement, keystone), of one of its
 ``methods`` (all when empty), whose path matches ``path`` (a regular expression; any when absent). Version documents
 (``/``, ``/v2.1``, ``/v2.0/``) are left alone unless ``discovery`` is true: clients read them once per connection. The
+rule takes only the requests whose User-Agent matches ``agent`` (default ``openstacksdk``: zenops, Ansible's
+OpenStack modules, the openstack CLI; not the services' calls to each other; empty: all), and never a request that
+carries a service token (X-Service-Token: a service acting for a user). The
 rule then fires on every ``every``-th matching request (the ``every``-th, the 2x``every``-th...) or with
 ``probability`` drawn from a random generator seeded with ``seed``; ``limit`` caps how often it fires. Counters and
 generators are per service process and start again whenever the file changes: the same rules and the same sequence
@@ -46,6 +49,9 @@ STATUS_FAULTS = {
 }
 FAULTS = (*STATUS_FAULTS, "timeout", "drop")
 METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE")
+# only the requests of openstacksdk clients (zenops, Ansible's OpenStack modules, the openstack CLI) by default: the
+# services' calls to each other (Nova's to Neutron and Glance) are not faulted, nor any request carrying a service token
+DEFAULT_AGENT = "openstacksdk"
 VERSION_DOC = re.compile(r"^/*(v\d+(\.\d+)?/*)?$")
 MESSAGE = "fault injected by the zenops sandbox (scripts/sandbox fault api)"
 
@@ -65,7 +71,7 @@ class RuleError(ValueError):
 def check_rule(rule: dict[str, Any]) -> dict[str, Any]:
     """The rule with its defaults filled in, or RuleError naming what is wrong."""
     known = {"services", "fault", "every", "probability", "seed", "methods", "path", "retry_after", "delay", "limit",
-             "discovery"}  # fmt: skip
+             "discovery", "agent"}  # fmt: skip
     unknown = sorted(set(rule) - known)
     if unknown:
         raise RuleError(f"unknown field(s) {', '.join(unknown)}; a rule takes {', '.join(sorted(known))}")
@@ -89,11 +95,13 @@ def check_rule(rule: dict[str, Any]) -> dict[str, Any]:
     if any(m not in METHODS for m in methods):
         raise RuleError(f"methods {methods}: each one of {', '.join(METHODS)}")
     out["methods"] = methods
-    if out.get("path") is not None:
-        try:
-            re.compile(out["path"])
-        except re.error as e:
-            raise RuleError(f"path {out['path']!r}: not a regular expression ({e})") from e
+    out.setdefault("agent", DEFAULT_AGENT)
+    for key in ("path", "agent"):
+        if out.get(key) is not None:
+            try:
+                re.compile(out[key])
+            except re.error as e:
+                raise RuleError(f"{key} {out[key]!r}: not a regular expression ({e})") from e
     out.setdefault("retry_after", 1 if fault == "429" else None)
     ra = out["retry_after"]
     if ra is not None and (not isinstance(ra, int) or ra < 0):
@@ -112,13 +120,16 @@ class _Rule:
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
         self.path = re.compile(spec["path"]) if spec.get("path") else None
+        self.agent = re.compile(spec["agent"]) if spec.get("agent") else None
         self.rng = random.Random(spec["seed"])
         self.seen = 0  # matching requests
         self.fired = 0
 
-    def matches(self, service: str, method: str, path: str) -> bool:
+    def matches(self, service: str, method: str, path: str, agent: str) -> bool:
         s = self.spec
         if service not in s["services"] or (s["methods"] and method not in s["methods"]):
+            return False
+        if self.agent is not None and not self.agent.search(agent):
             return False
         if not s["discovery"] and VERSION_DOC.match(path):
             return False
@@ -180,17 +191,19 @@ class FaultMiddleware:
             self.rules = [_Rule(s) for s in specs]
         return self.rules
 
-    def pick(self, method: str, path: str) -> dict[str, Any] | None:
+    def pick(self, method: str, path: str, agent: str = "") -> dict[str, Any] | None:
         with self.lock:
             for rule in self._current():
-                if rule.matches(self.service, method, path) and rule.fires():
+                if rule.matches(self.service, method, path, agent) and rule.fires():
                     return rule.spec
         return None
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         method = str(environ.get("REQUEST_METHOD", "GET")).upper()
         path = str(environ.get("PATH_INFO", "") or "/")
-        rule = self.pick(method, path)
+        # a service's call on behalf of a user (Nova's to Neutron) carries its service token: never faulted
+        service_call = "HTTP_X_SERVICE_TOKEN" in environ
+        rule = None if service_call else self.pick(method, path, str(environ.get("HTTP_USER_AGENT", "")))
         if rule is None:
             return self.app(environ, start_response)
         fault = rule["fault"]
@@ -272,4 +285,5 @@ def describe(rule: dict[str, Any]) -> str:
         parts.append(f"at most {rule['limit']}")
     if rule.get("discovery"):
         parts.append("version documents too")
+    parts.append(f"clients ~ {rule['agent']}" if rule.get("agent") else "all clients")
     return "  ".join(parts)

@@ -1454,7 +1454,7 @@ def cmd_fault_api(args) -> int:
         rules = []
     if args.action == "add":
         rule = {"services": args.service or list(faults.DEFAULT_SERVICES), "fault": args.fault, "methods": args.method}
-        for key in ("every", "probability", "seed", "path", "retry_after", "delay", "limit"):
+        for key in ("every", "probability", "seed", "path", "agent", "retry_after", "delay", "limit"):
             if getattr(args, key) is not None:
                 rule[key] = getattr(args, key)
         if args.discovery:
@@ -1511,6 +1511,9 @@ def main(argv: list[str] | None = None) -> int:
     add.add_argument("--method", action="append", default=[], type=str.upper,
                      help="repeatable (GET, POST, PUT, PATCH, DELETE, HEAD); default all")  # fmt: skip
     add.add_argument("--path", help="only paths matching this regular expression (e.g. '/servers')")
+    add.add_argument("--agent", metavar="REGEX",
+                     help="only requests whose User-Agent matches (default 'openstacksdk': not the services' calls to "
+                     "each other; '' for all)")  # fmt: skip
     add.add_argument("--retry-after", type=int, metavar="S", help="Retry-After header in seconds (default 1 for 429)")
     add.add_argument("--delay", type=float, metavar="S",
                      help="seconds to hold the answer (timeout: default 60; HTTP errors: default 0)")  # fmt: skip

@@ -17,6 +17,8 @@ sys.path.insert(0, str(REPO / "sandbox"))
 
 from zenops_sandbox import faults  # noqa: E402
 
+SDK_AGENT = "openstacksdk/4.14.0 keystoneauth1/5.11.0 python-requests/2.32.3 CPython/3.11.2"
+
 
 class App:
     """Answers 200 with the path; counts the requests that reached it."""
@@ -47,7 +49,8 @@ class Client:
         def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> None:
             got["status"], got["headers"] = status, dict(headers)
 
-        body = b"".join(self.mw({"REQUEST_METHOD": method, "PATH_INFO": path, **env}, start_response))
+        environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "HTTP_USER_AGENT": SDK_AGENT, **env}
+        body = b"".join(self.mw(environ, start_response))
         return int(got["status"].split()[0]), got["headers"], body
 
     def statuses(self, n: int, method: str = "GET", path: str = "/v2.1/servers/detail") -> list[int]:
@@ -105,6 +108,17 @@ def test_filters_by_service_method_and_path(tmp_path: Path) -> None:
     assert keystone.request("POST", "/v3/servers")[0] == 202  # not among the default services
     neutron = Client(tmp_path, "neutron")
     assert neutron.request("POST", "/v2.0/servers")[0] == 500  # neutron is (the path is only a filter)
+
+
+def test_only_sdk_clients_and_never_service_calls_by_default(tmp_path: Path) -> None:
+    c = Client(tmp_path, "neutron")
+    c.rules({"fault": "503", "every": 1})
+    assert c.request("POST", "/v2.0/ports")[0] == 503
+    assert c.request("POST", "/v2.0/ports", HTTP_USER_AGENT="python-neutronclient")[0] == 202  # Nova's own
+    assert c.request("PUT", "/v2.0/ports/p", HTTP_X_SERVICE_TOKEN="t")[0] == 202  # Nova for a user
+    c.rules({"fault": "503", "every": 1, "agent": ""})  # every client
+    assert c.request("POST", "/v2.0/ports", HTTP_USER_AGENT="python-neutronclient")[0] == 503
+    assert c.request("PUT", "/v2.0/ports/p", HTTP_X_SERVICE_TOKEN="t")[0] == 202  # still never
 
 
 def test_keystone_only_when_named(tmp_path: Path) -> None:
@@ -179,6 +193,7 @@ def test_a_broken_file_injects_nothing(tmp_path: Path) -> None:
         ({"fault": "503", "every": 1, "services": ["swift"]}, "services"),
         ({"fault": "503", "every": 1, "path": "("}, "not a regular expression"),
         ({"fault": "503", "every": 1, "rate": 3}, "unknown field(s) rate"),
+        ({"fault": "503", "every": 1, "agent": "[x"}, "agent '[x': not a regular expression"),
     ],
 )
 def test_bad_rules_are_refused_naming_the_field(rule: dict[str, Any], fragment: str) -> None:
@@ -195,7 +210,7 @@ def test_scripts_sandbox_fault_api_add_show_clear(tmp_path: Path) -> None:
 
     out = run("add", "429", "--probability", "0.2", "--seed", "4", "--method", "post", "--retry-after", "1")
     assert out.returncode == 0, out.stderr
-    assert "nova,neutron,glance  429  p=0.2 seed=4  POST  Retry-After 1" in out.stdout
+    assert "nova,neutron,glance  429  p=0.2 seed=4  POST  Retry-After 1  clients ~ openstacksdk" in out.stdout
     (rule,) = faults.read(tmp_path / "state" / "api-faults.json")
     assert rule["services"] == ["nova", "neutron", "glance"]
     assert run("add", "503", "--every", "5", "--service", "keystone").returncode == 0
