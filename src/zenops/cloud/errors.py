@@ -182,7 +182,7 @@ def classify(exc: BaseException, cloud: str) -> ZenopsError:
 def backoff(exc: BaseException, attempt: int, base_delay: float = 1.0) -> float:
     """How long to wait before attempt ``attempt + 1``: exponential with jitter, and at least what the cloud asked
     for (Retry-After, capped at RETRY_AFTER_CAP)."""
-    delay = base_delay * 2 ** (attempt - 1) * (0.5 + random.random())
+    delay: float = base_delay * 2.0 ** (attempt - 1) * (0.5 + random.random())
     asked = retry_after(exc)
     return max(delay, min(asked, RETRY_AFTER_CAP)) if asked is not None else delay
 
