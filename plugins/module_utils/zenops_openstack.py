@@ -6,6 +6,7 @@ retries of transient API errors and the classification of failures (quota, auth,
 
 from __future__ import annotations
 
+import email.utils
 import time
 import traceback
 
@@ -36,7 +37,7 @@ COMMON_ARGS = {
 def error_kind(exc):
     """quota | auth | not_found | transient | error, from an openstacksdk / keystoneauth exception: the words of the
     CLI's zenops.cloud.errors (CloudError.kind); tests/fixtures/openstack_errors.py holds the cases of both."""
-    status = getattr(exc, "status_code", None) or 0
+    status = getattr(exc, "status_code", None) or getattr(exc, "http_status", None) or 0  # sdk's, keystoneauth's
     text = str(exc).lower()
     name = type(exc).__name__
     if status in (413,) or (status == 403 and "quota" in text):
@@ -48,6 +49,36 @@ def error_kind(exc):
     if status >= 500 or status == 429 or name in ("ConnectFailure", "ConnectTimeout", "RetriableConnectionFailure"):
         return "transient"
     return "error"
+
+
+RETRY_AFTER_CAP = 60  # zenops.cloud.errors.RETRY_AFTER_CAP: a longer Retry-After is waited for this long only
+
+
+def retry_after(exc, now=time.time):
+    """The seconds the cloud asked to wait (the Retry-After header of the response behind the exception: seconds or
+    an HTTP date), or None; zenops.cloud.errors.retry_after for the collection."""
+    for e in (exc, exc.__cause__, exc.__context__):
+        headers = getattr(getattr(e, "response", None), "headers", None)
+        value = headers.get("Retry-After") if headers is not None else None
+        if value is None:
+            continue
+        value = str(value).strip()
+        try:
+            return max(float(value), 0.0)
+        except ValueError:
+            pass
+        try:
+            return max(email.utils.parsedate_to_datetime(value).timestamp() - now(), 0.0)
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def backoff(exc, attempt):
+    """Seconds before attempt ``attempt + 1``: 1, 2, 4... (at most 10), and at least the Retry-After (capped)."""
+    asked = retry_after(exc)
+    delay = min(2 ** (attempt - 1), 10)
+    return max(delay, min(asked, RETRY_AFTER_CAP)) if asked is not None else delay
 
 
 class ZenopsOpenStackModule:
@@ -62,7 +93,9 @@ class ZenopsOpenStackModule:
         self.conn = None
 
     def call(self, fn, *args, **kwargs):
-        """Call the SDK, retrying transient failures with exponential back-off."""
+        """Call the SDK, retrying transient failures with exponential back-off, waiting at least what a Retry-After
+        asks. Only for calls that are safe to repeat (reads, a given resource's update or delete): a creation goes
+        through create_or_adopt."""
         attempts = max(self.params["api_retries"], 1)
         for attempt in range(1, attempts + 1):
             try:
@@ -70,7 +103,24 @@ class ZenopsOpenStackModule:
             except Exception as exc:
                 if attempt == attempts or error_kind(exc) != "transient":
                     raise
-                time.sleep(min(2 ** (attempt - 1), 10))
+                time.sleep(backoff(exc, attempt))
+        return None
+
+    def create_or_adopt(self, create, find):
+        """Create a named resource, retrying transient failures like call; before each retry, ``find()`` looks for
+        what the failed attempt may have made all the same (a timeout, a 502 or a dropped connection after the cloud
+        carried the request out) and adopts it rather than making a twin. ``find`` returns the resource or None."""
+        attempts = max(self.params["api_retries"], 1)
+        for attempt in range(1, attempts + 1):
+            try:
+                return create()
+            except Exception as exc:
+                if attempt == attempts or error_kind(exc) != "transient":
+                    raise
+                time.sleep(backoff(exc, attempt))
+                found = self.call(find)
+                if found is not None:
+                    return found
         return None
 
     def ensure_tags(self, resource, tags):
@@ -106,4 +156,4 @@ class ZenopsOpenStackModule:
         raise NotImplementedError
 
 
-__all__ = ["HAS_SDK", "ZenopsOpenStackModule", "error_kind", "sdk_exc"]
+__all__ = ["HAS_SDK", "ZenopsOpenStackModule", "backoff", "error_kind", "retry_after", "sdk_exc"]

@@ -151,7 +151,8 @@ class OpenStackServersModule(ZenopsOpenStackModule):
         }
         if p["security_groups"]:
             kwargs["security_groups"] = [{"name": g} for g in p["security_groups"]]
-        return self.call(self.conn.compute.create_server, **kwargs)
+        # a lost answer (timeout, 502, dropped connection) may hide a server the cloud made: adopted, not doubled
+        return self.create_or_adopt(lambda: self.conn.compute.create_server(**kwargs), lambda: self.mine().get(name))
 
     def fault_of(self, server):
         for _ in range(5):  # the fault can lag the ERROR status
@@ -164,7 +165,8 @@ class OpenStackServersModule(ZenopsOpenStackModule):
 
     def delete_and_wait(self, server):
         self.call(self.conn.compute.delete_server, server, ignore_missing=True)
-        self.conn.compute.wait_for_delete(server, wait=min(self.params["timeout"], 300))
+        # the wait polls the server: a transient failure of a poll starts the wait again (the deadline with it)
+        self.call(self.conn.compute.wait_for_delete, server, wait=min(self.params["timeout"], 300))
 
     def floating_ip(self, server):
         net = self.conn.network
@@ -178,11 +180,13 @@ class OpenStackServersModule(ZenopsOpenStackModule):
         ext = self.call(net.find_network, self.params["floating_network"], ignore_missing=False)
         # the marks go into the description at creation: a crash before the tags leaves a floating IP that
         # `zenops down` and `leaks` still find (zenops.cloud.marks.from_description)
-        ip = self.call(
-            net.create_ip,
-            floating_network_id=ext.id,
-            description=MARKS_DESCRIPTION_PREFIX + " ".join(self.params["tags"]),
-        )
+        description = MARKS_DESCRIPTION_PREFIX + " ".join(self.params["tags"])
+
+        def spare():  # one of the deployment's, not associated: a lost answer's, or a crashed run's
+            free = [i for i in net.ips(floating_network_id=ext.id) if i.description == description and not i.port_id]
+            return free[0] if free else None
+
+        ip = self.create_or_adopt(lambda: net.create_ip(floating_network_id=ext.id, description=description), spare)
         if self.params["tags"]:
             self.call(net.set_tags, ip, list(self.params["tags"]))
         self.call(net.update_ip, ip, port_id=port.id)

@@ -1440,6 +1440,41 @@ def cmd_status(args) -> int:
     return 0 if running == len(ALL_SERVICES) else 3
 
 
+def cmd_fault_api(args) -> int:
+    """`fault api add|clear|show`: the API fault rules the services read at once (zenops_sandbox.faults)."""
+    from zenops_sandbox import faults
+
+    path = faults.faults_file()
+    try:
+        rules = faults.read(path)
+    except ValueError as e:
+        if args.action != "clear":
+            print(f"scripts/sandbox fault api: {path}: {e}; run `scripts/sandbox fault api clear`", file=sys.stderr)
+            return 1
+        rules = []
+    if args.action == "add":
+        rule = {"services": args.service or list(faults.DEFAULT_SERVICES), "fault": args.fault, "methods": args.method}
+        for key in ("every", "probability", "seed", "path", "agent", "retry_after", "delay", "limit"):
+            if getattr(args, key) is not None:
+                rule[key] = getattr(args, key)
+        if args.discovery:
+            rule["discovery"] = True
+        try:
+            rules.append(faults.check_rule(rule))
+        except faults.RuleError as e:
+            print(f"scripts/sandbox fault api add: {e}", file=sys.stderr)
+            return 2
+        faults.write(path, rules)
+    elif args.action == "clear":
+        rules = []
+        faults.write(path, rules)
+    if not rules:
+        print("api faults: none")
+    for i, rule in enumerate(rules, 1):
+        print(f"api fault {i}: {faults.describe(rule)}")
+    return 0
+
+
 def cmd_env(args) -> int:
     print(f"export OS_CLIENT_CONFIG_FILE={CLOUDS}")
     print("export OS_CLOUD=sandbox")
@@ -1455,12 +1490,45 @@ def main(argv: list[str] | None = None) -> int:
     down.add_argument("--purge", action="store_true", help="also delete the state (databases, configs, logs)")
     sub.add_parser("status", help="services, health, memory, servers")
     sub.add_parser("env", help="print the environment for clients")
+    fault = sub.add_parser("fault", help="inject faults (api: HTTP errors, late answers, dropped connections)")
+    fsub = fault.add_subparsers(dest="layer", required=True)
+    api = fsub.add_parser("api", help="faults of the Nova, Neutron, Glance (and on request Keystone, Placement) APIs")
+    asub = api.add_subparsers(dest="action", required=True)
+    add = asub.add_parser(
+        "add",
+        help="add a rule (in effect at once, in the running services)",
+        description="Add an API fault rule. The first rule that fires on a request wins; `clear` removes them all.",
+    )
+    add.add_argument("fault", choices=["500", "502", "503", "429", "timeout", "drop"],
+                     help="an HTTP error (429 carries Retry-After), timeout (carried out, answered --delay s late) or "
+                     "drop (carried out, connection closed without an answer)")  # fmt: skip
+    rate = add.add_mutually_exclusive_group(required=True)
+    rate.add_argument("--every", type=int, metavar="N", help="fault every N-th matching request")
+    rate.add_argument("--probability", type=float, metavar="P", help="fault each matching request with probability P")
+    add.add_argument("--seed", type=int, help="seed of --probability's random draws (default 0)")
+    add.add_argument("--service", action="append", choices=["nova", "neutron", "glance", "placement", "keystone"],
+                     help="repeatable; default nova, neutron and glance (keystone only when named)")  # fmt: skip
+    add.add_argument("--method", action="append", default=[], type=str.upper,
+                     help="repeatable (GET, POST, PUT, PATCH, DELETE, HEAD); default all")  # fmt: skip
+    add.add_argument("--path", help="only paths matching this regular expression (e.g. '/servers')")
+    add.add_argument("--agent", metavar="REGEX",
+                     help="only requests whose User-Agent matches (default 'openstacksdk': not the services' calls to "
+                     "each other; '' for all)")  # fmt: skip
+    add.add_argument("--retry-after", type=int, metavar="S", help="Retry-After header in seconds (default 1 for 429)")
+    add.add_argument("--delay", type=float, metavar="S",
+                     help="seconds to hold the answer (timeout: default 60; HTTP errors: default 0)")  # fmt: skip
+    add.add_argument("--limit", type=int, metavar="N", help="fire at most N times")
+    add.add_argument("--discovery", action="store_true", help="version documents (/, /v2.1) too")
+    asub.add_parser("clear", help="remove every rule: no API fault")
+    asub.add_parser("show", help="list the rules")
     args = p.parse_args(argv)
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `scripts/sandbox status | head` ends quietly
     if args.cmd == "env":
         return cmd_env(args)
     if args.cmd == "status":
         return cmd_status(args)
+    if args.cmd == "fault":
+        return cmd_fault_api(args)
     try:
         with locked():
             return {"up": cmd_up, "down": cmd_down}[args.cmd](args)

@@ -3,10 +3,15 @@
 Each project's WSGI module parses sys.argv with oslo.config at import and rejects gunicorn's own arguments (the worker
 exits 2 and is restarted forever), so empty sys.argv before importing it. Config dirs come from the environment
 (OS_KEYSTONE_CONFIG_DIR, OS_PLACEMENT_CONFIG_DIR, OS_GLANCE_CONFIG_DIR, OS_NEUTRON_CONFIG_DIR, OS_NOVA_CONFIG_DIR).
+
+Each app is wrapped in the API fault middleware (zenops_sandbox.faults), which passes every request through until
+`scripts/sandbox fault api add` writes a rule.
 """
 
 import importlib
 import sys
+
+from zenops_sandbox import faults
 
 APPS = {
     "keystone": "keystone.wsgi.api",
@@ -21,4 +26,4 @@ def __getattr__(name):
     if name not in APPS:
         raise AttributeError(name)
     sys.argv = sys.argv[:1]
-    return importlib.import_module(APPS[name]).application
+    return faults.wrap(name, importlib.import_module(APPS[name]).application)

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
+from keystoneauth1 import exceptions as ksa
 
-from tests.fixtures.openstack_errors import load_zenops_openstack
+from tests.fixtures.openstack_errors import answered, load_zenops_openstack
 
 REPO = Path(__file__).resolve().parents[2]
 MODULE = REPO / "plugins" / "modules" / "openstack_servers.py"
@@ -71,7 +72,9 @@ class FakeCloud:
         self.network = SimpleNamespace(
             find_network=lambda name, ignore_missing: SimpleNamespace(id=f"net-{name}"),
             ports=lambda device_id: [self.ports[device_id]] if device_id in self.ports else [],
-            ips=lambda port_id: [ip for ip in self.ips.values() if ip.port_id == port_id],
+            ips=lambda port_id=None, floating_network_id=None: [
+                ip for ip in self.ips.values() if port_id is None or ip.port_id == port_id
+            ],
             create_ip=self.create_ip,
             set_tags=lambda ip, tags: self.calls.append(f"set_tags {ip.id} {tags}"),
             update_ip=self.update_ip,
@@ -128,6 +131,7 @@ def load_module(monkeypatch: pytest.MonkeyPatch, cloud: FakeCloud, clock: Clock)
     utils = load_zenops_openstack()
     monkeypatch.setattr(utils, "openstack", SimpleNamespace(connect=lambda **_kw: cloud))
     monkeypatch.setitem(sys.modules, UTILS_NAME, utils)
+    monkeypatch.setattr(utils, "time", clock)  # the retries' back-off sleeps on the same clock
     spec = importlib.util.spec_from_file_location("zenops_test_openstack_servers", MODULE)
     assert spec is not None
     assert spec.loader is not None
@@ -333,3 +337,62 @@ def test_a_deleted_server_whose_record_is_still_listed_is_not_adopted(monkeypatc
     assert not out.failed, out.result
     assert out.result["created"] == ["zenops-demo-1"]
     assert [s["id"] for s in out.result["servers"]] == ["zenops-demo-1#1", "s2"]
+
+
+class LostAnswers(FakeCloud):
+    """A cloud whose first answers to creations are lost: ``made`` says whether it carried the request out all the
+    same (a timeout or a dropped connection after the fact) or not (a 503 with its Retry-After)."""
+
+    def __init__(self, failures: list[tuple[BaseException, bool]], **kw: Any) -> None:
+        super().__init__(**kw)
+        self.failures = failures
+        self.compute.create_server = self.lossy(self.create_server)
+        self.network.create_ip = self.lossy(self.create_ip)
+
+    def lossy(self, create: Any) -> Any:
+        def call(**kwargs: Any) -> Any:
+            if self.failures:
+                exc, made = self.failures.pop(0)
+                if made:
+                    create(**kwargs)
+                raise exc
+            return create(**kwargs)
+
+        return call
+
+
+def test_a_creation_whose_answer_is_lost_adopts_what_the_cloud_made(monkeypatch):
+    cloud = LostAnswers([(ksa.ConnectTimeout("Request to http://nova/servers timed out"), True)])
+    out, _ = run_module(monkeypatch, cloud, count=1)
+    assert not out.failed, out.result
+    assert [c for c in cloud.calls if c.startswith("create")] == [create("zenops-demo-1#1")]  # no twin
+    assert [s["id"] for s in out.result["servers"]] == ["zenops-demo-1#1"]
+    assert out.result["created"] == ["zenops-demo-1"]
+
+
+def test_a_refused_creation_is_tried_again_after_its_retry_after(monkeypatch):
+    cloud = LostAnswers([(answered(503, retry_after="9"), False), (answered(429, retry_after="4"), False)])
+    out, clock = run_module(monkeypatch, cloud, count=1)
+    assert not out.failed, out.result
+    assert [c for c in cloud.calls if c.startswith("create")] == [create("zenops-demo-1#1")]
+    assert clock.now == 1000.0 + 9 + 4 + 2  # both Retry-After waits, then one poll
+
+
+def test_a_floating_ip_whose_answer_is_lost_is_adopted_not_doubled(monkeypatch):
+    cloud = LostAnswers([(ksa.ConnectFailure("connection reset"), True)], existing=[existing("zenops-demo-1", "s1")])
+    out, _ = run_module(monkeypatch, cloud, count=1, floating_network="public", tags=["zenops"])
+    assert not out.failed, out.result
+    assert list(cloud.ips) == ["ip1"]
+    assert out.result["servers"][0]["floating_ip"] == "192.0.2.1"
+    assert cloud.calls[-1] == "update_ip ip1 port-s1"
+
+
+def test_a_creation_refused_past_the_retries_fails_as_transient_and_makes_nothing(monkeypatch):
+    cloud = LostAnswers([(answered(503), False)] * 4)
+    out, _ = run_module(monkeypatch, cloud, count=1)
+    assert out.failed
+    assert out.result["zenops_error"] == "transient"
+    assert out.result["msg"].startswith("the cloud API failed repeatedly: ")
+    assert "503" in out.result["msg"]
+    assert "http://127.0.0.1:8774/v2.1/servers" in out.result["msg"]
+    assert cloud.servers_by_id == {}

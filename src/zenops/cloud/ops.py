@@ -13,11 +13,14 @@ from openstack.connection import Connection
 
 from zenops.cloud import marks as m
 from zenops.cloud.errors import (
+    RETRY_AFTER_CAP,
     CloudError,
     CloudNotFoundError,
     QuotaExceededError,
     classify,
     close_matches,
+    is_transient,
+    retry_after,
     retrying,
 )
 from zenops.cloud.preflight import Limits, Shortfall, cost_per_hour, shortfalls
@@ -373,28 +376,41 @@ def wait_until_404(
 
     Not openstacksdk's ``wait_for_delete`` for servers: it also stops at status DELETED. Nova shows that status
     between marking an instance deleted and removing its record, and the server list still has it meanwhile (the
-    sandbox took 63 s, beside CI's lanes), so the proof that follows a teardown called it a leak."""
+    sandbox took 63 s, beside CI's lanes), so the proof that follows a teardown called it a leak.
+
+    A transient failure of one fetch (is_transient: 5xx, 429, no answer) is one more poll, not the end of the wait
+    (waiting at least its Retry-After); the last one is raised if the deadline passes meanwhile."""
     sleep, clock = sleep or time.sleep, clock or time.monotonic
     deadline = clock() + timeout
     while True:
+        pause = interval
         try:
             fetch()
         except sdk.NotFoundException:
             return
+        except Exception as exc:
+            if not is_transient(exc) or clock() >= deadline:
+                raise
+            pause = max(interval, min(retry_after(exc) or 0.0, RETRY_AFTER_CAP))
         if clock() >= deadline:
             raise sdk.ResourceTimeout(f"{what} is still there {timeout:.0f} s after its deletion")
-        sleep(interval)
+        sleep(pause)
 
 
 def _delete(conn: Connection, kind: str, r: Any, timeout: int) -> None:
-    """Delete one resource and wait until the API answers 404 for it."""
+    """Delete one resource and wait until the API answers 404 for it. Safe to repeat (teardown retries it whole on a
+    transient failure): a resource already gone is fine, and the wait polls through transient failures."""
     net = conn.network
+
+    def gone(fetch: Callable[[], Any], what: str) -> None:
+        wait_until_404(fetch, what, timeout)
+
     if kind == "servers":
         conn.compute.delete_server(r, ignore_missing=True)
-        wait_until_404(lambda: conn.compute.get_server(r.id), f"server {r.name}", timeout)
+        gone(lambda: conn.compute.get_server(r.id), f"server {r.name}")
     elif kind == "floating_ips":
         net.delete_ip(r, ignore_missing=True)
-        net.wait_for_delete(r, wait=timeout)
+        gone(lambda: net.get_ip(r.id), f"floating IP {r.floating_ip_address}")
     elif kind == "routers":
         for port in net.ports(device_id=r.id):
             if port.device_owner == "network:router_interface":
@@ -402,16 +418,16 @@ def _delete(conn: Connection, kind: str, r: Any, timeout: int) -> None:
         if r.external_gateway_info:
             net.update_router(r, external_gateway_info={})
         net.delete_router(r, ignore_missing=True)
-        net.wait_for_delete(r, wait=timeout)
+        gone(lambda: net.get_router(r.id), f"router {r.name}")
     elif kind == "ports":
         net.delete_port(r, ignore_missing=True)
-        net.wait_for_delete(r, wait=timeout)
+        gone(lambda: net.get_port(r.id), f"port {r.id}")
     elif kind == "networks":
         for port in net.ports(network_id=r.id):  # leftovers of deleted servers on agentless clouds
             if not port.device_owner or str(port.device_owner).startswith("compute:"):
                 net.delete_port(port, ignore_missing=True)
         net.delete_network(r, ignore_missing=True)  # its subnets go with it
-        net.wait_for_delete(r, wait=timeout)
+        gone(lambda: net.get_network(r.id), f"network {r.name}")
     elif kind == "security_groups":
         net.delete_security_group(r, ignore_missing=True)
     elif kind == "keypairs":

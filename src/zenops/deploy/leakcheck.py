@@ -23,8 +23,13 @@ def leaks(config: Config, cloud: str) -> list[dict[str, Any]]:
     listed = ledger.listing(config.state_dir, cloud)
     # a deployment whose ledger file is damaged (warned about, naming it) is still meant to be alive: not a leak
     alive = {d.name for d in listed.deployments} | {n for _, n in listed.damaged}
+    from zenops.cloud.errors import classify, retrying  # noqa: PLC0415
+
     conn = ops.connect(cloud)
-    keypairs = {k.name for k in conn.compute.keypairs() if k.name.startswith("zenops-")}
+    try:
+        keypairs = {k.name for k in retrying(lambda: list(conn.compute.keypairs())) if k.name.startswith("zenops-")}
+    except Exception as e:
+        raise classify(e, cloud) from e
     owned = ops.list_owned(conn, cloud, keypairs=keypairs)
     found = [ops.describe(k, r) for k, r in owned.items() if ops.describe(k, r)["deployment"] not in alive]
     # the expiry switch's application credentials (this user's: Keystone lists a user's own only)
