@@ -81,7 +81,7 @@ def test_up_and_down_complete_when_a_fifth_of_the_api_calls_fail(zenops, admin, 
         api_faults("429", "--every", "9", "--retry-after", "1")
 
     faults_on()
-    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "itflt")
+    code, _, err = zenops("up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itflt")
     fault_api("clear")  # this test's own SDK calls do not retry
     assert code == 0, err[-3000:]
     assert [x for x in ours(admin, "itflt") if x.startswith("server ")] == ["server zenops-itflt-1"]
@@ -99,13 +99,13 @@ def test_up_and_down_complete_when_a_fifth_of_the_api_calls_fail(zenops, admin, 
 @pytest.mark.full  # a failing up (seconds) then a whole up + down: the landing run keeps the case above
 def test_a_fault_that_outlasts_the_retries_fails_clearly_then_a_rerun_completes(zenops, admin, api_faults):
     api_faults("503", "--every", "1", "--service", "nova")
-    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "itdown")
+    code, _, err = zenops("up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itdown")
     assert code == ExitCode.CLOUD, err[-3000:]
     assert "compute (Nova) at http://" in err
     assert "failed with HTTP 503, also when tried again" in err
     assert "re-run" in err
     fault_api("clear")
-    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "itdown")
+    code, _, err = zenops("up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itdown")
     assert code == 0, err[-3000:]
     code, _, err = zenops("down", "--name", "itdown", "--yes")
     assert code == 0, err[-3000:]
@@ -125,7 +125,7 @@ def test_a_server_creation_answered_too_late_is_adopted_not_doubled(zenops, admi
     before = injected("nova")
     api_faults("timeout", "--every", "1", "--limit", "1", "--delay", "25", "--service", "nova", "--method", "POST",
                "--path", "/servers$")  # fmt: skip
-    code, _, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--name", "itlate")
+    code, _, err = zenops("up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itlate")
     assert code == 0, err[-3000:]
     assert injected("nova") == before + 1
     assert [x for x in ours(admin, "itlate") if x.startswith("server ")] == ["server zenops-itlate-1"]
