@@ -143,13 +143,14 @@ def test_up_cloud_with_one_server_and_a_model_asks_for_the_ports_closed(isolated
 
     asked: list[CloudRequest] = []
 
-    def up_cloud(_ctx: Any, req: CloudRequest, *, check: bool = False) -> Any:
+    def up_cloud(_ctx: Any, req: CloudRequest, **_kw: Any) -> Any:  # check=, confirm=
         asked.append(req)
         raise SystemExit(0)
 
     monkeypatch.setattr("zenops.deploy.up_cloud", up_cloud)
     monkeypatch.chdir(tmp_path)
-    CliRunner().invoke(cli, ["up", "--cloud", "c1", "--flavor", "f1", "--count", "1", "--model", "Qwen/Qwen3-0.6B"])
+    r = CliRunner().invoke(cli, ["up", "--cloud", "c1", "--flavor", "f1", "--count", "1", "--model", "Qwen/Qwen3-0.6B"])
+    assert asked, r.output
     (req,) = asked
     assert req.count == 1
     assert req.gateway_fronts is True
