@@ -6,6 +6,7 @@ run them on the sandbox cloud. The landing e2e (tests/e2e/test_quickstart_sandbo
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,4 +115,7 @@ def script(**fill: str) -> str:
     left = [c for c in done if re.search(r"\{(tiny|repo|clouds)\}", c)]
     if left:
         raise ValueError(f"placeholders not filled in: {left}")
-    return "set -euo pipefail\n" + "\n".join(done) + "\n"
+    # each command is shown as written before it runs (not `set -x`, which would print the key the curl line reads),
+    # and stderr joins stdout: the transcript reads as a user's terminal
+    shown = [f"printf '\\n$ %s\\n' {shlex.quote(c)}\n{c}" for c in done]
+    return "set -euo pipefail\nexec 2>&1\n" + "\n".join(shown) + "\n"

@@ -28,6 +28,7 @@ CLOUDS = Path(os.environ.get("ZENOPS_SANDBOX_DIR", REPO / ".cache" / "sandbox"))
 IMAGE_DIR = Path(os.environ.get("ZENOPS_IMAGE_DIR", REPO / ".cache" / "images"))
 BASE_ARCHIVE = IMAGE_DIR / "bookworm-slim.tar"
 DEPLOYMENT = "qwen"  # the README's --deployment
+TRANSCRIPT = REPO / ".cache" / "e2e" / "quickstart.txt"
 
 
 def test_the_readme_quickstart_runs_on_the_sandbox(tmp_path: Path) -> None:
@@ -68,6 +69,8 @@ def test_the_readme_quickstart_runs_on_the_sandbox(tmp_path: Path) -> None:
     zenops = env_dir / "bin" / "zenops"
     try:
         proc = run_bounded(["bash", str(work / "quickstart.sh")], env=env, cwd=work, timeout=2400)
+        TRANSCRIPT.parent.mkdir(parents=True, exist_ok=True)
+        TRANSCRIPT.write_text(proc.stdout + proc.stderr)  # what a new user sees, command by command
         assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
         # the chat completion curl printed (the one JSON object with choices in the output)
         answers = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{") and '"choices"' in x]
