@@ -18,8 +18,9 @@ offline, real HAProxy from Debian's packages, Prometheus. The fleet is shared by
    campaign's servers CI17 measured a baseline spread of 87% and a control drift of x0.39: no verdict possible). The
    devhosts are containers on this machine: their facts show one kernel, so the rollout measures them one after
    another. (4b) A release that changes nothing (model A <-> B) passes its gate with the default limits (once; twice
-   with --full); (4, --full) a release that starts but is slower (--max-num-seqs 1 under a concurrency-4 gate) is
-   stopped by the performance gate with its default limits and reverted, the message showing baseline vs new tok/s;
+   with --full); (4) a release that starts but is slower (--max-num-seqs 1 under a concurrency-4 gate) is
+   stopped by the performance gate with its default limits and reverted, the message showing baseline vs new tok/s,
+   every server back in rotation (the gate both ways in the landing run);
 5. `down` takes the deployment and its metrics away.
 
 Figures (load counts, wall time per batch) go to .cache/e2e/rollout.json for the record.
@@ -548,9 +549,9 @@ def test_3_release_that_cannot_start_fails_the_health_gate_on_the_canary_and_is_
     assert all(b["status"].startswith("UP") for b in states), states
 
 
-@pytest.mark.full
 def test_4_slower_release_is_stopped_by_the_performance_gate_and_reverted(fleet: Fleet) -> None:
-    """(`scripts/test --full` only: the landing run's gate is test 4b's, which must pass; this one must fail.) Once
+    """(The landing run's gate both ways: this release must fail, test 4b's must pass; an always-pass or an inverted
+    gate fails one of them.) Once
     the other lanes of scripts/test have ended (a quiet machine): max-num-seqs 1 under a concurrency-4 gate starts
     fine (the health gate passes) but queues 3 of every 4 requests: the performance gate, with its default limits and
     sizing (runs of at least 10 s, from a first run's pace), fails the canary against the baseline the rollout measured
