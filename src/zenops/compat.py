@@ -258,6 +258,11 @@ class Engine:
                 f"is {SOURCE_MEANING[self.image_source][1]}"
             )
         if c.status == "supported":
+            if self.image_source == "prebuilt":  # no image build: the route's own verification is what holds
+                return (
+                    "not verified by zenops's tests: the pair is documented as working by the zentorch/vLLM sources; "
+                    f"{route} is {SOURCE_MEANING['prebuilt'][1]}"
+                )
             return f"not verified by zenops's tests: the pair is {STATUS_MEANING['supported']}"
         return "not verified by zenops's tests: the pair is known not to work or unknown (--force-unsupported)"
 
@@ -313,7 +318,7 @@ def engine_of(request: Mapping[str, Any], warn: Callable[[str], None] | None = N
     if source == "prebuilt" and not (prebuilt_ref or combo.prebuilt):
         raise UsageError(
             f"--image-source prebuilt: no prebuilt image is known for {combo.id}{named}",
-            hint=f"pass --image-ref REF, or use --image-source build (or pip){other}",
+            hint=f"pass --image-ref REF, or use --image-source {own_source(combo)} (the pair's own route){other}",
         )
     return Engine(combo, source, prebuilt_ref if source == "prebuilt" else None)
 
