@@ -297,3 +297,16 @@ def test_key_lines_follow_dotted_names_and_lists():
     assert lines["models[1]"] == 6
     assert schema.line_of(lines, "flavors.a.b.ram_gb") == 2  # a missing key: where its section is
     assert schema.line_of(lines, "nowhere") is None
+
+
+def test_an_unknown_defaults_key_lists_the_keys_a_file_writes(run, here):
+    """The valid keys are what a config file writes (`gateway`, the option), not click's parameter names
+    (`gateway_mode`), which a file may write too but no user would guess."""
+    path = here / "bad.yaml"
+    path.write_text("defaults:\n  up:\n    nosuchkey: 1\n")
+    r = run(["config", "check", "--json", str(path)])
+    assert r.exit_code == ExitCode.CONFIG
+    (error,) = json.loads(r.output.splitlines()[0])["errors"]
+    valid = error["hint"].removeprefix("valid keys: ").split(", ")
+    assert {"gateway", "os_image", "ttl", "tuned", "engine_arg"} <= set(valid), valid
+    assert "gateway_mode" not in valid

@@ -544,6 +544,12 @@ class LazyChoice(click.Choice[str]):
         self._choices = tuple(value)
 
 
+def _key_of(param: click.Parameter) -> str:
+    """The key a config file writes for ``param``: its first long option, as my_flag (`gateway`, not `gateway_mode`)."""
+    longs = [o for o in getattr(param, "opts", ()) if o.startswith("--")]
+    return (longs[0].lstrip("-") if longs else str(param.name)).replace("-", "_")
+
+
 def command_option_names(command: click.Command) -> dict[str, click.Parameter]:
     """Option names a config file may set for ``command`` (both my-flag and my_flag spellings)."""
     names: dict[str, click.Parameter] = {}
@@ -624,7 +630,7 @@ def check_default(
     options = command_option_names(command)
     param = options.get(str(key))
     if param is None or param.name is None:
-        valid = sorted({p.name for p in options.values() if p.name})
+        valid = sorted({_key_of(p) for p in options.values()})
         raise ConfigError(where, dotted, f"`zenops {name}` has no such option", hint=f"valid keys: {', '.join(valid)}")
     kind = param.type
     if isinstance(kind, click.Choice) and isinstance(value, bool):
