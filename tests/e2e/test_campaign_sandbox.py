@@ -246,9 +246,8 @@ def check_report(env: dict[str, str], campaign: str, work: Path, models: list[Pa
     tuned = work / "tuned.yaml"
     out = REPORT.parent / "campaign-report"  # kept for the record: report.md/.csv/.json and the Pareto PNG
     shutil.rmtree(out, ignore_errors=True)
-    rep = zenops(
-        env, "campaign", "report", campaign, "--tuned", str(tuned), "--out", str(out), "--api-price", "0.60", cwd=work
-    )[-1]
+    argv = ["campaign", "report", campaign, "--write-tuned", str(tuned), "--out", str(out), "--api-price", "0.60"]
+    rep = zenops(env, *argv, cwd=work)[-1]
     FIGURES["report"] = {k: rep.get(k) for k in ("status", "best")}
     for name in ("report.md", "report.csv", "report.json"):
         assert (out / name).stat().st_size > 0, name

@@ -86,7 +86,7 @@ def test_up_and_down_complete_when_a_fifth_of_the_api_calls_fail(zenops, admin, 
     assert code == 0, err[-3000:]
     assert [x for x in ours(admin, "itflt") if x.startswith("server ")] == ["server zenops-itflt-1"]
     faults_on()
-    code, _, err = zenops("down", "--name", "itflt", "--yes")
+    code, _, err = zenops("down", "--deployment", "itflt", "--yes")
     fault_api("clear")
     assert code == 0, err[-3000:]
     no_leaks(zenops, admin, "itflt")
@@ -107,7 +107,7 @@ def test_a_fault_that_outlasts_the_retries_fails_clearly_then_a_rerun_completes(
     fault_api("clear")
     code, _, err = zenops("up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itdown")
     assert code == 0, err[-3000:]
-    code, _, err = zenops("down", "--name", "itdown", "--yes")
+    code, _, err = zenops("down", "--deployment", "itdown", "--yes")
     assert code == 0, err[-3000:]
     no_leaks(zenops, admin, "itdown")
 
@@ -129,6 +129,6 @@ def test_a_server_creation_answered_too_late_is_adopted_not_doubled(zenops, admi
     assert code == 0, err[-3000:]
     assert injected("nova") == before + 1
     assert [x for x in ours(admin, "itlate") if x.startswith("server ")] == ["server zenops-itlate-1"]
-    code, _, err = zenops("down", "--name", "itlate", "--yes")
+    code, _, err = zenops("down", "--deployment", "itlate", "--yes")
     assert code == 0, err[-3000:]
     no_leaks(zenops, admin, "itlate")
