@@ -32,9 +32,8 @@ def parse(value: str | int, *, minimum: int = 1) -> int:
                 raise ValueError(f"not a duration: {value!r} (use {EXAMPLES})")
             seconds = sum(int(n) * UNITS_S[u] for n, u in parts)
     if seconds < minimum:
-        raise ValueError(
-            f"the duration {value!r} is under {minimum}s" if minimum > 1 else f"the duration {value!r} is zero"
-        )
+        said = "is negative" if seconds < 0 else f"is under {minimum}s" if minimum > 1 else "is zero"
+        raise ValueError(f"the duration {value!r} {said}")
     if seconds > MAX_S:
         raise ValueError(f"the duration {value!r} is over ten years")
     return seconds

@@ -19,7 +19,6 @@ from zenops.campaign.spec import (
     Variant,
     campaign_schema,
     load_spec,
-    parse_duration,
 )
 from zenops.errors import ConfigError, ExitCode
 from zenops.schema import Section
@@ -308,28 +307,3 @@ def test_engine_durations_take_the_flags_grammar_and_least_value(campaign_dir: P
         assert spec.engine["health_timeout"] == seconds
     with pytest.raises(ConfigError, match="under 10s"):
         load_spec(write(campaign_dir, BASE + "engine: {health_timeout: 9}\n"))
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        ("90s", 90),
-        ("30m", 1800),
-        ("2h", 7200),
-        ("1d", 86400),
-        (" 2h ", 7200),
-        ("45", 45),
-        (600, 600),
-        ("1h30m", 5400),
-        ("2w", 14 * 86400),
-        ("7200s", 7200),
-    ],  # the grammar of --ttl too (zenops.durations)
-)
-def test_parse_duration(text, seconds):
-    assert parse_duration(text) == seconds
-
-
-@pytest.mark.parametrize("text", ["", "h", "2 hours", "1.5h", "-1h", "0m", 0, -5, True, "1y", None, 1.5, "3651d"])
-def test_parse_duration_refuses(text):
-    with pytest.raises(ValueError, match="duration"):
-        parse_duration(text)

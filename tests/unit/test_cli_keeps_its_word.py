@@ -6,6 +6,8 @@ also after the subcommand; OS_CLOUD as the default cloud; one name per concept (
 
 from __future__ import annotations
 
+import json
+import tempfile
 from pathlib import Path
 
 import click
@@ -17,8 +19,7 @@ from zenops.campaign import plan as plan_lib
 from zenops.campaign import spec as campaign_spec
 from zenops.cli.main import cli, hoist_global_options
 from zenops.cli.options import DurationType
-from zenops.cloud import marks
-from zenops.errors import ExitCode, UsageError
+from zenops.errors import ExitCode, UsageError, ZenopsError
 from zenops.progress import RichProgress
 from zenops.runner import RunEvent
 
@@ -108,11 +109,17 @@ BAD = ["", "1.5h", "2 hours", "-1h", "h", "1y", "0", "0m", "3651d"]
 
 
 def _ttl(text: str) -> int:
-    return marks.parse_duration(text)
+    """What `up --ttl TEXT` reads (the option's own type, as the command declares it)."""
+    param = next(p for p in cli.commands["up"].params if p.name == "ttl")
+    return int(param.type.convert(text, param, None))
 
 
 def _budget_ttl(text: str) -> int:
-    return campaign_spec.parse_duration(text)
+    """What a campaign file's budget.ttl reads (through load_spec: its check, then its value)."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "c.yaml"
+        path.write_text(f"name: s\ncloud: sandbox\nflavors: [f]\nmodels: [m]\nbudget: {{ttl: {json.dumps(text)}}}\n")
+        return campaign_spec.load_spec(path).budget.ttl_s
 
 
 def _timeout(text: str) -> int:
@@ -124,7 +131,7 @@ def test_one_duration_grammar(parse):
     for text, seconds in GOOD:
         assert parse(text) == seconds, text
     for text in BAD:
-        with pytest.raises((ValueError, UsageError, click.BadParameter)):
+        with pytest.raises((ValueError, ZenopsError, click.BadParameter)):
             parse(text)
 
 

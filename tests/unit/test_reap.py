@@ -1,4 +1,4 @@
-"""Expiry and `zenops reap`: the --ttl parser, the expiry mark in server metadata, what `up` does with an existing
+"""Expiry and `zenops reap`: --ttl, the expiry mark in server metadata, what `up` does with an existing
 expiry, and which deployments are expired at a given moment. Removing them is tests/integration/test_reap.py (the
 sandbox cloud); nothing here is a test double: the servers below are plain records of what the cloud lists."""
 
@@ -11,53 +11,12 @@ import pytest
 
 from zenops.cloud import marks as m
 from zenops.deploy import decide_expiry, select_expired
-from zenops.errors import ExitCode, UsageError
+from zenops.errors import ExitCode
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
-# --- the duration parser ---------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        ("1s", 1),
-        ("90m", 5400),
-        ("2h", 7200),
-        ("1d", 86400),
-        ("1w", 604800),
-        ("1h30m", 5400),
-        (" 2H ", 7200),
-        ("7200", 7200),
-        ("7200s", 7200),
-        (7200, 7200),
-    ],  # a bare number is seconds (the one grammar: zenops.durations)
-)
-def test_durations(text, seconds):
-    assert m.parse_duration(text) == seconds
-
-
-@pytest.mark.parametrize("text", ["", "1.5h", "-1h", "2 hours", "h", "1y", "2h-", "abc"])
-def test_bad_durations_are_refused_with_the_fix(text):
-    with pytest.raises(UsageError) as info:
-        m.parse_duration(text)
-    assert info.value.exit_code == ExitCode.USAGE
-    assert "--ttl" in info.value.message
-    assert "90m" in (info.value.hint or "")
-
-
-def test_a_bad_duration_says_a_bare_number_is_seconds():
-    with pytest.raises(UsageError) as info:
-        m.parse_duration("90 min")
-    assert "a bare number is seconds" in (info.value.hint or "")
-
-
-@pytest.mark.parametrize("text", ["0s", "0m", "3651d"])
-def test_zero_and_absurd_durations_say_leave_it_out(text):
-    with pytest.raises(UsageError) as info:
-        m.parse_duration(text)
-    assert "leave the option out" in (info.value.hint or "")
+# --- --ttl (its grammar: tests/unit/test_durations.py) ---------------------------------------------------
 
 
 @pytest.mark.parametrize(

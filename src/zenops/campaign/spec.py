@@ -63,16 +63,6 @@ class CampaignSpec:
 DEFAULT_VARIANTS = (Variant("default", {}),)
 
 
-# --- durations --------------------------------------------------------------------------------------------------
-
-
-def parse_duration(text: str | int) -> int:
-    """Seconds in ``90s``, ``30m``, ``1h30m``, ``2h``, ``1d`` or a whole number of seconds: zenops's one duration
-    grammar (zenops.durations); ValueError for anything else, zero included (an expiry of 0 would reap a server as it
-    is created)."""
-    return durations.parse(text)
-
-
 # --- checkers ---------------------------------------------------------------------------------------------------
 
 
@@ -89,7 +79,7 @@ def _campaign_name(v: Any) -> str | Problem | None:
 
 def _duration(v: Any) -> str | None:
     try:
-        parse_duration(v)
+        durations.parse(v)
     except ValueError:
         return f"must be a duration: {durations.EXAMPLES}"
     return None
@@ -340,7 +330,7 @@ def load_spec(path: Path) -> CampaignSpec:
         bench=_bench(data.get("bench", {})),
         budget=Budget(
             max_usd=float(budget["max_usd"]) if "max_usd" in budget else None,
-            ttl_s=parse_duration(budget["ttl"]) if "ttl" in budget else Budget().ttl_s,
+            ttl_s=durations.parse(budget["ttl"]) if "ttl" in budget else Budget().ttl_s,
         ),
         prices={name: float(price) for name, price in data.get("prices", {}).items()},
         parallel=data.get("parallel", 1),

@@ -20,7 +20,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from zenops import durations
 from zenops.errors import UsageError
 
 OWNER_TAG = "zenops"
@@ -129,23 +128,6 @@ def from_name(name: str | None) -> Marks | None:
 
 
 # --- expiry ----------------------------------------------------------------------------------------------------
-
-MAX_TTL_S = durations.MAX_S  # ten years: beyond it, say "no --ttl" (no expiry)
-_TTL_HINT = "write a number and a unit (s, m, h, d, w), e.g. --ttl 90m, --ttl 2h, --ttl 1d or --ttl 1h30m"
-
-
-def parse_duration(text: str | int, what: str = "--ttl") -> int:
-    """``90m`` -> 5400 seconds, in zenops's one duration grammar (zenops.durations: units s, m, h, d, w, combinable
-    as ``1h30m``; a bare number is seconds). UsageError naming ``what`` and the fix otherwise."""
-    try:
-        return durations.parse(text)
-    except ValueError as e:
-        if "zero" in str(e) or "ten years" in str(e):
-            raise UsageError(
-                f"{what} {text!r}: {e}",
-                hint="leave the option out for no expiry" + ("; give at least 1s" if "zero" in str(e) else ""),
-            ) from None
-        raise UsageError(f"{what} {text!r} is not a duration", hint=_TTL_HINT + " (a bare number is seconds)") from None
 
 
 def format_duration(seconds: float) -> str:
