@@ -16,7 +16,6 @@ from zenops.cli.context import App, get_app
 from zenops.cli.options import (
     DurationType,
     LazyChoice,
-    OldSpellingOption,
     cloud_option,
     deployment_argument,
     deployment_option,
@@ -25,6 +24,7 @@ from zenops.cli.options import (
     json_option,
     limit_option,
     price_option,
+    through_gateway_option,
 )
 from zenops.cli.report import check_failures, print_comparison, print_table
 
@@ -76,15 +76,9 @@ def _profile_names() -> list[str]:
     is_flag=True,
     help="Also run with zentorch off (or on): restart the servers on the other platform, benchmark, restore them.",
 )
-@click.option(
-    "--through-gateway",
-    "--gateway",
-    "via_gateway",
-    cls=OldSpellingOption,
-    old=("--gateway",),
-    is_flag=True,
-    help="Benchmark the deployment's endpoint (its gateway, `up --gateway`): one client on the gateway's host, its "
-    "requests balanced over every server, instead of each server on its own.",
+@through_gateway_option(
+    "Benchmark the deployment's endpoint (its gateway, `up --gateway`): one client on the gateway's host, its "
+    "requests balanced over every server, instead of each server on its own."
 )
 @click.option(
     "--one-at-a-time",
@@ -126,7 +120,7 @@ def bench(
     output_len: int | None,
     warmups: int | None,
     compare_platforms: bool,
-    via_gateway: bool,
+    through_gateway: bool,
     one_at_a_time: bool,
     runs_dir: Path,
     run_id: str | None,
@@ -175,7 +169,7 @@ def bench(
         output_len=output_len,
         num_warmups=warmups,
         compare_platforms=compare_platforms,
-        gateway=via_gateway,
+        gateway=through_gateway,
         one_at_a_time=one_at_a_time,
         runs_dir=runs_dir,
         run_id=run_id,

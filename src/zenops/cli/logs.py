@@ -15,13 +15,13 @@ import click
 from zenops.cli.context import App, get_app
 from zenops.cli.options import (
     DurationType,
-    OldSpellingOption,
     cloud_option,
     deployment_argument,
     deployment_option,
     inventory_option,
     json_option,
     limit_option_for,
+    through_gateway_option,
 )
 
 
@@ -32,15 +32,7 @@ from zenops.cli.options import (
 @cloud_option
 @limit_option_for("Only this host's servers.", old=("--host",), metavar="HOST")
 @click.option("--instance", type=click.IntRange(min=0), metavar="N", help="Only instance N (every host, or --limit).")
-@click.option(
-    "--through-gateway",
-    "--gateway",
-    "gateway",
-    cls=OldSpellingOption,
-    old=("--gateway",),
-    is_flag=True,
-    help="The gateway's HAProxy log instead of the vLLM servers'.",
-)
+@through_gateway_option("The gateway's HAProxy log instead of the vLLM servers'.")
 @click.option("-f", "--follow", is_flag=True, help="Keep streaming new lines until Ctrl-C.")
 @click.option("--since", type=DurationType(), metavar="DURATION", help="Only lines of the last DURATION (90s, 1h30m).")
 @click.option("--tail", type=click.IntRange(min=0), metavar="N", help="Only the last N lines of each source.")
@@ -53,7 +45,7 @@ def logs(
     cloud: str | None,
     limit: str | None,
     instance: int | None,
-    gateway: bool,
+    through_gateway: bool,
     follow: bool,
     since: int | None,
     tail: int | None,
@@ -83,7 +75,7 @@ def logs(
             f"zenops has not started servers for {target.inventory}: no logs to read",
             hint=f"start them with `zenops up --inventory {target.inventory} --model MODEL`",
         )
-    sources = log_sources(record, host=limit, instance=instance, gateway=gateway)
+    sources = log_sources(record, host=limit, instance=instance, gateway=through_gateway)
     hosts = hosts_from(read_inventory(target.inventory), app.config.ssh)
     jobs = []
     for s in sources:

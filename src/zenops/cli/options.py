@@ -7,6 +7,7 @@ flags win.
            `rollout`: one table of options)
 * pricing  ``flavor_option``, ``price_option``: what a host costs (`plan`, `up`, `bench`, `report`)
 * tuned    ``tuned_option``, ``tuned_options``: a campaign's best configuration per model (`plan`, `up`, `rollout`)
+* gateway  ``gateway_options`` (the mode, on `up`), ``through_gateway_option`` (the flag, on `bench`/`logs`)
 * consent  ``yes_option``: go on without asking before cloud money is spent or resources deleted (zenops.cli.confirm)
 """
 
@@ -388,6 +389,21 @@ def gateway_options(f: F) -> F:
     for option in reversed(options):
         decorated = option(decorated)
     return decorated
+
+
+def through_gateway_option(help: str) -> Callable[[F], F]:
+    """--through-gateway: a flag for the deployment's gateway rather than its servers (`bench`, `logs`); the command
+    receives ``through_gateway``. --gateway is its old spelling there (on `up` and `plan`, --gateway is the mode:
+    :func:`gateway_options`)."""
+    return click.option(
+        "--through-gateway",
+        "--gateway",
+        "through_gateway",
+        cls=OldSpellingOption,
+        old=("--gateway",),
+        is_flag=True,
+        help=help,
+    )
 
 
 def deprecated(old: str, new: str) -> None:
