@@ -11,7 +11,6 @@ from zenops.cli.confirm import agree
 from zenops.cli.context import App
 from zenops.cloud.ledger import Deployment
 from zenops.config import load
-from zenops.cost import HOURS_PER_MONTH, cost_per_month
 from zenops.errors import ExitCode, UsageError
 from zenops.spend import of_campaign, of_surge, of_teardown, of_up
 
@@ -19,12 +18,6 @@ from zenops.spend import of_campaign, of_surge, of_teardown, of_up
 def _dep(**extra: Any) -> Deployment:
     base: dict[str, Any] = {"name": "demo", "cloud": "flex", "flavor": "gp.5.24.96", "image": "debian-12", "count": 1}
     return Deployment(**{**base, "network_mode": "provider", "price_per_hour": 0.79, **extra})
-
-
-def test_a_month_is_730_hours():
-    assert HOURS_PER_MONTH == 730
-    assert cost_per_month(0.79) == 576.7
-    assert cost_per_month(None) is None
 
 
 def test_up_says_the_servers_it_creates_per_hour_and_month_and_warns_without_an_expiry():

@@ -44,7 +44,7 @@ from pathlib import Path, PurePath
 from statistics import fmean
 from typing import Any
 
-from zenops.cost import HOURS_PER_MONTH
+from zenops.cost import HOURS_PER_MONTH, cost_per_month
 from zenops.errors import UsageError, in_one_line
 from zenops.metrics.server import merged as merged_server
 from zenops.report.comparison import Comparison, compare, host_totals
@@ -349,9 +349,9 @@ class BreakEven:
 def break_even(price_per_hour: float | None, output_tok_s: float, api_price: float) -> BreakEven | None:
     """Monthly output tokens at which a server at ``price_per_hour`` costs what ``api_price`` $ per 1M output
     tokens would; None without a price or throughput."""
-    if price_per_hour is None or output_tok_s <= 0 or api_price <= 0:
+    monthly = cost_per_month(price_per_hour)  # zenops.cost: the $/month every command says
+    if monthly is None or output_tok_s <= 0 or api_price <= 0:
         return None
-    monthly = price_per_hour * HOURS_PER_MONTH
     return BreakEven(api_price, monthly, monthly / api_price * 1e6, output_tok_s * 3600 * HOURS_PER_MONTH)
 
 
