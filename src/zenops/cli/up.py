@@ -103,8 +103,8 @@ def _cloud_options(f: F) -> F:
             type=DurationType(),
             help="With --cloud: the servers expire after this long (90m, 2h, 1d; metadata zenops:expires_at) and "
             "`zenops reap` removes them then; each server also gets a dead-man's switch that deletes it at its expiry "
-            "(where the servers reach Keystone and Nova: the cloud profile's expiry_switch). Default: no expiry; "
-            "re-running without --ttl keeps the existing one.",
+            "(where the servers reach Keystone and Nova: the cloud profile's expiry_switch). Default: defaults.up.ttl "
+            "in zenops.yaml, else no expiry; re-running without --ttl keeps the existing one.",
         ),
         click.option(
             "--network-mode",
