@@ -54,7 +54,7 @@ def test_the_extraction_joins_continuations_and_skips_comments():
 def test_the_sandbox_script_fills_every_placeholder():
     script = qs.script(tiny="/t/tiny-llama", repo="/r", clouds="/c/clouds.yaml")
     assert script.startswith("set -euo pipefail\nexec 2>&1\n")
-    assert "printf '\\n$ %s\\n' 'zenops status'\nzenops status\n" in script  # each command shown, then run
+    assert "printf '\\n$ %s\\n' 'zenops status qwen'\nzenops status qwen\n" in script  # each command shown, then run
     assert "--cloud sandbox" in script
     assert "-m /t/tiny-llama" in script
     assert '"model": "tiny-llama"' in script
