@@ -21,9 +21,17 @@ def usd(amount: float) -> str:
     return f"${amount:,.2f}"
 
 
-def rate(per_hour: float) -> str:
-    """``$0.79/h, $576.70/month``: an hourly cost and what it comes to over a month kept up."""
-    return f"{usd(per_hour)}/h, {usd(cost_per_month(per_hour) or 0.0)}/month"
+def hourly(per_hour: float) -> str:
+    """``$0.79/h``: a price per hour."""
+    return f"{usd(per_hour)}/h"
+
+
+def rate(per_hour: float, *, hours: bool = False) -> str:
+    """``$0.79/h, $576.70/month``: an hourly cost and what it comes to over a month kept up; ``hours``: and the
+    month's hours, ``$0.79/h, $576.70/month (730 h)``. The one text of $/h and $/month (`plan`, `campaign plan`,
+    what a command will spend)."""
+    text = f"{hourly(per_hour)}, {usd(cost_per_month(per_hour) or 0.0)}/month"
+    return f"{text} ({HOURS_PER_MONTH} h)" if hours else text
 
 
 @dataclass(frozen=True)
@@ -44,7 +52,7 @@ class Item:
         if self.deployment:
             extra.append(f"deployment {self.deployment}")
         if self.per_hour is not None:
-            extra.append(f"{usd(self.per_hour)}/h" + (" each" if self.count > 1 else ""))
+            extra.append(hourly(self.per_hour) + (" each" if self.count > 1 else ""))
         return what + (f" ({', '.join(extra)})" if extra else "")
 
 
@@ -101,13 +109,13 @@ class Spend:
             unknown = f" for {', '.join(self.unpriced)}" if self.unpriced else ""
             text = f"cost unknown: no price per hour{unknown} (price_per_hour of the flavor in zenops.yaml)"
         elif self.action == "create":
-            text = f"{rate(self.per_hour)} ({HOURS_PER_MONTH} h)"
+            text = rate(self.per_hour, hours=True)
             if self.until:
                 text += f" {self.until}"
             else:
                 text += f" until it expires {self.expiry}" if self.expiry else " until `zenops down`: no expiry"
         else:
-            text = f"stops {rate(self.per_hour)} ({HOURS_PER_MONTH} h)"
+            text = f"stops {rate(self.per_hour, hours=True)}"
             if self.unpriced:
                 text += f" and what {', '.join(self.unpriced)} cost (no price known)"
         return text
@@ -138,7 +146,7 @@ class Spend:
 
     def question(self) -> str:
         verb = "create" if self.action == "create" else "delete"
-        money = f" ({usd(self.per_hour)}/h)" if self.per_hour is not None and not self.campaign else ""
+        money = f" ({hourly(self.per_hour)})" if self.per_hour is not None and not self.campaign else ""
         if self.campaign and self.projected_usd is not None:
             money = f" (projected {usd(self.projected_usd)})"
         return f"{verb} {self.summary()}{money}?"

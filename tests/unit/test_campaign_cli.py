@@ -57,6 +57,9 @@ def test_plan_within_budget_exits_0_and_run_refuses_before_creating_anything(run
     assert r.exit_code == 0, r.output
     assert "4 cell(s), 4 to run" in r.output
     assert "group gp.5.4.16: 2 cell(s)" in r.output
+    # dollars as every command writes them (zenops.spend): $2.00/h, not $2.0/h; $1,000.00
+    assert " at $2.00/h: $" in r.output
+    assert "of budget $1,000.00" in r.output
     campaign_file.write_text(campaign_file.read_text().replace("max_usd: 1000", "max_usd: 0.01"))
     r = run(["campaign", "run", str(campaign_file)])
     assert r.exit_code == ExitCode.OVER_BUDGET, r.output

@@ -9,9 +9,11 @@ import json
 from enum import IntEnum
 from pathlib import Path
 
+import click
 import pytest
 
-from zenops.cli.main import exit_codes_help, main
+from zenops.cli.main import cli, exit_codes_help, main
+from zenops.cli.options import OldSpellingOption
 from zenops.errors import ExitCode
 
 FACTS = Path(__file__).resolve().parents[1] / "fixtures" / "facts" / "gp-5-24-96.json"
@@ -157,6 +159,30 @@ def test_new_spellings_do_not_warn_and_do_the_same(call):
     assert code == ExitCode.USAGE
     assert "not allowed" in err
     assert "deprecated" not in err
+
+
+def _commands(group: click.Group, path: str = "zenops") -> list[tuple[str, click.Command]]:
+    found: list[tuple[str, click.Command]] = []
+    for name, command in group.commands.items():
+        found.append((f"{path} {name}", command))
+        if isinstance(command, click.Group):
+            found += _commands(command, f"{path} {name}")
+    return found
+
+
+def test_dry_run_and_os_image_are_one_option_each_on_every_command():
+    """--dry-run and --os-image are declared once (zenops.cli.options: dry_run_option, os_image_option), each
+    command giving its own help: one name (an old spelling only as a deprecated one, `up --check`, `up --image`)."""
+    having: dict[str, set[str]] = {"dry_run": set(), "os_image": set()}
+    for path, command in _commands(cli):
+        for p in command.params:
+            if p.name in having:
+                having[p.name].add(path)
+                assert isinstance(p, OldSpellingOption), f"{path}: {p.opts} declared by hand"
+                assert [o for o in p.opts if o not in p.old] == [f"--{p.name.replace('_', '-')}"], path
+                assert p.help, path
+    assert having["dry_run"] >= {"zenops up", "zenops down", "zenops reap", "zenops rollout", "zenops config init"}
+    assert having["os_image"] >= {"zenops up", "zenops config init"}
 
 
 def test_plan_limit_picks_the_host_of_a_facts_file(call, tmp_path):

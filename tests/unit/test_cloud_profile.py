@@ -313,9 +313,13 @@ def test_init_writes_the_user_config_and_refuses_a_second_time(run, cloud, isola
 
 def test_init_dry_run_and_json_write_nothing(run, cloud, tmp_path):
     path = tmp_path / "z.yaml"
-    r = run(["--config", str(path), "config", "init", "--cloud", "flex", "--print"])
+    r = run(["--config", str(path), "config", "init", "--cloud", "flex", "--dry-run"])
     assert r.exit_code == 0, r.output
     assert "dry run: nothing written" in r.output
+    assert not path.exists()
+    r = run(["--config", str(path), "config", "init", "--cloud", "flex", "--print"])  # one name: --dry-run
+    assert r.exit_code == ExitCode.USAGE
+    assert "No such option '--print'" in r.output
     assert not path.exists()
     r = run(["config", "init", "--cloud", "flex", "--dry-run", "--json", "--config", str(path)])
     assert r.exit_code == 0, r.output

@@ -66,7 +66,10 @@ def _store(app: App) -> Any:
 
 
 def _print_plan(app: App, planned: Planned, console: Console) -> None:
-    """The cells and the projected cost: on stdout for `campaign plan` (its answer), on stderr as `run` starts."""
+    """The cells and the projected cost (dollars as zenops.spend writes them): on stdout for `campaign plan` (its
+    answer), on stderr as `run` starts."""
+    from zenops.spend import hourly, usd  # noqa: PLC0415
+
     data = planned.to_dict()
     if app.json:
         app.emit_json({"type": "plan", "command": "campaign", **data})
@@ -82,20 +85,20 @@ def _print_plan(app: App, planned: Planned, console: Console) -> None:
         console.print(f"  {c['key']}  {escape(where)}  {c['status']}")
     proj = planned.projection
     for g in proj.groups:
-        price = f"${g.price_per_hour}/h" if g.price_per_hour is not None else "price unknown"
-        cost = f"${g.usd:.2f}" if g.usd is not None else "?"
+        price = hourly(g.price_per_hour) if g.price_per_hour is not None else "price unknown"
+        cost = usd(g.usd) if g.usd is not None else "?"
         console.print(
             f"  group {escape(g.group)}: {g.cells} cell(s), {g.hours * 60:.0f} server-minutes at {price}: {cost}"
         )
-    cap = f" of budget ${spec.budget.max_usd:.2f}" if spec.budget.max_usd is not None else " (no budget cap)"
-    spent = f" (${proj.spent_usd:.2f} spent)" if proj.spent_usd else ""
+    cap = f" of budget {usd(spec.budget.max_usd)}" if spec.budget.max_usd is not None else " (no budget cap)"
+    spent = f" ({usd(proj.spent_usd)} spent)" if proj.spent_usd else ""
     d = proj.durations
     est = (
         f"durations measured by {d.source} ({', '.join(d.measured)}; the rest estimated)"
         if d.measured
         else "durations estimated (no earlier campaign of these flavors and image route here)"
     )
-    console.print(f"projected ${proj.usd:.2f}{spent}{cap}; {est}; servers expire after {spec.budget.ttl_s // 60} min")
+    console.print(f"projected {usd(proj.usd)}{spent}{cap}; {est}; servers expire after {spec.budget.ttl_s // 60} min")
     if proj.unknown_prices:
         console.print(
             f"[yellow]no price for {', '.join(proj.unknown_prices)}: counted as $0 (set prices: in the file)[/]"
@@ -243,8 +246,10 @@ def status_cmd(ctx: click.Context, campaign_id: str | None) -> None:
             }
         )
         return
+    from zenops.spend import usd  # noqa: PLC0415
+
     for s in states:
-        app.out.print(f"{s.id}  {s.status}  {s.counts()}  ${s.spent():.2f}")
+        app.out.print(f"{s.id}  {s.status}  {s.counts()}  {usd(s.spent())}")
     for e in damaged:  # never hidden: its servers may still be running (the warning says how to check)
         app.out.print(f"{e.path.parent.name}  damaged  {escape(str(e.path))}: {escape(e.reason)}")
     if not states and not damaged:

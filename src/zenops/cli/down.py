@@ -13,8 +13,10 @@ from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import (
+    cloud_option_for,
     deployment_argument,
     deployment_name_option,
+    dry_run_option,
     inventory_option,
     json_option,
     limit_option,
@@ -28,8 +30,8 @@ from zenops.errors import UsageError
 @deployment_name_option("The deployment to remove.")
 @click.option("--campaign", metavar="ID", help="Every deployment of this campaign.")
 @click.option("--all-mine", is_flag=True, help="Every resource carrying zenops's marks in the cloud.")
-@click.option("--cloud", metavar="NAME", help="clouds.yaml entry (default: where the ledger says the deployment is).")
-@click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+@cloud_option_for("clouds.yaml entry (default: where the ledger says the deployment is).")
+@dry_run_option("List what would be removed; remove nothing.")
 @yes_option
 @inventory_option
 @click.option("--images", is_flag=True, help="With --inventory: also remove the engine images zenops made.")

@@ -2,13 +2,15 @@
 flags win.
 
 * target   ``inventory_option``, ``cloud_option``, ``deployment_option``, ``limit_option``: which hosts (from flags to
-           hosts: zenops.target.resolve_target)
+           hosts: zenops.target.resolve_target); ``cloud_option_for``: --cloud with a command's own help (required on
+           `reap`, `leaks`, `config init`); ``os_image_option``: the OS image cloud servers boot (`up`, `config init`)
 * request  ``request_options(command)``: what to serve and how, from zenops.request_options.OPTIONS (`plan`, `up`,
            `rollout`: one table of options)
 * pricing  ``flavor_option``, ``price_option``: what a host costs (`plan`, `up`, `bench`, `report`)
 * tuned    ``tuned_option``, ``tuned_options``: a campaign's best configuration per model (`plan`, `up`, `rollout`)
 * gateway  ``gateway_options`` (the mode, on `up`), ``through_gateway_option`` (the flag, on `bench`/`logs`)
-* consent  ``yes_option``: go on without asking before cloud money is spent or resources deleted (zenops.cli.confirm)
+* consent  ``yes_option``: go on without asking before cloud money is spent or resources deleted (zenops.cli.confirm);
+           ``dry_run_option``: say what would be done, do nothing (each command's help says what it reports)
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from zenops.request_options import BY_FIELD, CHANGEABLE, Option, for_command
 
 if TYPE_CHECKING:
     from zenops.campaign.tuned import TunedConfig
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _set_json(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -54,12 +58,26 @@ inventory_option = click.option(
 )
 
 
-cloud_option = click.option(
-    "--cloud",
-    metavar="NAME",
-    help="clouds.yaml entry (e.g. flex, sandbox): where `up` creates servers (default with --flavor: $OS_CLOUD); "
-    "for a deployment, the cloud it is in (default: where the ledger says).",
+def cloud_option_for(help: str, *, required: bool = False, os_cloud: bool = False) -> Callable[[F], F]:
+    """--cloud NAME, a clouds.yaml entry, with the command's own help. ``required``: the command works on one cloud
+    that must be named (`reap`, `leaks`, `config init`); ``os_cloud``: $OS_CLOUD names it when the flag is not
+    given (shown in --help), as the openstack CLI takes it."""
+    env: dict[str, Any] = {"envvar": "OS_CLOUD", "show_envvar": True} if os_cloud else {}
+    return click.option("--cloud", metavar="NAME", required=required, help=help, **env)
+
+
+cloud_option = cloud_option_for(
+    "clouds.yaml entry (e.g. flex, sandbox): where `up` creates servers (default with --flavor: $OS_CLOUD); "
+    "for a deployment, the cloud it is in (default: where the ledger says)."
 )
+
+
+def os_image_option(help: str, *, old: tuple[str, ...] = ()) -> Callable[[F], F]:
+    """--os-image IMAGE: the Glance image cloud servers boot (`up`, `config init`; not the engine image:
+    --image-source/--image-ref); the command receives ``os_image``. ``old``: a command's earlier spellings
+    (`up --image`), taken with a deprecation warning."""
+    return click.option("--os-image", *old, "os_image", cls=OldSpellingOption, old=old, metavar="IMAGE", help=help)
+
 
 deployment_option = click.option(
     "--deployment", metavar="NAME", help="A deployment `zenops up --cloud` made (its inventory, flavor, price)."
@@ -102,8 +120,6 @@ class DurationType(click.ParamType[int, Any]):
 
 
 # --- serving ------------------------------------------------------------------------------------------------------
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 class InstancesType(click.ParamType[int | None, Any]):
@@ -481,15 +497,11 @@ def limit_option_for(help: str, *, old: tuple[str, ...] = (), metavar: str = "PA
 limit_option = limit_option_for("Only these hosts/groups of the inventory.")
 
 
-dry_run_option = click.option(
-    "--dry-run",
-    "--check",
-    "dry_run",
-    cls=OldSpellingOption,
-    old=("--check",),
-    is_flag=True,
-    help="Report what would change on the hosts; change nothing.",
-)
+def dry_run_option(help: str, *, old: tuple[str, ...] = ()) -> Callable[[F], F]:
+    """--dry-run: say what the command would do and do none of it (``help``: what it says, on this command); the
+    command receives ``dry_run``. ``old``: a command's earlier spellings (`up --check`), taken with a deprecation
+    warning."""
+    return click.option("--dry-run", *old, "dry_run", cls=OldSpellingOption, old=old, is_flag=True, help=help)
 
 
 yes_option = click.option(

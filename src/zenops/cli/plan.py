@@ -25,7 +25,6 @@ from zenops.cli.options import (
     tuned_option,
     tuned_options,
 )
-from zenops.cost import HOURS_PER_MONTH
 from zenops.errors import UsageError
 
 if TYPE_CHECKING:
@@ -243,9 +242,12 @@ def _print_plan(app: App, host: str, p: Plan, price: float | None, engine: Engin
 
 
 def _cost_line(cost: PlanCost) -> str:
-    """``$0.79/h = $576.70/month (730 h); at the ceiling of 226.13 tok/s*: $0.97 per 1M output tokens``: the token
-    price is a floor (measured tok/s are below the ceiling); ``*``: a theoretical ceiling, as in the table."""
-    line = f"${cost.per_hour:g}/h = ${cost.per_month:,.2f}/month ({HOURS_PER_MONTH} h)"
+    """``$0.79/h, $576.70/month (730 h); at the ceiling of 226.13 tok/s*: $0.97 per 1M output tokens`` ($/h and
+    $/month as zenops.spend writes them): the token price is a floor (measured tok/s are below the ceiling); ``*``: a
+    theoretical ceiling, as in the table."""
+    from zenops.spend import rate  # noqa: PLC0415
+
+    line = rate(cost.per_hour, hours=True)
     if cost.per_million_tokens is None or cost.ceiling_tok_s is None:
         return line + "; $ per 1M output tokens: no ceiling to price at"
     star = "*" if cost.theoretical else ""

@@ -11,17 +11,15 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import get_app
-from zenops.cli.options import json_option, yes_option
+from zenops.cli.options import cloud_option_for, dry_run_option, json_option, yes_option
 
 if TYPE_CHECKING:
     from zenops.spend import Spend
 
 
 @click.command()
-@click.option(
-    "--cloud", required=True, envvar="OS_CLOUD", show_envvar=True, metavar="NAME", help="clouds.yaml entry to reap."
-)
-@click.option("--dry-run", is_flag=True, help="List the expired deployments and what would be removed; remove nothing.")
+@cloud_option_for("clouds.yaml entry to reap.", required=True, os_cloud=True)
+@dry_run_option("List the expired deployments and what would be removed; remove nothing.")
 @yes_option
 @json_option
 @click.pass_context

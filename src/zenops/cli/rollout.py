@@ -21,6 +21,7 @@ from zenops.cli.options import (
     cloud_option,
     deployment_argument,
     deployment_option,
+    dry_run_option,
     inventory_option,
     json_option,
     option_group,
@@ -217,7 +218,7 @@ _gate_options = option_group(
 @tuned_option
 @_batch_options
 @_gate_options
-@click.option("--dry-run", is_flag=True, help="Print the batches and what changes on each host; change nothing.")
+@dry_run_option("Print the batches and what changes on each host; change nothing.")
 @click.option("--abort", is_flag=True, help="Send the hosts the rollout in progress changed back, and stop it.")
 @yes_option
 @json_option

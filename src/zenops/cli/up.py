@@ -19,7 +19,6 @@ from zenops.cli.options import (
     DurationType,
     F,
     GatewayFlags,
-    OldSpellingOption,
     RequestFlags,
     TunedOptions,
     cloud_option,
@@ -31,6 +30,7 @@ from zenops.cli.options import (
     json_option,
     limit_option,
     option_group,
+    os_image_option,
     request_options,
     tuned_fields,
     tuned_option,
@@ -87,15 +87,10 @@ def _cloud_options(f: F) -> F:
             "--count", type=click.IntRange(1, 100), default=1, show_default=True, help="Servers (with --cloud)."
         ),
         deployment_name_option("Deployment name (default: from the flavor). Re-using a name adopts."),
-        click.option(
-            "--os-image",
-            "--image",
-            "os_image",
-            cls=OldSpellingOption,
+        os_image_option(
+            "With --cloud: the Glance image the servers boot (default: the cloud profile's, debian-12). The engine "
+            "image is set by --image-source/--image-ref.",
             old=("--image",),
-            metavar="IMAGE",
-            help="With --cloud: the Glance image the servers boot (default: the cloud profile's, debian-12). The "
-            "engine image is set by --image-source/--image-ref.",
         ),
         click.option("--campaign", metavar="ID", help="Campaign the deployment belongs to (marks its resources)."),
         click.option(
@@ -122,7 +117,11 @@ def _cloud_options(f: F) -> F:
 @tuned_option
 @gateway_options
 @limit_option
-@dry_run_option
+@dry_run_option(
+    "Report what would change (on the hosts; with --cloud, the servers it would create and their cost); change "
+    "nothing.",
+    old=("--check",),
+)
 @yes_option
 @json_option
 @click.pass_context
