@@ -192,6 +192,7 @@ def check_plan_and_runs(
             continue
         figures, tp = figures_of[int(index)] if index is not None else next(iter(distinct))
         roof = r["roofline"]
+        assert roof, f"a bench result without a ceiling: {r}"
         what = f"the C={r['max_concurrency']} bench ceiling"
         ratio = check_roofline(roof, model, figures, plan["dtype"], what, tp)
         bound = independent_ceiling(

@@ -63,7 +63,7 @@ def test_the_landing_figures_reproduce_the_landing_ceiling(tmp_path):
     assert roof["ceiling_tok_s"] == pytest.approx(26026, rel=0.005)
     bound = rc.independent_ceiling(rc.read_model(model), gbps=13.92, gflops=150.0, concurrency=4, context_tokens=256)
     assert rc.check_ceiling(26026, bound) == pytest.approx(1.0, abs=0.01)
-    assert 535 <= bound.tok_s  # the landing's measured tok/s, under the independent ceiling too
+    assert bound.tok_s >= 535  # the landing's measured tok/s, under the independent ceiling too
 
 
 def test_the_planners_ceilings_agree_with_the_independent_one_within_a_percent(served):
@@ -87,7 +87,7 @@ def test_a_plan_ceiling_inflated_or_deflated_fails(served, factor):
 def test_a_bench_ceiling_inflated_or_deflated_fails(served, factor):
     model, p = served
     rc.check_plan_and_runs(p, {"nodes": {"0": LANDING}}, model, bench_rows(p))  # as made: passes
-    with pytest.raises(AssertionError, match=r"the C=1 bench ceiling .* allowed 0.8-1.25x"):
+    with pytest.raises(AssertionError, match=r"the C=1 bench ceiling .* allowed 0\.8-1\.25x"):
         rc.check_plan_and_runs(p, {"nodes": {"0": LANDING}}, model, bench_rows(p, scale=factor))
 
 
@@ -96,7 +96,7 @@ def test_a_probe_figure_the_plan_did_not_use_fails(served, factor):
     """The plan's GB/s x2 (or /2) against the facts: the ceiling it gives is off by as much."""
     model, p = served
     facts_bw = {"nodes": {"0": {**LANDING, "gbps": LANDING["gbps"] * factor, "gflops": 150.0 * factor}}}
-    with pytest.raises(AssertionError, match="allowed 0.8-1.25x"):
+    with pytest.raises(AssertionError, match=r"allowed 0\.8-1\.25x"):
         rc.check_plan_and_runs(p, facts_bw, model, [])
 
 
@@ -155,7 +155,9 @@ def test_an_intel_avx512_host_without_amx_is_the_measured_kind():
     facts = {"vendor": "GenuineIntel", "flags": ["avx2", "avx512f", "avx512_vnni", "hypervisor"]}
     assert rc.cpu_kind(facts) == "intel-avx512-no-amx"
     assert rc.FLOORS["intel-avx512-no-amx"].source.startswith("measured: ")
-    assert all(f.source.startswith("unmeasured on this kind") for k, f in rc.FLOORS.items() if k != "intel-avx512-no-amx")
+    assert all(
+        f.source.startswith("unmeasured on this kind") for k, f in rc.FLOORS.items() if k != "intel-avx512-no-amx"
+    )
 
 
 def test_the_share_of_the_ceiling_is_held_between_the_floor_and_all_of_it():
