@@ -3,7 +3,9 @@ Docker inside), a ~200M-parameter random Llama (`zenops tiny-model --params 200M
 bound here), `zenops up --model ... --measure` (the engine image of the pip route, loaded from the machine's image
 cache when warm; then each NUMA node measured in a container of that image and the plan made again),
 `zenops facts --bandwidth` (the same probe through the CLI), and `zenops bench` at concurrency 1 and 4: every
-measured output tok/s must be above 0 and at most the plan's ceiling at that concurrency and context.
+measured output tok/s must be above 0 and at most the plan's ceiling at that concurrency and context; that ceiling
+within 0.8-1.25x of one derived from the model's files (tests/e2e/roofline_check.py), and at C=1 the measured tok/s at
+least a floor share of it per CPU kind (roofline_check.FLOORS).
 
 The figures (GB/s, GFLOP/s, ceilings, binding roof, measured tok/s and % of the ceiling, stage wall times) are
 written to .cache/e2e/roofline.json. About 5 minutes warm (image cached); the first run builds the image.
@@ -25,9 +27,12 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
+from tests.e2e.roofline_check import FLOORS, bandwidth_falls, check_plan_and_runs, check_share, cpu_kind
 from tests.e2e.test_serve_devhost import BASE_ARCHIVE, ZENOPS, in_host, zenops
 from zenops import devhost, quant
+from zenops.config import load
 from zenops.cpulist import parse_cpulist
+from zenops.facts import facts_path
 
 pytestmark = pytest.mark.e2e
 REPORT = REPO / ".cache" / "e2e" / "roofline.json"
@@ -86,6 +91,8 @@ def measure_roofline(inventory: Path, tmp_path: Path) -> None:
     plan = served["plans"][host]
     roofs = [inst["roofline"] for inst in plan["instances"]]
     assert all(r is not None and r["source"].startswith("measured") for r in roofs), roofs
+    # the probe `up --measure` ran, which the plan used (`facts --bandwidth` below measures again, and saves over it)
+    planned_with = json.loads(facts_path(load(), host).read_text())["bandwidth"]
 
     t0 = time.monotonic()
     measured, _ = zenops("facts", "-i", str(inventory), "--bandwidth")
@@ -129,6 +136,16 @@ def measure_roofline(inventory: Path, tmp_path: Path) -> None:
         )
         assert r["output_throughput"] > 0
         assert r["output_throughput"] <= ceiling, r  # the roofline is a ceiling: nothing measured goes above it
+    # the ceiling is the right one: within 0.8-1.25x of the one derived from the model's files and the probe's
+    # figures (tests/e2e/roofline_check.py), each measured tok/s under that one too
+    print("\n".join(check_plan_and_runs(plan, planned_with, model["path"], results)))
+    # and it binds: at C=1 the measured tok/s is at least the floor of this CPU kind's share of it (FLOORS: the
+    # figures each rests on; "unmeasured on this kind" where none was recorded: this print is the figure to set it)
+    kind = cpu_kind(topology)
+    for r in results:
+        if r["max_concurrency"] == 1:
+            pct = check_share(r["output_throughput"], r["ceiling_tok_s"], FLOORS[kind])
+            print(f"C=1 on {topology['model_name']} ({kind}): {pct:.1f}% of the ceiling (floor {FLOORS[kind].pct}%)")
     # `zenops report` on the run directory says the same
     rep = subprocess.run(
         [ZENOPS, "report", str(runs_dir / "roofline"), "--format", "md"], capture_output=True, text=True, check=True
@@ -176,6 +193,8 @@ def check_measurement(bw: dict, topology: dict, plan: dict, roofs: list[dict]) -
         steps |= {node["cores"] - 1} if node["cores"] > 2 else set()
         assert sorted(p["threads"] for p in node.get("scaling", [])) == sorted(steps), node
         assert all(p["gbps"] > 0 and p["gflops"] > 0 for p in node.get("scaling", [])), node
+        # more threads do not read much less (roofline_check.FALL_TOLERANCE: the noise of one probe run)
+        assert bandwidth_falls(node) == [], (bandwidth_falls(node), node)
     # the plan's ceiling is per instance: read at the instance's own OpenMP threads where they are fewer than the
     # node's (an instance that leaves a core to its frontend: nodes of more than planner.SMALL_RANK_CORES cores)
     most = max(v["cores"] for v in bw["nodes"].values())
