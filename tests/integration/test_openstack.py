@@ -47,6 +47,20 @@ def check_host_key_pinned(zenops, server_id: str) -> None:
     assert code == 0, err[-3000:]
 
 
+def test_dry_run_of_a_new_deployment_previews_its_servers_and_creates_nothing(zenops, admin):
+    """`up --cloud --dry-run` of a deployment that does not exist yet (the README's quickstart does it before its
+    first `up`): the servers it would create are listed, nothing is created, no deployment is recorded. It failed at
+    "Wait until SSH answers on every server": the would-be server has no address."""
+    code, lines, err = zenops("up", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "itdry", "--dry-run")
+    assert code == 0, err[-3000:]
+    (spend,) = [x for x in lines if x.get("type") == "spend"]  # what it would create, with its price
+    assert spend["action"] == "create", spend
+    assert [(i["kind"], i["name"], i["count"]) for i in spend["items"]] == [("server", SMALL, 1)], spend
+    no_leaks(zenops, admin, "itdry")
+    code, lines, _ = zenops("status")
+    assert "itdry" not in {d["name"] for d in result(lines)["deployments"]}
+
+
 def test_up_one_server_rerun_changes_nothing_then_down(zenops, admin):
     t0 = time.monotonic()
     code, lines, err = zenops("up", "--yes", "--cloud", "sandbox", "--flavor", SMALL, "--deployment", "it1")
