@@ -171,6 +171,10 @@ def test_a_revert_that_fails_leaves_the_rollout_to_abort_and_no_server_drained(f
     with pytest.raises(RunFailedError) as e:
         r.run(state)
     assert e.value.failures[0].host == "h1"
+    # the operator reads both failures and how to go on, not only the revert's serve error
+    assert "health gate failed on h1 (batch 1 of" in e.value.message, e.value.message
+    assert "back to the previous release failed too" in e.value.message, e.value.message
+    assert "`zenops rollout --abort`" in (e.value.hint or ""), e.value.hint
     assert steps.calls == [
         f"drain {h1}", "serve h1,tiny-b",  # the gate fails
         "serve h1,tiny-a",  # the revert fails: nothing after it for this batch (no services, no ready of its own)

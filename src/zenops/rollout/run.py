@@ -35,6 +35,7 @@ from zenops.errors import (
     RolloutPausedError,
     UsageError,
     ZenopsError,
+    in_one_line,
 )
 from zenops.rollout.gates import STOP, UNSETTLED, PerfGate
 from zenops.rollout.plan import GateLimits, GateSizing, Verdict, host_change, make_batches
@@ -551,7 +552,17 @@ class Rollout:
                 f"{', '.join(h for b in changed for h in b.hosts)} on the new release or failed",
                 hint="re-run `zenops rollout --abort` to send them back",
             )
-        reverted = self._revert(changed)
+        try:
+            reverted = self._revert(changed)
+        except ZenopsError as e:  # the cause stays the error (its code); the message says the gate failed first
+            back = ", ".join(h for b in changed for h in b.hosts)
+            self.state.message = f"{where}: {detail}; sending {back} back failed: {in_one_line(e.message)}"
+            self.save()
+            e.message = f"{where}: {detail}. Sending {back} back to the previous release failed too: {e.message}"
+            e.hint = f"fix that, then `zenops rollout --abort` sends them back (rollout {self.state.id} stays open)" + (
+                f"; {e.hint}" if e.hint else ""
+            )
+            raise
         self.state.status = "reverted"
         self.state.message = f"{where}: {detail}"
         self.state.finished_at = now()
