@@ -295,7 +295,7 @@ def test_human_output_names_the_deployment_and_how_to_remove_it(zenops, admin):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "preflight ok: 1 x gp.5.2.8" in proc.stderr
     assert "deployment ithuman on sandbox: 1 x gp.5.2.8" in proc.stdout
-    assert "zenops down --deployment ithuman --cloud sandbox" in proc.stdout
+    assert "remove with: zenops down ithuman --cloud sandbox --yes" in proc.stdout
     code, _, err = zenops("down", "--deployment", "ithuman", "--yes")
     assert code == 0, err
     no_leaks(zenops, admin, "ithuman")

@@ -332,13 +332,19 @@ def _report(app: App, result: UpResult, check: bool, dep: Deployment | None = No
     app.out.print(table)
     app.out.print(f"{len(result.hosts)} host(s) ready in {result.run.duration_s:.0f}s; run log: {result.run.run_dir}")
     if dep is not None:
+        from zenops.spend import hourly  # noqa: PLC0415
+
         per_hour = dep.cost_per_hour()
-        cost = f", ${per_hour:.2f}/h" if per_hour is not None else ""
+        cost = f", {hourly(per_hour)}" if per_hour is not None else ""
         gw = f" + gateway server 1 x {dep.gateway_flavor}" if dep.gateway_servers else ""
-        app.out.print(
-            f"deployment {dep.name} on {dep.cloud}: {dep.count} x {dep.flavor}{gw}{cost}; inventory {dep.inventory}; "
-            f"remove with: zenops down --deployment {dep.name} --cloud {dep.cloud}"
-        )
+        what = f"{dep.count} x {dep.flavor}{gw}{cost}"
+        if check:  # a dry run created nothing: there is no inventory, and nothing to remove
+            app.out.print(f"dry run: deployment {dep.name} on {dep.cloud} would be {what}; nothing was created")
+        else:
+            app.out.print(
+                f"deployment {dep.name} on {dep.cloud}: {what}; inventory {dep.inventory}; "
+                f"remove with: zenops down {dep.name} --cloud {dep.cloud} --yes"
+            )
 
 
 def _report_serve(app: App, served: ServeResult, check: bool, dep: Deployment | None = None) -> None:
