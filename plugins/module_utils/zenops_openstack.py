@@ -106,14 +106,17 @@ class ZenopsOpenStackModule:
                 time.sleep(backoff(exc, attempt))
         return None
 
-    def create_or_adopt(self, create, find):
+    def create_or_adopt(self, create, find, proxy=None):
         """Create a named resource, retrying transient failures like call; before each retry, ``find()`` looks for
         what the failed attempt may have made all the same (a timeout, a 502 or a dropped connection after the cloud
-        carried the request out) and adopts it rather than making a twin. ``find`` returns the resource or None."""
+        carried the request out) and adopts it rather than making a twin. ``find`` returns the resource or None.
+        ``proxy`` (the service's, e.g. conn.compute): its connection retries are off during ``create``, as
+        keystoneauth counts a read timeout as a connection failure and sent the POST again by itself, before ``find``
+        could look: a lost answer made a twin server on the sandbox."""
         attempts = max(self.params["api_retries"], 1)
         for attempt in range(1, attempts + 1):
             try:
-                return create()
+                return self._once(create, proxy)
             except Exception as exc:
                 if attempt == attempts or error_kind(exc) != "transient":
                     raise
@@ -122,6 +125,28 @@ class ZenopsOpenStackModule:
                 if found is not None:
                     return found
         return None
+
+    @staticmethod
+    def _once(create, proxy):
+        """``create()`` sent once: meanwhile every request of ``proxy`` goes with connect_retries=0 (openstacksdk's
+        Proxy.request passes its own default, 1, to keystoneauth, whatever the adapter's attribute says)."""
+        if proxy is None or not hasattr(proxy, "request"):
+            return create()
+        own = "request" in vars(proxy)
+        request = proxy.request
+
+        def once(url, method, *args, **kwargs):
+            kwargs["connect_retries"] = 0
+            return request(url, method, *args, **kwargs)
+
+        proxy.request = once
+        try:
+            return create()
+        finally:
+            if own:
+                proxy.request = request
+            else:
+                del proxy.request
 
     def ensure_tags(self, resource, tags):
         """Add the missing ``tags`` to a Neutron resource (its other tags stay; nothing written in check mode).

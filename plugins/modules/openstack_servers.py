@@ -152,7 +152,9 @@ class OpenStackServersModule(ZenopsOpenStackModule):
         if p["security_groups"]:
             kwargs["security_groups"] = [{"name": g} for g in p["security_groups"]]
         # a lost answer (timeout, 502, dropped connection) may hide a server the cloud made: adopted, not doubled
-        return self.create_or_adopt(lambda: self.conn.compute.create_server(**kwargs), lambda: self.mine().get(name))
+        return self.create_or_adopt(
+            lambda: self.conn.compute.create_server(**kwargs), lambda: self.mine().get(name), proxy=self.conn.compute
+        )
 
     def fault_of(self, server):
         for _ in range(5):  # the fault can lag the ERROR status
@@ -186,7 +188,9 @@ class OpenStackServersModule(ZenopsOpenStackModule):
             free = [i for i in net.ips(floating_network_id=ext.id) if i.description == description and not i.port_id]
             return free[0] if free else None
 
-        ip = self.create_or_adopt(lambda: net.create_ip(floating_network_id=ext.id, description=description), spare)
+        ip = self.create_or_adopt(
+            lambda: net.create_ip(floating_network_id=ext.id, description=description), spare, proxy=net
+        )
         if self.params["tags"]:
             self.call(net.set_tags, ip, list(self.params["tags"]))
         self.call(net.update_ip, ip, port_id=port.id)
