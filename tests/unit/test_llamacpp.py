@@ -266,7 +266,7 @@ def test_rows_pair_at_equal_bytes_per_weight_per_concurrency():
         _row("zenops", "gptq-int4", 1, 9.0),  # no GGUF at its bytes: not paired
         _row(LLAMA_CPP, "q8_0", 4, 70.0),  # no zenops row at C=4 in w8a8: not paired
     ]  # fmt: skip
-    got = llamacpp.pairs(rows)
+    got = llamacpp.pairs(reversed(rows))  # sorted by bits per weight (largest first), then concurrency
     assert [(p.gguf, p.vllm, p.concurrency, round(p.tok_s or 0, 3), p.verdict) for p in got] == [
         ("bf16", "bfloat16", 1, round(37.6 / 13.3, 3), LLAMA_FASTER),
         ("bf16", "bfloat16", 4, round(15.0 / 15.4, 3), WITHIN),
