@@ -34,7 +34,7 @@ API_KEY = "zk-not-a-real-api-key-0123456789abcdef"
 PASSWORD = "zm-not-a-real-scrape-password-fedcba9876543210"
 
 # TEST DOUBLE of python3-bcrypt: hashpw, checkpw and gensalt with bcrypt's shape, a salted SHA-256 inside
-FAKE_BCRYPT = '''\
+FAKE_BCRYPT = """\
 import hashlib, hmac, secrets
 
 def gensalt(rounds=12):
@@ -46,7 +46,7 @@ def hashpw(password, salt):
 
 def checkpw(password, hashed):
     return hmac.compare_digest(hashpw(password, hashed[:29]), hashed)
-'''
+"""
 
 PLAYBOOK = """\
 - name: The metrics credentials, as `zenops up --metrics on` writes them
@@ -92,8 +92,9 @@ def _files(root: Path) -> dict[Path, str]:
     return {p: p.read_text(errors="replace") for p in root.rglob("*") if p.is_file()}
 
 
-@pytest.mark.skipif(not Path("/usr/bin/python3").is_file(), reason="the role's script runs with /usr/bin/python3")
-def test_the_api_key_only_where_prometheus_runs_and_node_exporter_has_a_password_of_its_own(tmp_path: Path) -> None:
+def _deployment(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    """Two hosts as an earlier version left them, the controller's key and password files: the ansible-playbook
+    command line and its environment."""
     controller = tmp_path / "controller"
     controller.mkdir(mode=0o700)
     key_file, password_file = controller / "api-key", controller / "metrics-password"
@@ -101,14 +102,16 @@ def test_the_api_key_only_where_prometheus_runs_and_node_exporter_has_a_password
         path.write_text(value + "\n")
         path.chmod(0o600)
     hosts = tmp_path / "hosts"
-    dirs = {h: hosts / h / "etc" / "prometheus" / "zenops" for h in ("prom", "node")}
-    for d in dirs.values():
-        d.mkdir(parents=True)  # the role's directory (install.yml makes it)
+    for h in ("prom", "node"):
+        (hosts / h / "etc" / "prometheus" / "zenops").mkdir(parents=True)  # the role's directory (install.yml's)
+        (hosts / h / "sbin").mkdir()
     # what an earlier version left on the host without Prometheus: the key, and node_exporter's hash of it
-    (dirs["node"] / "api-key").write_text(API_KEY + "\n")
-    (dirs["node"] / "node-exporter-web.yml").write_text(
+    old = hosts / "node" / "etc" / "prometheus" / "zenops"
+    (old / "api-key").write_text(API_KEY + "\n")
+    salt = "$2b$10$0123456789abcdef012345"
+    (old / "node-exporter-web.yml").write_text(
         f'# zenops metrics: managed by zenops.inference.metrics\nbasic_auth_users:\n  "zenops": '
-        f'"$2b$10$0123456789abcdef012345{_fake_hash(API_KEY, "$2b$10$0123456789abcdef012345")}"\n'
+        f'"{salt}{hashlib.sha256((salt + API_KEY).encode()).hexdigest()}"\n'
     )
     pylib = tmp_path / "pylib"
     pylib.mkdir()
@@ -131,25 +134,26 @@ def test_the_api_key_only_where_prometheus_runs_and_node_exporter_has_a_password
         "metrics_api_key_file": str(key_file),
         "metrics_scrape_password_file": str(password_file),
     }
-    (hosts / "prom" / "sbin").mkdir()
-    (hosts / "node" / "sbin").mkdir()
+    argv = [str(venv_bin() / "ansible-playbook"), "-i", str(inventory), "-e", json.dumps(extra), str(playbook)]
+    return argv, ansible_json_env(tmp_path / "ansible-tmp", PYTHONPATH=str(pylib))
 
-    def run() -> dict[str, Any]:
-        proc = subprocess.run(
-            [str(venv_bin() / "ansible-playbook"), "-i", str(inventory), "-e", json.dumps(extra), str(playbook)],
-            capture_output=True,
-            text=True,
-            env=ansible_json_env(tmp_path / "ansible-tmp", PYTHONPATH=str(pylib)),
-            timeout=300,
-            check=False,
-        )
-        assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
-        for secret in (API_KEY, PASSWORD):
-            assert secret not in proc.stdout + proc.stderr, "a secret reached Ansible's output"
-        stats: dict[str, Any] = json.loads(proc.stdout)["stats"]
-        return stats
 
-    run()
+def _run(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """The play's stats per host; it must succeed and its output hold neither secret."""
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    for secret in (API_KEY, PASSWORD):
+        assert secret not in proc.stdout + proc.stderr, "a secret reached Ansible's output"
+    stats: dict[str, Any] = json.loads(proc.stdout)["stats"]
+    return stats
+
+
+@pytest.mark.skipif(not Path("/usr/bin/python3").is_file(), reason="the role's script runs with /usr/bin/python3")
+def test_the_api_key_only_where_prometheus_runs_and_node_exporter_has_a_password_of_its_own(tmp_path: Path) -> None:
+    argv, env = _deployment(tmp_path)
+    _run(argv, env)
+    hosts = tmp_path / "hosts"
+    dirs = {h: hosts / h / "etc" / "prometheus" / "zenops" for h in ("prom", "node")}
     prom, node = dirs["prom"], dirs["node"]
     # the Prometheus host: the key (vLLM's bearer token) and the scrape password, root's and prometheus's only
     assert (prom / "api-key").read_text().strip() == API_KEY
@@ -162,10 +166,9 @@ def test_the_api_key_only_where_prometheus_runs_and_node_exporter_has_a_password
     assert "api-key" not in node_job, "Prometheus sends the API key to node_exporter"
     assert f"credentials_file: {json.dumps(str(prom / 'api-key'))}" in vllm_job
     # the host without Prometheus: neither the key (the stale copy is gone) nor the password, anywhere
-    left = _files(hosts / "node")
     assert not (node / "api-key").exists(), "the API key is still on a host without Prometheus"
     assert not (node / "scrape-password").exists()
-    assert [p for p, text in left.items() if API_KEY in text or PASSWORD in text] == []
+    assert [p for p, text in _files(hosts / "node").items() if API_KEY in text or PASSWORD in text] == []
     # every node_exporter: one user, whose hash verifies the scrape password and not the API key
     for host, d in dirs.items():
         users = _web_config_hashes(d / "node-exporter-web.yml")
@@ -176,10 +179,6 @@ def test_the_api_key_only_where_prometheus_runs_and_node_exporter_has_a_password
 
     # a second run changes nothing (the hash is kept while it verifies the password)
     before = _files(hosts)
-    stats = run()
+    stats = _run(argv, env)
     assert {h: s["changed"] for h, s in stats.items()} == {"prom": 0, "node": 0}
     assert _files(hosts) == before
-
-
-def _fake_hash(password: str, head: str) -> str:
-    return hashlib.sha256((head + password).encode()).hexdigest()
