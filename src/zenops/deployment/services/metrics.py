@@ -106,7 +106,7 @@ def wanted(mode: str) -> bool:
 
 def _listen_address(address: str) -> str:
     """The address a host's node_exporter listens on: the one Prometheus reaches it by, when it is an IP address;
-    else (a DNS name) every address (basic auth still asks for the key)."""
+    else (a DNS name) every address (basic auth still asks for the metrics password)."""
     try:
         ipaddress.ip_address(address)
     except ValueError:
