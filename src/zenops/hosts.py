@@ -112,7 +112,7 @@ def down_inventory(
     if limit is None:  # every host's servers are gone: nothing left to benchmark or restart
         store.remove_record()
         if not keep_secrets:
-            store.forget_api_key(ctx.note)
+            store.forget_secrets(ctx.note)
     hosts = []
     for host in sorted(run.stats):
         fact = run.host_facts.get(host, {}).get("zenops_down") or {}

@@ -28,6 +28,7 @@ Figures (load counts, wall time per batch) go to .cache/e2e/rollout.json for the
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
@@ -78,6 +79,7 @@ class Fleet:
     env: dict[str, str]
     models: dict[str, Path]
     key: str = ""
+    metrics_password: str = ""  # node_exporter's basic auth password (not the key)
     url: str = ""
     down: bool = False  # test 5's `down` passed: the fixture's teardown has no deployment to remove
 
@@ -298,6 +300,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         assert up["services"]["metrics"]["host"] == up["gateway"]["host"], up["services"]
         assert len(up["gateway"]["backends"]) == FLEET_SIZE, up["gateway"]
         f.key = Path(up["api_key_file"]).read_text().strip()
+        f.metrics_password = Path(up["services"]["metrics"]["password_file"]).read_text().strip()
         f.url = up["gateway"]["url"]
         yield f
     finally:
@@ -444,6 +447,10 @@ def call(url: str, method: str, key: str | None = None, auth: str | None = None)
         return int(e.code)
 
 
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
 def test_1c_a_fleet_saturated_by_live_traffic_pauses_the_rollout_and_fails_no_request(fleet: Fleet) -> None:
     """Live traffic far beyond the servers' seats (requests queue at every server): the gate's first check cannot get
     an answer within --gate-answer-timeout, so the rollout pauses with exit 16 and says the fleet is too busy to
@@ -521,11 +528,13 @@ def test_2_no_route_answers_without_the_key_directly_or_through_the_gateway(flee
         assert call(f"{base}/v1/completions", "POST", key=fleet.key) == 200
     assert call(f"{servers[-1]}/invocations", "POST", key=fleet.key) == 200  # the server's own routes, with the key
     assert call(f"{gateway}/invocations", "POST", key=fleet.key) == 404  # never through the gateway
-    # the metrics open no door: node_exporter answers only with the key (basic auth), Prometheus and HAProxy's
-    # exporter listen on their host's loopback only
+    # the metrics open no door: node_exporter answers only with its own password (basic auth), never with the API
+    # key; Prometheus and HAProxy's exporter listen on their host's loopback only
+    assert fleet.metrics_password not in ("", fleet.key)
     for h in fleet.hosts:
         assert call(f"http://{h.address}:9100/metrics", "GET") == 401
-        assert call(f"http://{h.address}:9100/metrics", "GET", auth=f"Basic {fleet.key}") == 401
+        assert call(f"http://{h.address}:9100/metrics", "GET", auth=basic("zenops", fleet.key)) == 401
+        assert call(f"http://{h.address}:9100/metrics", "GET", auth=basic("zenops", fleet.metrics_password)) == 200
         for port in (9090, 8405):
             with pytest.raises(urllib.error.URLError):
                 call(f"http://{h.address}:{port}/metrics", "GET")

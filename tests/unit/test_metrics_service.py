@@ -17,6 +17,7 @@ from tests.unit.test_deployment import ENDPOINTS
 from zenops import serve
 from zenops.config import load
 from zenops.context import RunContext
+from zenops.deployment import record as record_lib
 from zenops.deployment import services as services_lib
 from zenops.deployment.services import gateway as gw_lib
 from zenops.deployment.services import metrics as m_lib
@@ -166,6 +167,50 @@ def test_up_installs_the_metrics_after_the_gateway_and_on_its_host(ctx):
     present = ctx.runs.specs[-1].extravars
     assert present["zenops_metrics_listen"] == {"h1": "0.0.0.0", "h2": "0.0.0.0"}  # known by name only here
     assert [t["host"] for t in present["metrics_vllm_targets"]] == ["h1", "h2"]
+
+
+def test_up_gives_node_exporter_a_password_of_its_own_kept_beside_the_api_key(ctx, tmp_path):
+    key = tmp_path / "api-key"
+    key.write_text("zk-not-a-real-key-0123456789\n")
+    key.chmod(0o600)
+    states = services_lib.apply(ctx, _view(ENDPOINTS, api_key_file=key), {})
+    present = ctx.runs.specs[-1].extravars
+    password = Path(present["metrics_scrape_password_file"])
+    assert password == record_lib.metrics_password_path(ctx.config, Path("hosts.yml")).resolve()
+    assert password.stat().st_mode & 0o777 == 0o600
+    assert password.read_text().strip() not in ("", key.read_text().strip())
+    assert present["metrics_api_key_file"] == str(key.resolve())
+    assert states["metrics"]["password_file"] == str(password)
+    # the same password on the next `up` (node_exporter's hash stays), a new one once `down` forgot it
+    first = password.read_text()
+    services_lib.apply(ctx, _view(ENDPOINTS, api_key_file=key), states)
+    assert ctx.runs.specs[-1].extravars["metrics_scrape_password_file"] == str(password)
+    assert password.read_text() == first
+    assert record_lib.forget_secrets(ctx.config, Path("hosts.yml"), lambda _: None) == [password]
+    services_lib.apply(ctx, _view(ENDPOINTS, api_key_file=key), states)
+    assert password.read_text() != first
+
+
+def test_a_rollout_moves_a_deployment_made_before_the_metrics_password_to_it_on_every_host(ctx):
+    old = m_lib.plan(ENDPOINTS, gateway=None, api_key_file="/state/k.api-key").to_dict()
+    del old["password_file"]  # a serving record an earlier zenops wrote
+    after = services_lib.update(ctx, dataclasses.replace(_view(ENDPOINTS), request=None), {"metrics": old})
+    assert ctx.runs.metrics_plays() == [("present", "h1,h2", "h1")]  # not only the targets: every host's credentials
+    assert ctx.runs.specs[-1].extravars["metrics_scrape_password_file"] == after["metrics"]["password_file"] != ""
+    ctx.runs.specs.clear()
+    assert services_lib.update(ctx, dataclasses.replace(_view(ENDPOINTS), request=None), after) == after
+    assert ctx.runs.specs == []
+
+
+@pytest.mark.parametrize(("mode", "text", "error"), [(0o644, "zm-x", "readable by others"), (0o600, "", "empty")])
+def test_a_metrics_password_file_readable_by_others_or_empty_is_refused_with_the_fix(ctx, mode, text, error):
+    path = record_lib.metrics_password_path(ctx.config, Path("hosts.yml"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(mode)
+    with pytest.raises(UsageError, match=error) as e:
+        record_lib.ensure_metrics_password(ctx.config, Path("hosts.yml"))
+    assert str(path) in (e.value.hint or "")
 
 
 def test_up_with_metrics_off_removes_them_from_every_host(ctx):

@@ -31,7 +31,7 @@ from zenops.config import Config, load
 from zenops.context import RunContext
 from zenops.deploy import inventory_path, write_inventory
 from zenops.deployment.identity import inventory_name
-from zenops.deployment.record import ServingRecord, save_serving_record, serving_record_path
+from zenops.deployment.record import ServingRecord, ensure_metrics_password, save_serving_record, serving_record_path
 from zenops.deployment.rollouts import Ledger, RolloutState
 from zenops.errors import ZenopsError
 from zenops.facts import facts_path, save_facts, saved_facts
@@ -391,10 +391,12 @@ def test_down_of_a_cloud_deployment_removes_its_api_key_file(config, cloud, runn
     ledger.save(config.state_dir, deployment("demo"))
     cloud["demo"] = ["zenops-demo-1"] if running else []
     key = _cloud_key(config, "demo")
+    password = ensure_metrics_password(config, inventory_path(config.state_dir, CLOUD, "demo"))
     other = _cloud_key(config, "other")
     r = invoke("down", "--deployment", "demo", "--cloud", CLOUD, "--yes")
     assert r.exit_code == 0, r.output
     assert not key.exists()
+    assert not password.exists()
     assert f"removed the API key file {key}" in r.stderr
     assert other.exists()  # another deployment's key stays
 
@@ -438,12 +440,15 @@ def test_down_inventory_removes_the_api_key_file_unless_kept(config, tmp_path, f
     inv = tmp_path / "hosts.ini"
     inv.write_text("h1\n")
     key = ensure_api_key(config, inv, None)
+    password = ensure_metrics_password(config, inv)
     r = invoke("down", "-i", str(inv), *extra)
     assert r.exit_code == 0, r.output
     assert [s.playbook for s in fake_down_run] == ["down"]
     assert key.exists() is kept
+    assert password.exists() is kept
     if not kept:
         assert f"removed the API key file {key}" in r.stderr
+        assert f"removed the metrics password file {password}" in r.stderr
 
 
 def test_down_inventory_with_limit_keeps_the_key_the_whole_down_removes_it(config, tmp_path, fake_down_run):

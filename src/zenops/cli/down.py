@@ -78,9 +78,9 @@ def down(
       zenops down --inventory hosts.yml --images --data  and the engine images, models and model cache
 
     \b
-    Either way the API key file zenops generated for the deployment (<state dir>/secrets/) is removed too, so a
-    deployment made again gets a new key; --keep-secrets keeps it (so does --limit: the other hosts still use it).
-    A key given with --api-key-file is the operator's and is never removed.
+    Either way the API key file and the metrics password file zenops generated for the deployment (<state
+    dir>/secrets/) are removed too, so a deployment made again gets new ones; --keep-secrets keeps them (so does
+    --limit: the other hosts still use them). A key given with --api-key-file is the operator's and is never removed.
     """
     app = get_app(ctx)
     if inventory is not None:

@@ -43,9 +43,9 @@ def down(
     command: str = "zenops down",
 ) -> DownResult:
     """Remove the selected deployments' resources from the cloud, prove none is left, then forget them locally
-    (:func:`_forget_all`: ledger entry, inventories, generated keypair, pinned host keys, and the API key file unless
-    ``keep_secrets``). ``confirm`` is asked what ``command`` deletes and what that stops costing, before any deletion
-    (False: nothing is deleted, CanceledError)."""
+    (:func:`_forget_all`: ledger entry, inventories, generated keypair, pinned host keys, and the API key and metrics
+    password files unless ``keep_secrets``). ``confirm`` is asked what ``command`` deletes and what that stops
+    costing, before any deletion (False: nothing is deleted, CanceledError)."""
     if sum(bool(x) for x in (name, campaign, all_mine)) != 1:
         raise UsageError(
             "say what to remove: exactly one of --deployment D, --campaign C, --all-mine",
@@ -113,9 +113,10 @@ def _forget_all(
 ) -> None:
     """What this machine keeps of deployments the cloud no longer has: each one's ledger entry, its inventories,
     the keypair zenops generated for it (unknown for an ``unreadable`` ledger file: kept), its pinned host keys, the
-    expiry-switch secret files a killed `up --ttl` left, and its API key file (unless ``keep_secrets``)."""
+    expiry-switch secret files a killed `up --ttl` left, and its API key and metrics password files (unless
+    ``keep_secrets``)."""
     from zenops.cloud import expiry_switch  # noqa: PLC0415
-    from zenops.deployment.record import forget_api_key  # noqa: PLC0415
+    from zenops.deployment.record import forget_secrets  # noqa: PLC0415
 
     created = {d.name: d.keypair_created for d in selected}
     for name in [*created, *unreadable]:
@@ -125,7 +126,7 @@ def _forget_all(
             key.unlink(missing_ok=True)
             key.with_suffix(".pub").unlink(missing_ok=True)
         if not keep_secrets:  # the key of the serving inventory `up --cloud --model` served
-            forget_api_key(config, inventory_path(config.state_dir, cloud, name), note)
+            forget_secrets(config, inventory_path(config.state_dir, cloud, name), note)
         for kind in ("", "gateway", "all"):
             inventory_path(config.state_dir, cloud, name, kind).unlink(missing_ok=True)
         known_hosts_path(config.state_dir, cloud, name).unlink(missing_ok=True)

@@ -5,6 +5,7 @@ the vLLM/zentorch pair, the API key file) and the state of its services (zenops.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 from zenops import statefile
 from zenops.config import Config
 from zenops.deployment.identity import inventory_name
+from zenops.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -77,15 +79,44 @@ def api_key_path(config: Config, inventory: Path) -> Path:
     return config.state_dir / "secrets" / f"{inventory_name(inventory)}.api-key"
 
 
-def forget_api_key(config: Config, inventory: Path, note: Callable[[str], None]) -> Path | None:
-    """Remove the API key file zenops generated for ``inventory`` (`zenops down`; a key given with --api-key-file is
-    the operator's and stays), so that a deployment made again gets a new key. Returns the file, if there was one."""
-    path = api_key_path(config, inventory)
-    if not path.is_file():
-        return None
-    path.unlink()
-    note(f"removed the API key file {path} (`--keep-secrets` keeps it)")
-    return path
+def metrics_password_path(config: Config, inventory: Path) -> Path:
+    """Where zenops keeps node_exporter's basic auth password for the metrics of this inventory (`up --metrics on`;
+    a secret of its own, never the API key): ``<state_dir>/secrets/<inventory stem>-<hash>.metrics-password``.
+    `zenops down` removes it with the API key file (unless --keep-secrets)."""
+    return config.state_dir / "secrets" / f"{inventory_name(inventory)}.metrics-password"
+
+
+def ensure_metrics_password(config: Config, inventory: Path) -> Path:
+    """The metrics password file of ``inventory``, made (random, mode 0600) when there is none. Its path, resolved;
+    UsageError naming the fix when the file there is empty or readable by others."""
+    path = metrics_password_path(config, inventory)
+    if not path.exists():
+        statefile.write_text(path, "zm-" + secrets.token_urlsafe(32))
+    if not path.is_file() or path.stat().st_size == 0:
+        raise UsageError(
+            f"the metrics password file {path} is empty or not a file",
+            hint=f"remove it (zenops makes another): rm {path}",
+        )
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise UsageError(
+            f"the metrics password file {path} is readable by others (mode {mode:04o})", hint=f"chmod 600 {path}"
+        )
+    return path.resolve()
+
+
+def forget_secrets(config: Config, inventory: Path, note: Callable[[str], None]) -> list[Path]:
+    """Remove the API key file and the metrics password file zenops generated for ``inventory`` (`zenops down`; a
+    key given with --api-key-file is the operator's and stays), so that a deployment made again gets new ones.
+    Returns the files there were."""
+    removed = []
+    for path, what in ((api_key_path(config, inventory), "API key"), (metrics_password_path(config, inventory),
+                                                                        "metrics password")):  # fmt: skip
+        if path.is_file():
+            path.unlink()
+            note(f"removed the {what} file {path} (`--keep-secrets` keeps it)")
+            removed.append(path)
+    return removed
 
 
 def save_serving_record(config: Config, inventory: Path, record: ServingRecord) -> Path:

@@ -1,8 +1,8 @@
-"""The files of one deployment, in one place: its serving record (``serving/``), the API key zenops generated for it
-(``secrets/``), its rollout ledger (``rollouts/<name>/``: state.json, history.jsonl) and, for a cloud deployment, its
-entry in the cloud ledger (``deployments/<cloud>/<name>.json``). Every file is written and read through
-zenops.statefile (atomic, fsynced; a damaged file is named, never a traceback), and filed under the deployment's
-serving inventory (zenops.deployment.identity.inventory_name).
+"""The files of one deployment, in one place: its serving record (``serving/``), the API key and the metrics password
+zenops generated for it (``secrets/``), its rollout ledger (``rollouts/<name>/``: state.json, history.jsonl) and, for
+a cloud deployment, its entry in the cloud ledger (``deployments/<cloud>/<name>.json``). Every file is written and
+read through zenops.statefile (atomic, fsynced; a damaged file is named, never a traceback), and filed under the
+deployment's serving inventory (zenops.deployment.identity.inventory_name).
 """
 
 from __future__ import annotations
@@ -40,13 +40,17 @@ class Store:
     def remove_record(self) -> None:
         self.record_path.unlink(missing_ok=True)
 
-    # the API key zenops generated (a key given with --api-key-file is the operator's, not kept here)
+    # the API key zenops generated (a key given with --api-key-file is the operator's, not kept here), and the
+    # metrics' own password (node_exporter's basic auth)
     @property
     def api_key_path(self) -> Path:
         return record_lib.api_key_path(self.config, self.inventory)
 
-    def forget_api_key(self, note: Callable[[str], None]) -> Path | None:
-        return record_lib.forget_api_key(self.config, self.inventory, note)
+    def metrics_password(self) -> Path:
+        return record_lib.ensure_metrics_password(self.config, self.inventory)
+
+    def forget_secrets(self, note: Callable[[str], None]) -> list[Path]:
+        return record_lib.forget_secrets(self.config, self.inventory, note)
 
     # the rollout ledger: the rollout in progress (or the last) and the history of rollout events
     @property

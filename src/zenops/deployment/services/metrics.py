@@ -5,9 +5,12 @@ packages (roles/metrics, playbooks/metrics.yml).
   host of the deployment. It listens on that host's loopback only: no port opens for it. It is read there: `zenops
   top` and `zenops status` over SSH, or `zenops ssh HOST -- curl -s 127.0.0.1:9090/api/v1/...`.
 - It scrapes every vLLM instance's /metrics at the address the gateway reaches it by (the deployment's API key as
-  bearer token), a node_exporter on every host (basic auth with the same key; it listens on that one address, the
-  loopback on Prometheus's own server) and HAProxy's exporter on the gateway's loopback. The targets carry the labels
-  ``zenops_host`` and ``zenops_instance``.
+  bearer token), a node_exporter on every host (basic auth with a password of its own, generated next to the API key
+  in the state dir; it listens on that one address, the loopback on Prometheus's own server) and HAProxy's exporter
+  on the gateway's loopback. The targets carry the labels ``zenops_host`` and ``zenops_instance``.
+- The API key and the metrics password reach Prometheus's host only; every other host keeps a bcrypt hash of the
+  password (node_exporter's web config), nothing else. The scrapes are plain HTTP inside the deployment's network:
+  the password and the key cross it in clear text (the key does so on every request the gateway forwards anyway).
 - The targets follow the deployment: `up` writes them, a rollout rewrites them whenever its servers change (file_sd:
   no reload), `down` removes Prometheus and node_exporter from every host.
 
@@ -25,6 +28,7 @@ from typing import Any
 from zenops.context import RunContext
 from zenops.deployment.services import State, View
 from zenops.deployment.services.gateway import Gateway, backends_from_endpoints
+from zenops.deployment.store import Store
 from zenops.errors import UsageError, ZenopsError
 from zenops.runner import RunSpec
 
@@ -45,6 +49,7 @@ class Metrics:
     vllm: tuple[Mapping[str, Any], ...] = ()  # [{host, instance, address, port}]
     haproxy: bool = False  # the gateway is on Prometheus's host: its exporter is scraped
     api_key_file: str = ""
+    password_file: str = ""  # node_exporter's basic auth password on the controller ("": a record made before it)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "nodes": dict(self.nodes), "vllm": [dict(t) for t in self.vllm]}
@@ -58,6 +63,7 @@ class Metrics:
             vllm=tuple(dict(t) for t in data.get("vllm") or ()),
             haproxy=bool(data.get("haproxy", False)),
             api_key_file=str(data.get("api_key_file") or ""),
+            password_file=str(data.get("password_file") or ""),
         )
 
     @property
@@ -79,7 +85,7 @@ class Metrics:
         return [{"host": self.host, "address": LOOPBACK, "port": HAPROXY_PORT}] if self.haproxy else []
 
     def role_vars(self) -> dict[str, Any]:
-        """The role's targets and key (playbooks/metrics.yml passes them on)."""
+        """The role's targets and credential files (playbooks/metrics.yml passes them on)."""
         out: dict[str, Any] = {
             "metrics_vllm_targets": [dict(t) for t in self.vllm],
             "metrics_node_targets": self.node_targets(),
@@ -87,6 +93,8 @@ class Metrics:
         }
         if self.api_key_file:
             out["metrics_api_key_file"] = self.api_key_file
+        if self.password_file:
+            out["metrics_scrape_password_file"] = self.password_file
         return out
 
 
@@ -98,7 +106,7 @@ def wanted(mode: str) -> bool:
 
 def _listen_address(address: str) -> str:
     """The address a host's node_exporter listens on: the one Prometheus reaches it by, when it is an IP address;
-    else (a DNS name) every address (basic auth still asks for the key)."""
+    else (a DNS name) every address (basic auth still asks for the metrics password)."""
     try:
         ipaddress.ip_address(address)
     except ValueError:
@@ -112,6 +120,7 @@ def plan(
     gateway: Gateway | None,
     addresses: Mapping[str, str] | None = None,
     api_key_file: Path | str | None = None,
+    password_file: Path | str | None = None,
 ) -> Metrics:
     """Where Prometheus runs and what it scrapes, for these servers (the serving record's endpoints): on the gateway's
     host (its own server when it has one), else on the first host; every instance at the address the gateway reaches
@@ -130,6 +139,7 @@ def plan(
         vllm=vllm,
         haproxy=gateway is not None,
         api_key_file=str(Path(api_key_file).resolve()) if api_key_file else "",
+        password_file=str(Path(password_file).resolve()) if password_file else "",
     )
 
 
@@ -254,6 +264,7 @@ class MetricsService:
             view.endpoints,
             gateway=Gateway.from_dict(gw) if gw else None,
             api_key_file=view.api_key_file,
+            password_file=Store(ctx.config, view.inventory).metrics_password(),
         )
         if old is not None and (old.host, old.inventory) != (new.host, new.inventory):
             ctx.note(f"metrics: Prometheus moves from {old.host} to {new.host}")
@@ -278,13 +289,17 @@ class MetricsService:
             gateway=Gateway.from_dict(gw) if gw else None,
             addresses=view.addresses,
             api_key_file=old.api_key_file or None,
+            password_file=old.password_file or Store(ctx.config, view.inventory).metrics_password(),
         )
         if not gw:  # without a gateway Prometheus stays where `up` put it, even when the first host changes
             new = replace(new, host=old.host, inventory=old.inventory)
         if new == old:
             return had
         joined = set(new.nodes) - set(old.nodes)
-        if joined:
+        if not old.password_file:  # made before node_exporter had a password of its own: every host moves to it
+            ctx.note("metrics: node_exporter gets a password of its own; the API key stays on Prometheus's host only")
+            install(ctx, view.inventory, new)
+        elif joined:
             install(ctx, view.inventory, new, joined)
         else:
             targets(ctx, view.inventory, new)
