@@ -247,7 +247,14 @@ def test_gateway_on_a_server_of_its_own_serves_then_goes_with_down(env, tenant, 
     row = next(d for d in listed["deployments"] if d["name"] == DEP)
     assert {s["name"]: s["role"] for s in row["servers"]} == {serving_now: "serving", gw_server["name"]: "gateway"}
     # what it serves (with --full after the surge: model B's), one instance, behind the gateway's endpoint
-    assert row["serving"] == {"model": SERVED, "endpoint": gw["url"], "instances": 1}, row["serving"]
+    # and the key file a client reads (status --json names it since the quickstart; the key itself is never listed)
+    assert row["serving"] == {
+        "model": SERVED,
+        "endpoint": gw["url"],
+        "instances": 1,
+        "api_key_file": result["api_key_file"],
+    }, row["serving"]
+    assert key not in json.dumps(listed)
 
     # down: the gateway's server goes with the rest; nothing of the deployment is left
     down = zenops(env, "down", "--deployment", DEP, "--cloud", "sandbox", "--yes", cwd=tmp_path)[-1]
