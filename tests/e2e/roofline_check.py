@@ -236,9 +236,11 @@ FLOORS: dict[str, Floor] = {
         "9.5% of its 11.94 ceiling at C=1 (scripts/test --full, stop 43; one run)",
     ),
     "amd-avx512": Floor(
-        5.0,
-        "unmeasured on this kind in these conditions; elsewhere (docs/guide.md): AMD EPYC Zen 4 VM, 2 vCPUs, "
-        "AVX-512 BF16, alone: 59% (scripts/bench-serving) and 45% (scripts/bench-quant) of the ceiling at C=1",
+        25.0,
+        "measured: AMD EPYC Zen 5 (family 26), 2 vCPUs, AVX-512 BF16, no AMX, alone (this stage of scripts/test "
+        "--full, 2026-11-29): 55.7 tok/s = 45.4% of its 122.6 ceiling at C=1, the 200M model; AMD EPYC Zen 4 VM, "
+        "2 vCPUs, alone (docs/guide.md): 59% (scripts/bench-serving) and 45% (scripts/bench-quant). 25% is about "
+        "half the lowest: a ceiling inflated 2x (45.4% -> 22.7%) fails it",
     ),
     "amd-avx2": Floor(
         2.0,

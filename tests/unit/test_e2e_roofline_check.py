@@ -155,9 +155,12 @@ def test_an_intel_avx512_host_without_amx_is_the_measured_kind():
     facts = {"vendor": "GenuineIntel", "flags": ["avx2", "avx512f", "avx512_vnni", "hypervisor"]}
     assert rc.cpu_kind(facts) == "intel-avx512-no-amx"
     assert rc.FLOORS["intel-avx512-no-amx"].source.startswith("measured: ")
-    assert all(
-        f.source.startswith("unmeasured on this kind") for k, f in rc.FLOORS.items() if k != "intel-avx512-no-amx"
-    )
+
+
+def test_the_measured_kinds_say_so_and_the_others_are_named_unmeasured():
+    measured = {"intel-avx512-no-amx", "amd-avx512"}
+    assert all(rc.FLOORS[k].source.startswith("measured: ") for k in measured)
+    assert all(f.source.startswith("unmeasured on this kind") for k, f in rc.FLOORS.items() if k not in measured)
 
 
 def test_the_share_of_the_ceiling_is_held_between_the_floor_and_all_of_it():
@@ -169,6 +172,14 @@ def test_the_share_of_the_ceiling_is_held_between_the_floor_and_all_of_it():
         rc.check_share(12.0, 11.94, intel)  # above the ceiling
     # deflated 2x: 18.9%, inside the bounds; only the independent bound catches that (the module says so)
     assert rc.check_share(1.13, 11.94 / 2, intel) == pytest.approx(18.9, abs=0.1)
+
+
+def test_the_amd_avx512_floor_holds_its_measured_share_and_fails_a_ceiling_inflated_2x():
+    amd = rc.FLOORS["amd-avx512"]
+    # the --full alone stage of 2026-11-29 on a 2-vCPU Zen 5: 55.7 tok/s of a 122.61 ceiling at C=1 (200M model)
+    assert rc.check_share(55.7, 122.61, amd) == pytest.approx(45.4, abs=0.1)
+    with pytest.raises(AssertionError, match=r"22\.7% of the ceiling 245\.22: allowed 25-100%"):
+        rc.check_share(55.7, 122.61 * 2, amd)
 
 
 def test_bandwidth_that_falls_as_threads_rise_is_named():
