@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from ansible.errors import AnsibleFilterError
 
+from tests.conftest import REPO, load_file_module
 from tests.unit.test_planner import topo
 from zenops import catalog, llamacpp_deploy
 from zenops.errors import UsageError
@@ -111,3 +113,15 @@ def test_tensor_parallel_plans_are_refused():
     assert any(i.tensor_parallel_size > 1 for i in p.instances)
     with pytest.raises(PlanRefusedError):
         _vars(p)
+
+
+# --- the filter the Molecule scenario and playbooks call (plugins/filter/llamacpp_server_vars.py) -------------------
+
+
+def test_the_filter_returns_the_role_variables_and_turns_a_refusal_into_a_filter_error():
+    f = load_file_module("zenops_llamacpp_filter", REPO / "plugins/filter/llamacpp_server_vars.py")
+    d = _plan().to_dict()
+    got = f.FilterModule().filters()["llamacpp_server_vars"](d, "tiny-llama", "tiny", "q8_0", "4", convert=["bf16"])
+    assert got == _vars(_plan(), convert=("bf16",))
+    with pytest.raises(AnsibleFilterError, match=r"unknown GGUF format 'q4_0'.*\(fix: use one of"):
+        f.llamacpp_server_vars(d, "tiny-llama", "tiny", "q4_0", 4)
