@@ -130,3 +130,28 @@ def role_vars(
         "llamacpp_server_conversions": conversions(model_name, [fmt, *convert]),
         "llamacpp_server_instances": servers,
     }
+
+
+def extravars(
+    plans: Mapping[str, Plan | Mapping[str, Any]],
+    *,
+    model_dir: str,
+    served_name: str,
+    fmt: str,
+    concurrency: int,
+    convert: Sequence[str] = (),
+    host: str = "0.0.0.0",
+) -> dict[str, Any]:
+    """The extra vars of playbooks/llamacpp.yml for the hosts of ``plans`` (host -> plan): ``zenops_llamacpp`` (host
+    -> :func:`role_vars`, as serve.py passes ``zenops_plans``) and the model directory on the controller (its last
+    component names the model). Raises UsageError before anything is returned for any host's bad input."""
+    model_name = PurePosixPath(model_dir.rstrip("/")).name
+    per_host: dict[str, dict[str, Any]] = {}
+    for h, p in sorted(plans.items()):
+        per_host[h] = role_vars(p, model_name=model_name, served_name=served_name, fmt=fmt, concurrency=concurrency,
+                                convert=convert, host=host)  # fmt: skip
+    return {
+        "zenops_llamacpp": per_host,
+        "llamacpp_server_model_dir": model_dir,
+        "llamacpp_server_served_model_name": served_name,
+    }

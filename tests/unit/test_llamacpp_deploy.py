@@ -125,3 +125,17 @@ def test_the_filter_returns_the_role_variables_and_turns_a_refusal_into_a_filter
     assert got == _vars(_plan(), convert=("bf16",))
     with pytest.raises(AnsibleFilterError, match=r"unknown GGUF format 'q4_0'.*\(fix: use one of"):
         f.llamacpp_server_vars(d, "tiny-llama", "tiny", "q4_0", 4)
+
+
+def test_the_playbooks_extra_vars_hold_each_hosts_variables_and_the_model():
+    plans = {"b": _plan("epyc-9755-2s"), "a": _plan("vm-8-smt-interleaved").to_dict()}
+    ev = llamacpp_deploy.extravars(plans, model_dir="/home/me/models/tiny-llama/", served_name="tiny", fmt="q8_0",
+                                   concurrency=4)  # fmt: skip
+    assert list(ev["zenops_llamacpp"]) == ["a", "b"]
+    assert ev["zenops_llamacpp"]["b"] == _vars(plans["b"])  # the model's name is the directory's last component
+    assert (
+        ev["zenops_llamacpp"]["a"]["llamacpp_server_instances"]
+        != ev["zenops_llamacpp"]["b"]["llamacpp_server_instances"]
+    )
+    assert ev["llamacpp_server_model_dir"] == "/home/me/models/tiny-llama/"
+    assert ev["llamacpp_server_served_model_name"] == "tiny"
