@@ -69,9 +69,9 @@ try:
     from zenops.errors import ZenopsError
     from zenops.llamacpp_deploy import role_vars
 
-    HAS_ZENOPS = True
-except ImportError:  # pragma: no cover - only without the zenops package
-    HAS_ZENOPS = False
+    IMPORT_ERROR = ""
+except ImportError as e:  # pragma: no cover - only without the zenops package (or with one older than the filter)
+    IMPORT_ERROR = str(e)
 
 
 def llamacpp_server_vars(
@@ -83,9 +83,10 @@ def llamacpp_server_vars(
     convert: list[str] | None = None,
     host: str = "0.0.0.0",
 ) -> dict[str, Any]:
-    if not HAS_ZENOPS:
+    if IMPORT_ERROR:
         raise AnsibleFilterError(
-            "llamacpp_server_vars needs the zenops Python package on the controller: pip install zenops"
+            f"llamacpp_server_vars needs the zenops Python package of this collection on the controller "
+            f"({IMPORT_ERROR}): install zenops from the same checkout or release as the collection"
         )
     try:
         return role_vars(dict(plan), model_name=model_name, served_name=served_name, fmt=format,
