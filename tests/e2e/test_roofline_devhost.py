@@ -23,6 +23,7 @@ import secrets
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -349,19 +350,48 @@ def _plan_beside(source: str) -> dict:
     raise AssertionError(f"no plan.json above {source}")
 
 
+# vLLM's defaults take --gpu-memory-utilization 0.92 of the node's memory at start (vLLM >= 0.20: the planner's
+# kv_semantics reason) and leave 8% to everything else on the machine: the bench client, vLLM's API server, Docker, the
+# devhost. On a 23.5 GiB node (a 2-vCPU Zen 5, scripts/test --full's alone stage, 2026-11-29) that is 1.9 GiB: with the
+# sandbox up vLLM refused to start (20.28 of the 21.66 GiB it wants free); alone, its worker reached 22.5 GB resident
+# and the machine thrashed (page cache 148 MB, 5.5 GB/s read back, `docker ps` hung) until it was killed after 10 min.
+# Below this headroom the peer is left out of the campaign and reported as not proven on this machine.
+VLLM_DEFAULT_UTILIZATION = 0.92
+VLLM_DEFAULTS_MIN_HEADROOM_GIB = 4.0
+PEERS_SERVED: dict[str, Any] = {}
+
+
+def node0_memory_gib() -> float:
+    """Memory of NUMA node 0 (vLLM's check is per node), or of the machine without a NUMA sysfs; the devhost is a
+    container on this machine: its node is this one."""
+    node = Path("/sys/devices/system/node/node0/meminfo")
+    text = node.read_text() if node.is_file() else Path("/proc/meminfo").read_text()
+    kib = next(int(line.split()[-2]) for line in text.splitlines() if "MemTotal:" in line)
+    return kib / 2**20
+
+
+def vllm_defaults_headroom_gib(node_gib: float) -> float:
+    return node_gib * (1 - VLLM_DEFAULT_UTILIZATION)
+
+
 @pytest.mark.full  # four cells of serve + bench on a devhost (~8 min): scripts/bench-serving prints the figures
 def test_the_peers_settings_run_side_by_side_in_one_campaign_and_are_compared_to_zenops(roof_host, tmp_path):
     """`variants: peers` on a devhost: zenops's plan, the write-up's recipe, AMD's skill and vLLM's defaults served one
     after another on the same host and benchmarked (C=1, 2 repeats: a spread to judge by); each cell's server ran the
     peer's settings as zenops.peers writes them (read back from the plan each bench kept), and the report gives each
-    peer's ratio to zenops with a verdict. Which peer wins is not asserted: that is a measurement."""
+    peer's ratio to zenops with a verdict. Which peer wins is not asserted: that is a measurement. vLLM's defaults
+    only where 8% of the node leaves room for the rest (VLLM_DEFAULTS_MIN_HEADROOM_GIB; the next test says which)."""
     inventory, dev = roof_host
+    headroom = vllm_defaults_headroom_gib(node0_memory_gib())
+    with_defaults = headroom >= VLLM_DEFAULTS_MIN_HEADROOM_GIB
+    names = ["zenops", "writeup", "amd-skill"] + (["vllm-defaults"] if with_defaults else [])
+    variants = "peers" if with_defaults else "{" + ", ".join(f"{n}: {{layout: {n}}}" for n in names) + "}"
     made = subprocess.run([ZENOPS, "--json", "tiny-model", str(tmp_path / "tiny")], capture_output=True, text=True,
                           check=True)  # fmt: skip
     model = json.loads(made.stdout.strip().splitlines()[-1])["path"]
     spec = tmp_path / "peers.yml"
     spec.write_text(
-        f"name: peers-e2e\ninventory: {inventory}\nmodels: [{model}]\nvariants: peers\n"
+        f"name: peers-e2e\ninventory: {inventory}\nmodels: [{model}]\nvariants: {variants}\n"
         "engine: {image_source: pip, base_image: 'zenops/bookworm-slim:latest', "
         f"base_image_archive: '{BASE_ARCHIVE}', engine_args: [--enforce-eager]}}\n"
         "bench: {concurrency: [1], input_len: 32, output_len: 16, prompts: 6, repeats: 2}\nbudget: {ttl: 1h}\n"
@@ -370,10 +400,11 @@ def test_the_peers_settings_run_side_by_side_in_one_campaign_and_are_compared_to
     campaign = ran["campaign"]
     rep, _ = zenops("campaign", "report", campaign)
     rows = {r["variant"]: r for r in rep["rows"]}
-    assert sorted(rows) == ["amd-skill", "vllm-defaults", "writeup", "zenops"], rows.keys()
+    assert sorted(rows) == sorted(names), rows.keys()
     assert all(r["repeats"] == 2 and r["output_throughput"] > 0 for r in rows.values())
     peers = {p["peer"]: p for p in rep["peers"]}
-    assert sorted(peers) == ["amd-skill", "vllm-defaults", "writeup"]
+    assert sorted(peers) == sorted(n for n in names if n != "zenops")
+    PEERS_SERVED.update(rows=sorted(rows), headroom_gib=headroom)
     for p in peers.values():
         assert p["tok_s"] > 0
         assert p["noise"] is not None
@@ -385,9 +416,27 @@ def test_the_peers_settings_run_side_by_side_in_one_campaign_and_are_compared_to
     assert sorted(parse_cpulist(writeup["env"]["VLLM_CPU_OMP_THREADS_BIND"])) == host_cpus  # 0-(nproc-1)
     assert writeup["env"]["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
     assert writeup["args"][writeup["args"].index("--max-num-seqs") + 1] == "5"
-    for own_binding in ("amd-skill", "vllm-defaults"):
+    for own_binding in ("amd-skill", "vllm-defaults")[: 2 if with_defaults else 1]:
         assert "VLLM_CPU_OMP_THREADS_BIND" not in plans[own_binding]["instances"][0]["env"]
-    assert "--kv-cache-memory-bytes" not in plans["vllm-defaults"]["instances"][0]["args"]
-    assert "--max-num-seqs" not in plans["vllm-defaults"]["instances"][0]["args"]
+    if with_defaults:
+        assert "--kv-cache-memory-bytes" not in plans["vllm-defaults"]["instances"][0]["args"]
+        assert "--max-num-seqs" not in plans["vllm-defaults"]["instances"][0]["args"]
     print(json.dumps({"host": dev.name, "rows": {v: r["output_throughput"] for v, r in rows.items()},
                       "peers": rep["peers"]}, indent=1))  # fmt: skip
+
+
+@pytest.mark.full
+def test_vllm_defaults_was_served_where_its_memory_leaves_room():
+    """vLLM's defaults peer ran in the campaign above, or this machine is too small for it: a skip that scripts/test's
+    summary lists as not proven here, with the figures."""
+    if not PEERS_SERVED:
+        pytest.skip("the peers campaign did not run (its test failed or was deselected)")
+    node = node0_memory_gib()
+    if PEERS_SERVED["headroom_gib"] < VLLM_DEFAULTS_MIN_HEADROOM_GIB:
+        pytest.skip(
+            f"vLLM's defaults peer not served: --gpu-memory-utilization {VLLM_DEFAULT_UTILIZATION} of this "
+            f"{node:.1f} GiB node leaves {PEERS_SERVED['headroom_gib']:.1f} GiB for the client, the API server and "
+            f"the host (needs {VLLM_DEFAULTS_MIN_HEADROOM_GIB:g}); a node of "
+            f"{VLLM_DEFAULTS_MIN_HEADROOM_GIB / (1 - VLLM_DEFAULT_UTILIZATION):.0f} GiB or more serves it"
+        )
+    assert "vllm-defaults" in PEERS_SERVED["rows"], PEERS_SERVED
