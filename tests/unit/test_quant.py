@@ -186,9 +186,9 @@ def test_bench_results_are_labelled_with_their_plans_weights(models):
 
 
 def test_a_format_measured_slower_than_bf16_on_its_platform_is_warned_where_it_was_measured(models):
-    """zenops.quant.MEASURED (scripts/bench-quant on a Zen 4 VM): GPTQ int4 falls back to CPUWNA16's vec kernel on the
-    zen platform and decoded at 0.66-0.75x bf16 there: the plan warns and names what runs faster. The cpu platform's
-    rows are not measured: no warning, no figure."""
+    """zenops.measured.MEASURED (scripts/bench-quant on a Zen 4 VM): GPTQ int4 falls back to CPUWNA16's vec kernel on
+    the zen platform and decoded at 0.66-0.75x bf16 there: the plan warns and names what runs faster. The cpu
+    platform's rows are not measured: no warning, no figure."""
     zen = topo("zen4-vm-hotplug")
     gptq = plan(zen, catalog.get_model(str(models["gptq-int4"])), ENGINE)
     (said,) = [w for w in gptq.warnings if "decodes slower than bf16" in w]
@@ -219,10 +219,11 @@ def test_up_refuses_a_quantized_model_on_a_pair_whose_kernels_were_not_read_befo
 
 
 def test_the_avx2_measurement_reaches_plans_on_avx2_hosts_only(models):
-    """quant.MEASURED's cpu/avx2 row (scripts/bench-quant on a Zen 3 VM): a plan for an AVX2-only AMD host (the cpu
-    platform) names the measured ratio and warns exactly when it is slower than bf16; an Intel host with AMX (the
-    same platform, another instruction set) gets no figure."""
-    m = quant.MEASURED[("w8a8", "cpu", "avx2")]
+    """zenops.measured.MEASURED's cpu/avx2 w8a8 rows (scripts/bench-quant on a Zen 3 VM): a plan for an AVX2-only
+    AMD host (the cpu platform) names the measured ratio and warns exactly when it is slower than bf16; an Intel host
+    with AMX (the same platform, another instruction set) gets no figure."""
+    m = quant.measured("w8a8", "cpu", ["avx2"])
+    assert m is not None
     zen3 = plan(topo("epyc-7763-vm"), catalog.get_model(str(models["w8a8"])), ENGINE)
     assert zen3.platform == "cpu"
     assert any(m.ratios in r.text for r in zen3.reasons if r.topic == "quantization"), zen3.reasons
@@ -248,7 +249,7 @@ def test_int4_on_a_cpu_without_avx512_is_refused_before_anything_runs_naming_wha
     msg = str(e.value)
     assert "cpu_gemm_wna16" in msg, msg
     assert "_C_AVX2" in msg, msg
-    assert "w8a8 (measured " + quant.MEASURED[("w8a8", "cpu", "avx2")].ratios in msg, msg
+    assert "w8a8 (measured " + quant.measured("w8a8", "cpu", ["avx2"]).ratios in msg, msg
     assert "bf16" in (e.value.hint or ""), e.value.hint
     assert plan(topo("xeon-8480-2s"), model, ENGINE).platform == "cpu"
     assert plan(topo("epyc-7763-vm"), catalog.get_model(str(models["w8a8"])), ENGINE).platform == "cpu"
