@@ -258,7 +258,7 @@ def faster_warning(
     size = cells[0].params_b
     model = f"{size * 1000:.0f}M" if size < 1 else f"{size:g}B"
     return (
-        f"measured faster than zenops serving {weights} on this CPU kind ({platform} platform, {isa(flags)}) {where}, "
+        f"Measured faster than zenops serving {weights} on this CPU kind ({platform} platform, {isa(flags)}) {where}, "
         f"on a {model}-parameter model, each as a ratio to zenops serving {weights}: "
         + ", ".join(f"{name} {value:.2f}x ({qual})" for value, name, qual, _ in faster)
         + f". Sources: {' | '.join(sources)}. zenops does not switch engines or formats by itself: measure on this "
