@@ -80,8 +80,8 @@ def repo() -> Iterator[str]:
 
 def _standin(ref: str, label: str) -> None:
     """The stand-in image: busybox under the role's name, with an inputs label."""
-    _docker_ok("build", "--quiet", "--tag", ref, "--label", f"io.zenops.inputs={label}",
-               "--label", "io.zenops.test=llamacpp-image-cache-standin", "-", stdin=f"FROM {STANDIN_BASE}\n")  # fmt: skip
+    labels = [f"--label=io.zenops.inputs={label}", "--label=io.zenops.test=llamacpp-image-cache-standin"]
+    _docker_ok("build", "--quiet", "--tag", ref, *labels, "-", stdin=f"FROM {STANDIN_BASE}\n")
 
 
 def _run(tmp_path: Path, repo: str, keep: int = 2) -> dict[str, Any]:
@@ -101,9 +101,9 @@ def _run(tmp_path: Path, repo: str, keep: int = 2) -> dict[str, Any]:
     }
     env = ansible_json_env(work / "ansible-tmp", XDG_CACHE_HOME=str(tmp_path / "xdg"))
     env.pop("ZENOPS_IMAGE_CACHE", None)
+    argv = [str(venv_bin() / "ansible-playbook"), "-i", str(work / "hosts.ini"), "-e", json.dumps(extra)]
     proc = subprocess.run(
-        [str(venv_bin() / "ansible-playbook"), "-i", str(work / "hosts.ini"), "-e", json.dumps(extra),
-         "--skip-tags", "llamacpp_server_image_build", str(work / "play.yml")],  # fmt: skip
+        [*argv, "--skip-tags", "llamacpp_server_image_build", str(work / "play.yml")],
         capture_output=True,
         text=True,
         env=env,
@@ -113,9 +113,7 @@ def _run(tmp_path: Path, repo: str, keep: int = 2) -> dict[str, Any]:
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     tasks = json.loads(proc.stdout)["plays"][0]["tasks"]
     report = tasks[-1]["hosts"]["host"]["msg"]
-    report["tasks"] = {
-        t["task"]["name"].split(" : ")[-1]: t["hosts"]["host"] for t in tasks if "host" in t["hosts"]
-    }
+    report["tasks"] = {t["task"]["name"].split(" : ")[-1]: t["hosts"]["host"] for t in tasks if "host" in t["hosts"]}
     return dict(report)
 
 
@@ -136,7 +134,8 @@ def test_image_goes_through_the_controller_cache(tmp_path: Path, repo: str):
     ref, digest, archive = first["ref"], first["digest"], first["archive"]
     assert ref == f"{repo}:{VERSION}-{digest[:12]}"
     assert archive == f"{repo.replace('/', '_')}_{VERSION}-{digest}.tar"
-    assert first["current"] is False and first["how"] == ""
+    assert first["current"] is False
+    assert first["how"] == ""
     assert not cache.exists() or not list(cache.iterdir())
 
     # older tarballs of this repository (another version, another CPU kind) and another repository's
@@ -154,7 +153,8 @@ def test_image_goes_through_the_controller_cache(tmp_path: Path, repo: str):
     # the host has it, the cache lacks it: kept in the cache, the repository bounded to two tarballs
     _standin(ref, digest)
     second = _run(tmp_path, repo)
-    assert second["current"] is True and second["how"] == "present"
+    assert second["current"] is True
+    assert second["how"] == "present"
     tarball = cache / archive
     assert tarball.stat().st_size > 100_000  # a docker save of busybox, not a stub
     names = sorted(p.name for p in cache.iterdir())
@@ -165,10 +165,13 @@ def test_image_goes_through_the_controller_cache(tmp_path: Path, repo: str):
     _docker_ok("rmi", ref)
     os.utime(tarball, (1, 1))
     third = _run(tmp_path, repo)
-    assert third["current"] is True and third["how"] == "cache"
+    assert third["current"] is True
+    assert third["how"] == "cache"
     assert _label(ref) == digest
-    assert tarball.read_bytes() == saved and tarball.stat().st_mtime > time.time() - 600
-    assert SAVE in second["tasks"] and SAVE not in third["tasks"]  # saved once, not again after the load
+    assert tarball.read_bytes() == saved
+    assert tarball.stat().st_mtime > time.time() - 600
+    assert SAVE in second["tasks"]
+    assert SAVE not in third["tasks"]
     assert not any(p.name.endswith(".partial") for p in cache.iterdir())
 
 
@@ -189,7 +192,8 @@ def test_a_bad_cached_tarball_is_dropped_and_the_host_builds(tmp_path: Path, rep
 
     run = _run(tmp_path, repo)
 
-    assert run["current"] is False and run["how"] == ""  # the build's condition: the compile would start here
+    assert run["current"] is False
+    assert run["how"] == ""
     assert not tarball.exists()
     assert not list(cache.iterdir())  # nothing saved (nothing built), no partial file
     assert _label(ref) != digest
