@@ -174,6 +174,13 @@ def test_image_goes_through_the_controller_cache(tmp_path: Path, repo: str):
     assert SAVE not in third["tasks"]
     assert not any(p.name.endswith(".partial") for p in cache.iterdir())
 
+    # the host has it and the cache too: nothing changes (Molecule's idempotence), the tarball is not touched
+    os.utime(tarball, (1, 1))
+    fourth = _run(tmp_path, repo)
+    assert fourth["how"] == "present"
+    assert [name for name, result in fourth["tasks"].items() if result.get("changed")] == []
+    assert tarball.stat().st_mtime == 1
+
 
 @pytest.mark.parametrize("bad", ["garbage", "wrong-label"])
 def test_a_bad_cached_tarball_is_dropped_and_the_host_builds(tmp_path: Path, repo: str, bad: str):
