@@ -33,7 +33,7 @@ SAVE = "Save the image on the builder"  # roles/vllm_image/tasks/save.yml's dock
 
 PLAYBOOK = """\
 - name: The llamacpp_server image step on this machine
-  hosts: host
+  hosts: all
   gather_facts: false
   tasks:
     - name: Run the role's image task file
@@ -73,7 +73,8 @@ def repo() -> Iterator[str]:
     try:
         yield name
     finally:
-        ids = _docker("images", "--format", "{{.Repository}}:{{.Tag}}", name).stdout.split()
+        refs = _docker("images", "--filter", f"reference={name}*", "--format", "{{.Repository}}:{{.Tag}}").stdout
+        ids = refs.split()
         if ids:
             _docker("rmi", "--force", *ids)
 
@@ -86,14 +87,26 @@ def _standin(ref: str, label: str) -> None:
 
 def _run(tmp_path: Path, repo: str, keep: int = 2) -> dict[str, Any]:
     """One run of the image step; returns the role's decision (how, current, ref, digest, archive)."""
+    tasks = _play(tmp_path, {"host": repo}, keep)["plays"][0]["tasks"]
+    report = tasks[-1]["hosts"]["host"]["msg"]
+    report["tasks"] = {t["task"]["name"].split(" : ")[-1]: t["hosts"]["host"] for t in tasks if "host" in t["hosts"]}
+    return dict(report)
+
+
+def _play(tmp_path: Path, repos: dict[str, str], keep: int = 2) -> dict[str, Any]:
+    """One run of the image step on the hosts of ``repos`` (each this machine, with its repository); the play's
+    JSON."""
     work = tmp_path / f"run-{uuid.uuid4().hex[:6]}"
     work.mkdir()
     (work / "play.yml").write_text(PLAYBOOK)
+    python = venv_bin() / "python"
     (work / "hosts.ini").write_text(
-        f"host ansible_connection=local ansible_python_interpreter={venv_bin() / 'python'}\n"
+        "".join(
+            f"{host} ansible_connection=local ansible_python_interpreter={python} llamacpp_server_image_repo={repo}\n"
+            for host, repo in repos.items()
+        )
     )
     extra = {
-        "llamacpp_server_image_repo": repo,
         "llamacpp_server_image_version": VERSION,
         "llamacpp_server_image_base_image": STANDIN_BASE,  # on the host: no pull; its id is an input like any base's
         "llamacpp_server_image_build_dir": str(tmp_path / "build"),
@@ -111,10 +124,7 @@ def _run(tmp_path: Path, repo: str, keep: int = 2) -> dict[str, Any]:
         check=False,
     )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    tasks = json.loads(proc.stdout)["plays"][0]["tasks"]
-    report = tasks[-1]["hosts"]["host"]["msg"]
-    report["tasks"] = {t["task"]["name"].split(" : ")[-1]: t["hosts"]["host"] for t in tasks if "host" in t["hosts"]}
-    return dict(report)
+    return dict(json.loads(proc.stdout))
 
 
 def _cache(tmp_path: Path) -> Path:
@@ -204,3 +214,19 @@ def test_a_bad_cached_tarball_is_dropped_and_the_host_builds(tmp_path: Path, rep
     assert not tarball.exists()
     assert not list(cache.iterdir())  # nothing saved (nothing built), no partial file
     assert _label(ref) != digest
+
+
+def test_each_hosts_image_is_kept_once_per_tarball(tmp_path: Path, repo: str):
+    # three hosts (all this machine): a and c share a repository, so one digest and one tarball; b has its own, as
+    # a host of another CPU kind would. The save runs once per tarball, from a host that has it.
+    repos = {"a": f"{repo}-a", "b": f"{repo}-b", "c": f"{repo}-a"}
+    reports = {h: r["msg"] for h, r in _play(tmp_path, repos)["plays"][0]["tasks"][-1]["hosts"].items()}
+    for host in ("a", "b"):
+        _standin(reports[host]["ref"], reports[host]["digest"])
+
+    tasks = _play(tmp_path, repos)["plays"][0]["tasks"]
+
+    assert sorted(p.name for p in _cache(tmp_path).iterdir()) == sorted({reports[h]["archive"] for h in repos})
+    saves = [t for t in tasks if t["task"]["name"].endswith(" : " + SAVE)]
+    assert len(saves) == 2  # a's (or c's) and b's, not the shared one twice
+    assert {tasks[-1]["hosts"][h]["msg"]["how"] for h in repos} == {"present"}
