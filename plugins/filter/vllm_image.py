@@ -241,26 +241,40 @@ def vllm_image_cache_name(tag: str, digest: str) -> str:
 PARTIAL_ABANDONED_AFTER_S = 3600.0
 
 
+CACHE_SCOPES = ("tag", "repo")
+
+
 def vllm_image_cache_evict(
     files: Sequence[Mapping[str, Any]],
     tag: str,
     digest: str,
     keep: Any = 2,
     now: Any = None,
+    scope: str = "tag",
 ) -> list[str]:
     """Paths to remove from the cache so at most ``keep`` tarballs of ``tag`` stay: the newest by mtime (a cache hit
     touches its tarball, so this is least recently used), the one of ``digest`` always among them. Partial files of
     the tag (``<name>.tar.<run>.partial``, or ``<name>.tar.partial`` of older zenops) go when abandoned: unwritten for
     ``PARTIAL_ABANDONED_AFTER_S`` before ``now`` (a timestamp); a fresher one is another run's fetch in flight, and
     without ``now`` none is removed. Files of other tags, or not named by the cache, are never touched. ``files`` are
-    ``ansible.builtin.find`` results (path, mtime)."""
+    ``ansible.builtin.find`` results (path, mtime).
+
+    ``scope="repo"`` bounds the tarballs of the tag's repository whatever their tag (``<repo slug>_<tag>-<digest>``;
+    the llamacpp_server role names one per version and CPU kind): a repository whose slug is this one's followed by
+    ``_`` and more is indistinguishable in a file name, and counts as this one."""
+    if scope not in CACHE_SCOPES:
+        raise _error(f"cache eviction scope must be one of {', '.join(CACHE_SCOPES)}, not {scope!r}")
     try:
         keep = int(keep)
     except (TypeError, ValueError):
         keep = 0
     if keep < 1:
         raise _error(f"vllm_image_cache_keep must be a whole number, 1 or more (got {keep!r})")
-    pattern = re.compile(rf"^{re.escape(cache_slug(tag))}-([0-9a-f]{{64}})\.tar(\.(?:[A-Za-z0-9_]+\.)?partial)?$")
+    if scope == "repo":
+        prefix = re.escape(cache_slug(split_ref(str(tag))[0])) + r"_[A-Za-z0-9._-]+"
+    else:
+        prefix = re.escape(cache_slug(tag))
+    pattern = re.compile(rf"^{prefix}-([0-9a-f]{{64}})\.tar(\.(?:[A-Za-z0-9_]+\.)?partial)?$")
     tarballs: list[tuple[float, str, str]] = []
     drop: list[str] = []
     for f in files:

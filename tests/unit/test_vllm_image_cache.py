@@ -139,3 +139,46 @@ def test_eviction_partial_names_of_other_tags_are_foreign():
 def test_eviction_refuses_a_bound_below_one(keep):
     with pytest.raises(AnsibleFilterError, match="vllm_image_cache_keep"):
         vllm_filter.vllm_image_cache_evict([], TAG, D1, keep)
+
+
+# --- eviction per repository (the llamacpp_server role: one tarball per version and CPU kind) ------------------------
+
+LL_REPO = "zenops/llamacpp"
+LL_SLUG = "zenops_llamacpp"
+
+
+def test_repo_scope_bounds_every_tag_of_the_repository():
+    # two versions and two CPU kinds of one repository, other repositories beside them
+    files = _files(
+        (f"{LL_SLUG}_11434.0.0-{D1}.tar", 100),
+        (f"{LL_SLUG}_11434.0.0-{D2}.tar", 300),
+        (f"{LL_SLUG}_11000.0.0-{D3}.tar", 200),
+        (f"{LL_SLUG}_11000.0.0-{D4}.tar", 50),
+        (f"{SLUG}-{D1}.tar", 1),
+        (f"zenops_busybox-{D1}.tar", 1),
+    )
+    tag = f"{LL_REPO}:11434.0.0"
+    assert vllm_filter.vllm_image_cache_evict(files, tag, D1, 2, scope="repo") == [
+        f"/c/{LL_SLUG}_11000.0.0-{D3}.tar",
+        f"/c/{LL_SLUG}_11000.0.0-{D4}.tar",
+    ]
+    # per tag (the default, the engine image's), only the tarballs of 11434.0.0 count
+    assert vllm_filter.vllm_image_cache_evict(files, tag, D1, 1) == [f"/c/{LL_SLUG}_11434.0.0-{D2}.tar"]
+
+
+def test_repo_scope_drops_abandoned_partial_files_of_any_tag_and_leaves_other_repositories():
+    files = _files(
+        (f"{LL_SLUG}_11000.0.0-{D3}.tar.abcdefgh.partial", NOW - 2 * HOUR),
+        (f"{LL_SLUG}_11434.0.0-{D1}.tar.ijklmnop.partial", NOW - 5),  # in flight
+        (f"zenops-llx_llamacpp_11434.0.0-{D2}.tar", 1),  # another repository
+        (f"{LL_SLUG}-{D4}.tar", 1),  # the bare repository slug: not a <repo>:<tag> name
+        (f"{LL_SLUG}_11434.0.0-{D1}.tar", 10),
+    )
+    assert vllm_filter.vllm_image_cache_evict(files, f"{LL_REPO}:11434.0.0", D1, 1, now=NOW, scope="repo") == [
+        f"/c/{LL_SLUG}_11000.0.0-{D3}.tar.abcdefgh.partial"
+    ]
+
+
+def test_eviction_refuses_an_unknown_scope():
+    with pytest.raises(AnsibleFilterError, match="scope must be one of tag, repo"):
+        vllm_filter.vllm_image_cache_evict([], TAG, D1, 1, scope="host")
