@@ -1,0 +1,79 @@
+"""A campaign's engines: zenops's plan in vLLM, or llama.cpp's server as a peer on the same host (the variant key
+``llamacpp``, `variants: engines`), one engine at a time.
+
+* :func:`leave_out`: llama.cpp converts a model from its unquantized Hugging Face weights, so a llama.cpp cell of an
+  already-quantized model (its config.json's quantization_config, zenops.quant) is no measurement: the campaign's
+  plan leaves it out and says why, one line per cell.
+* :func:`serve_cell`: serve a cell with the engine its variant names (zenops.llamacpp_serve or zenops.serve), the
+  other engine's servers stopped first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from zenops.request_options import LLAMACPP_KEY as KEY
+
+if TYPE_CHECKING:
+    from zenops.campaign.plan import Cell
+    from zenops.campaign.spec import CampaignSpec
+    from zenops.context import RunContext
+
+
+def has_llamacpp(spec: CampaignSpec) -> bool:
+    """Some variant of the campaign is served by llama.cpp (its servers must go before vLLM serves)."""
+    return any(v.options.get(KEY) for v in spec.variants)
+
+
+def quant_of(model: str) -> str | None:
+    """The quantized format of ``model``'s weights (a catalogue id or a local directory, as `up` resolves it), None
+    for unquantized weights."""
+    from zenops import serve  # noqa: PLC0415
+    from zenops.quant import QuantError  # noqa: PLC0415
+
+    spec, _ = serve.resolve_model(model)
+    if not spec.quantization:
+        return None
+    try:
+        fmt = spec.quant_format
+    except QuantError:
+        return "a quantized format"
+    return str(fmt.name) if fmt is not None else "a quantized format"
+
+
+def leave_out(cells: Iterable[Cell], quantized: Callable[[str], str | None] = quant_of) -> tuple[list[Cell], list[str]]:
+    """(the cells to run, one line per cell left out with the reason): a llama.cpp cell of a model whose weights are
+    already quantized is left out (llama.cpp converts from the unquantized Hugging Face weights; its own quantized
+    formats are the variants q8_0 and q4_k_m)."""
+    kept: list[Cell] = []
+    notes: list[str] = []
+    seen: dict[str, str | None] = {}
+    for c in cells:
+        fmt = c.request.get(KEY)
+        if fmt:
+            if c.model not in seen:
+                seen[c.model] = quantized(c.model)
+            if seen[c.model] is not None:
+                notes.append(
+                    f"{c.label()}: left out: llama.cpp ({fmt}) converts from unquantized weights and "
+                    f"{c.model_name} is already quantized ({seen[c.model]}): no measurement, not a failure"
+                )
+                continue
+        kept.append(c)
+    return kept, notes
+
+
+def serve_cell(ctx: RunContext, inventory: Path, request: Mapping[str, Any], *, stop_llamacpp: bool) -> None:
+    """Serve a campaign cell's ``request`` with its engine: llama.cpp when it names a GGUF format (the vLLM servers
+    go first), else zenops's plan in vLLM (the llama.cpp servers of the deployment go first when ``stop_llamacpp``:
+    the campaign has llama.cpp cells)."""
+    from zenops import llamacpp_serve, serve  # noqa: PLC0415
+
+    if llamacpp_serve.gguf_of(request):
+        llamacpp_serve.serve_llamacpp(ctx, inventory, request)
+        return
+    if stop_llamacpp:
+        llamacpp_serve.stop_llamacpp(ctx, inventory)
+    serve.serve_inventory(ctx, inventory, serve.request_from_dict(request))
