@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_bench import KEY, _served_in, bench_playbook
+from tests.unit.test_bench import KEY, _served_in, bench_playbook, inspect_data
 from tests.unit.test_campaign_cli import result_of
 from tests.unit.test_planner import fixture
 from zenops import llamacpp, llamacpp_deploy, llamacpp_serve
@@ -71,7 +71,8 @@ def test_llamacpp_cells_of_a_quantized_model_are_left_out_with_the_reason_one_li
     assert [c.key for c in kept] == ["k-bf16-zenops", "k-bf16-llamacpp-q8_0", "k-w8a8-zenops"]
     assert len(notes) == 2
     assert notes[0].startswith("g / w8a8 / llamacpp-bf16: left out:")
-    assert "already quantized (w8a8)" in notes[0] and "not a failure" in notes[0]
+    assert "already quantized (w8a8)" in notes[0]
+    assert "not a failure" in notes[0]
     assert asked == ["/m/bf16", "/m/w8a8"]  # each model read once, the vLLM cells never
 
 
@@ -180,7 +181,9 @@ def test_the_gguf_plans_ceiling_reads_the_weights_at_the_gguf_bits_per_weight(tm
     generate(tmp_path / "tiny-a", seed=0)
     plan = _plans(tmp_path / "tiny-a")["h1"].to_dict()
     roof = plan["instances"][0]["roofline"]
-    assert roof and roof["weight_bytes"] > 0 and plan["weights"] == "bfloat16"
+    assert roof
+    assert roof["weight_bytes"] > 0
+    assert plan["weights"] == "bfloat16"
     for fmt in llamacpp.FORMATS.values():
         g = llamacpp_deploy.gguf_plan(plan, fmt.name)
         assert g["llamacpp"] == fmt.name
@@ -226,14 +229,16 @@ def test_serve_llamacpp_stops_vllm_then_serves_the_plan_and_records_it(tmp_path:
     assert fake.specs[0].extravars["zenops_remove_images"] is False  # the engine image stays: it runs the client
     ev = fake.specs[2].extravars
     key = Path(ev["llamacpp_server_api_key_file"])
-    assert key.is_file() and key.read_text() not in json.dumps(ev)  # the key travels as a path only
+    assert key.is_file()
+    assert key.read_text() not in json.dumps(ev)
     assert ev["llamacpp_server_deployment"] == "dep"
     assert ev["llamacpp_server_image_pip_find_links"] == ["/wheels"]
     assert ev["zenops_llamacpp"]["h1"]["llamacpp_server_conversions"][0]["format"] == "q4_k_m"
     assert endpoints == {"h1": [{"instance": 0, "port": 8000, "image": "zenops/llamacpp:x"}]}
     record = Store(config, inv).record()
     assert record is not None
-    assert record.request["llamacpp"] == "q4_k_m" and record.api_key_file == str(key)
+    assert record.request["llamacpp"] == "q4_k_m"
+    assert record.api_key_file == str(key)
     assert record.plans["h1"]["llamacpp"] == "q4_k_m"  # the plan as llama.cpp served it: its ceiling in GGUF bits
     assert record.compat["id"]  # the pair whose engine image runs the bench client
 
@@ -276,7 +281,8 @@ def test_a_llamacpp_deployment_is_benched_as_llamacpp_with_its_gguf_format(tmp_p
     meta = ev["vllm_server_bench_metadata"]
     assert (meta["engine"], meta["weights"]) == ("llama.cpp", "q8_0")
     assert meta["llamacpp"] == llamacpp.BUILD
-    assert meta["vllm"] is None and meta["client_vllm"] == "0.32.0"  # vLLM ran the client only
+    assert meta["vllm"] is None
+    assert meta["client_vllm"] == "0.32.0"
 
 
 def test_a_vllm_deployment_is_benched_as_before(tmp_path, monkeypatch):
@@ -294,6 +300,10 @@ def test_a_vllm_deployment_is_benched_as_before(tmp_path, monkeypatch):
     assert "engine" not in ev["vllm_server_bench_metadata"]
 
 
+LLAMA_SERVER_ARGS = ["-m", "/gguf/tiny-llama-q8_0.gguf", "--host", "0.0.0.0", "--port", "8000", "-t", "2",
+                     "--alias", "tiny-llama", "--api-key-file", "/run/zenops/secrets/api-key"]  # fmt: skip
+
+
 def llamacpp_inspect() -> dict[str, Any]:
     """`docker inspect` of a llama.cpp server as roles/llamacpp_server/tasks/start.yml starts it."""
     return {
@@ -304,8 +314,7 @@ def llamacpp_inspect() -> dict[str, Any]:
         "Config": {
             "Image": "zenops/llamacpp:11434.0.0-abc",
             "Entrypoint": ["llama-server"],
-            "Cmd": ["-m", "/gguf/tiny-llama-q8_0.gguf", "--host", "0.0.0.0", "--port", "8000", "-t", "2",
-                    "--alias", "tiny-llama", "--api-key-file", "/run/zenops/secrets/api-key"],  # fmt: skip
+            "Cmd": LLAMA_SERVER_ARGS,
             "Labels": {
                 "io.zenops.managed": "true",
                 "io.zenops.role": "llamacpp-server",
@@ -327,8 +336,9 @@ def test_the_client_benches_a_llamacpp_server_from_the_engine_image_with_the_mod
     assert view["tokenizer"] == "/models/tiny-llama"  # the Hugging Face directory, not llama-server's -m GGUF
     view["client_image"] = "sha256:vllm"  # what bench_client_image.yml adds: the vLLM engine image on the host
     run = {"input_len": 128, "output_len": 64, "num_prompts": 8, "max_concurrency": 4, "temperature": 0}
+    key_file = "/run/zenops/secrets/api-key"
     argv = bench_client.bench_argv(run, view, run_id="r1", result_dir="/d/0", platform="llamacpp",
-                                   key_file="/run/zenops/secrets/api-key", metadata={"engine": "llama.cpp"})  # fmt: skip
+                                   key_file=key_file, metadata={"engine": "llama.cpp"})  # fmt: skip
     assert argv[argv.index("-c") - 1] == "sha256:vllm"  # the client runs in vLLM's image, not llama.cpp's
     assert "sha256:llama" not in argv
     assert "/var/lib/zenops/models/tiny-llama:/models/tiny-llama:ro" in argv  # the tokenizer, read-only
@@ -336,16 +346,16 @@ def test_the_client_benches_a_llamacpp_server_from_the_engine_image_with_the_mod
     assert argv[argv.index("--tokenizer") + 1] == "/models/tiny-llama"
     assert argv[argv.index("--model") + 1] == "tiny-llama"
     assert argv[argv.index("--base-url") + 1] == "http://127.0.0.1:8000"
-    assert "engine=llama.cpp" in argv and "platform=llamacpp" in argv
+    assert "engine=llama.cpp" in argv
+    assert "platform=llamacpp" in argv
     assert KEY not in " ".join(argv)
 
 
 def test_a_vllm_server_view_is_unchanged_by_the_llamacpp_branch():
-    from tests.unit.test_bench import inspect_data  # noqa: PLC0415
-
     view = bench_client.server_view(inspect_data())
     assert view["engine"] == "vllm"
-    assert "tokenizer_volume" not in view and "client_image" not in view
+    assert "tokenizer_volume" not in view
+    assert "client_image" not in view
 
 
 # --- the report: engine, weights and the ceiling in GGUF bits --------------------------------------------------
@@ -380,7 +390,8 @@ def test_report_json_rows_carry_engine_weights_and_the_gguf_ceiling(tmp_path: Pa
         for k in ("model", "concurrency", "output_throughput", "median_ttft_ms", "median_tpot_ms",
                   "output_throughput_spread", "roofline_pct"):  # fmt: skip
             assert k in r
-    assert zr["roofline_pct"] and lr["roofline_pct"]
+    assert zr["roofline_pct"]
+    assert lr["roofline_pct"]
     # the same host and bandwidth: llama.cpp's ceiling is the plan's with 8.5 bits per weight read instead of 16
     assert lr["ceiling_tok_s"] > zr["ceiling_tok_s"]
     same = llamacpp_deploy.gguf_plan(plan, "bf16")
@@ -389,5 +400,31 @@ def test_report_json_rows_carry_engine_weights_and_the_gguf_ceiling(tmp_path: Pa
     assert bf_result.roofline is not None
     assert bf_result.roofline["ceiling_tok_s"] == pytest.approx(zr["ceiling_tok_s"], rel=1e-3)
     # zenops deploys what it serves: the best configuration is never llama.cpp's row, however fast
-    assert rep.best["tiny-a"] is not None and rep.best["tiny-a"].variant == "zenops"
+    assert rep.best["tiny-a"] is not None
+    assert rep.best["tiny-a"].variant == "zenops"
     assert "engine" in rep.csv().splitlines()[0]
+
+
+# --- `zenops down` removes llama.cpp's servers too --------------------------------------------------------------
+
+
+def test_down_removes_the_llamacpp_servers_and_their_secrets():
+    """playbooks/down.yml removes every container carrying its label filter and the secrets under /var/lib/zenops:
+    the llama.cpp servers (and a conversion left running) carry those labels and keep their key there."""
+    import yaml  # noqa: PLC0415
+
+    from tests.conftest import REPO  # noqa: PLC0415
+
+    [play] = yaml.safe_load((REPO / "playbooks" / "down.yml").read_text())
+    tasks = {t["name"]: t for t in play["tasks"][1]["block"]}
+    wanted = set(tasks["List zenops's containers and images"]["community.docker.docker_host_info"]
+                 ["containers_filters"]["label"])  # fmt: skip
+    role = yaml.safe_load((REPO / "roles" / "llamacpp_server" / "vars" / "main.yml").read_text())
+    server_labels = {f"{k}={v}" for k, v in role["_llamacpp_server_labels"].items()}
+    assert wanted <= server_labels  # `down` finds the llama.cpp servers
+    convert = (REPO / "roles" / "llamacpp_server" / "tasks" / "convert.yml").read_text()
+    assert all(f"'--label', '{label}'" in convert for label in wanted)  # and a conversion container left running
+    secrets = tasks["Remove the servers' secret environment files (API key, HF token)"]["ansible.builtin.file"]
+    defaults = yaml.safe_load((REPO / "roles" / "llamacpp_server" / "defaults" / "main.yml").read_text())
+    assert secrets["path"] == f"{defaults['llamacpp_server_data_dir']}/secrets"  # the llama.cpp keys are under it
+    assert role["_llamacpp_server_secrets_dir"].startswith("{{ llamacpp_server_data_dir }}/secrets/")
