@@ -12,6 +12,8 @@ bits per weight (zenops.llamacpp_deploy.gguf_plan).
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,7 +23,7 @@ from zenops import llamacpp, llamacpp_deploy, serve
 from zenops.context import RunContext
 from zenops.deployment.record import ServingRecord
 from zenops.deployment.store import Store
-from zenops.errors import UsageError
+from zenops.errors import UsageError, ZenopsError
 from zenops.hosts import down_inventory, up_inventory
 from zenops.request_options import LLAMACPP_KEY as KEY  # the GGUF format llama.cpp serves; unset: vLLM serves
 from zenops.runner import RunResult, RunSpec
@@ -40,7 +42,8 @@ def serve_llamacpp(ctx: RunContext, inventory: Path, request: Mapping[str, Any])
     ``inventory``: the deployment's vLLM servers stopped (their images, the model and the API key stay), zenops's
     plan made for each host as `up` makes it, then one llama-server per plan instance with ``concurrency`` seats, its
     health gate, and the serving record. Returns host -> the servers' endpoints. Raises UsageError for a model that
-    is not a local Hugging Face directory of unquantized weights (llama.cpp converts from those)."""
+    is not a local Hugging Face directory of unquantized weights (llama.cpp converts from those); when the playbook
+    fails, the llama.cpp servers it started are removed before the error goes on."""
     fmt = gguf_of(request)
     if fmt is None:
         raise UsageError("no GGUF format to serve with llama.cpp", hint=f"set the variant's {KEY}: bf16, q8_0, q4_k_m")
@@ -57,17 +60,22 @@ def serve_llamacpp(ctx: RunContext, inventory: Path, request: Mapping[str, Any])
             f"{model_dir} holds quantized weights: llama.cpp converts from unquantized (bf16) weights",
             hint="use the unquantized model for the llama.cpp variants",
         )
+    topologies = serve.topologies_of(config, up_inventory(ctx, inventory).run)  # the hosts' up first: Docker there
     # one engine at a time: the deployment's vLLM servers go (images, models, the API key stay)
     down_inventory(ctx.quiet(), inventory, keep_secrets=True)
     api_key = serve.ensure_api_key(config, inventory, req.api_key_file)
-    topologies = serve.topologies_of(config, up_inventory(ctx, inventory).run)
     plans = serve.make_plans(topologies, model, serve.plan_options(req, engine.combo.vllm), config)
     served = req.served_model_name or model_dir.name
     extravars = llamacpp_deploy.serve_extravars(
         {h: p.to_dict() for h, p in plans.items()}, model_dir=str(model_dir), served_name=served, fmt=fmt,
         concurrency=req.concurrency, api_key_file=str(api_key), deployment=inventory.stem, pip=serve.pip_settings(),
     )  # fmt: skip
-    run = ctx.run(RunSpec(playbook=PLAYBOOK, inventory=inventory, extravars=extravars, verbosity=ctx.verbosity))
+    try:
+        run = ctx.run(RunSpec(playbook=PLAYBOOK, inventory=inventory, extravars=extravars, verbosity=ctx.verbosity))
+    except ZenopsError:  # no half-started peer: the servers that did start would hold the next cell's ports
+        with contextlib.suppress(ZenopsError):
+            stop_llamacpp(ctx.quiet(cancel=threading.Event()), inventory)
+        raise
     endpoints = endpoints_of(run, plans)
     record = serve.request_to_dict(req, hf_token_given=req.hf_token_file is not None, model_dir=model_dir)
     Store(config, inventory).save_record(
@@ -96,6 +104,12 @@ def _image(endpoints: list[dict[str, Any]]) -> dict[str, Any]:
 def endpoints_of(run: RunResult, plans: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """Host -> the llama.cpp servers playbooks/llamacpp.yml reported (zenops_llamacpp_endpoints)."""
     return {h: list(run.host_facts.get(h, {}).get("zenops_llamacpp_endpoints") or []) for h in plans}
+
+
+def serving(ctx: RunContext, inventory: Path) -> bool:
+    """The deployment's serving record says llama.cpp serves (a campaign's llama.cpp cell was the last served)."""
+    record = Store(ctx.config, inventory).record()
+    return record is not None and gguf_of(record.request) is not None
 
 
 def stop_llamacpp(ctx: RunContext, inventory: Path) -> None:

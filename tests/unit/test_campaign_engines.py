@@ -26,7 +26,7 @@ from zenops.campaign.spec import load_spec
 from zenops.config import Config
 from zenops.context import RunContext
 from zenops.deployment.store import Store
-from zenops.errors import UsageError
+from zenops.errors import RunFailedError, UsageError
 from zenops.report import load as load_results
 from zenops.runner import HostStats, RunResult, RunSpec
 from zenops.tinymodel import generate
@@ -44,9 +44,6 @@ def test_the_engines_preset_is_zenops_and_llamacpp_in_each_gguf_format(tmp_path:
         ("llamacpp-q8_0", {"llamacpp": "q8_0"}),
         ("llamacpp-q4_k_m", {"llamacpp": "q4_k_m"}),
     ]
-    assert engines.has_llamacpp(spec)
-    f.write_text("name: e\ncloud: sandbox\nflavors: [f]\nmodels: [m]\nvariants: peers\n")
-    assert not engines.has_llamacpp(load_spec(f))
 
 
 def _cell(model: str, variant: str, **request: Any) -> Cell:
@@ -104,19 +101,31 @@ def test_campaign_plan_leaves_out_llamacpp_cells_of_a_quantized_model_and_says_s
 
 def test_serve_cell_picks_the_engine_and_stops_the_other_one_first(monkeypatch: pytest.MonkeyPatch):
     calls: list[tuple[str, Any]] = []
+    serving = iter([True, False])  # what the deployment's serving record says before each vLLM cell
     monkeypatch.setattr(llamacpp_serve, "serve_llamacpp", lambda _c, inv, req: calls.append(("llamacpp", req)))
+    monkeypatch.setattr(llamacpp_serve, "serving", lambda _c, inv: next(serving))
     monkeypatch.setattr(llamacpp_serve, "stop_llamacpp", lambda _c, inv: calls.append(("stop llamacpp", inv)))
     monkeypatch.setattr(serve_lib, "serve_inventory", lambda _c, inv, req: calls.append(("vllm", req.model)))
     inv = Path("hosts.yml")
-    engines.serve_cell(None, inv, {"model": "/m", "llamacpp": "q8_0"}, stop_llamacpp=True)  # type: ignore[arg-type]
-    engines.serve_cell(None, inv, {"model": "/m", "gateway": "off"}, stop_llamacpp=True)  # type: ignore[arg-type]
-    engines.serve_cell(None, inv, {"model": "/m"}, stop_llamacpp=False)  # type: ignore[arg-type]
+    engines.serve_cell(None, inv, {"model": "/m", "llamacpp": "q8_0"})  # type: ignore[arg-type]
+    engines.serve_cell(None, inv, {"model": "/m", "gateway": "off"})  # type: ignore[arg-type]
+    engines.serve_cell(None, inv, {"model": "/m"})  # type: ignore[arg-type]
     assert calls == [
         ("llamacpp", {"model": "/m", "llamacpp": "q8_0"}),
         ("stop llamacpp", inv),  # before vLLM serves: one engine at a time
         ("vllm", "/m"),
-        ("vllm", "/m"),  # a campaign without llama.cpp cells runs no extra playbook
+        ("vllm", "/m"),  # llama.cpp does not serve there: no extra playbook
     ]
+
+
+def test_the_serving_record_tells_whether_llamacpp_serves(tmp_path: Path):
+    config, inv = _llamacpp_record(tmp_path)
+    assert llamacpp_serve.serving(RunContext(config), inv)
+    other = tmp_path / "other.yml"
+    other.write_text("all: {}\n")
+    assert not llamacpp_serve.serving(RunContext(config), other)  # no record
+    _served_in(config, tmp_path, other)
+    assert not llamacpp_serve.serving(RunContext(config), other)  # vLLM's record
 
 
 def test_stopping_llamacpp_keeps_the_gguf_files_for_the_next_cell():
@@ -225,8 +234,9 @@ def test_serve_llamacpp_stops_vllm_then_serves_the_plan_and_records_it(tmp_path:
     monkeypatch.setattr(serve_lib, "pip_settings", lambda: {"vllm_image_pip_find_links": ["/wheels"]})
     request = {"model": str(tmp_path / "tiny-a"), "image_source": "pip", "gateway": "off", "llamacpp": "q4_k_m"}
     endpoints = llamacpp_serve.serve_llamacpp(RunContext(config), inv, request)
-    assert [s.playbook for s in fake.specs] == ["down", "up", "llamacpp"]  # vLLM's servers go first
-    assert fake.specs[0].extravars["zenops_remove_images"] is False  # the engine image stays: it runs the client
+    # the hosts' up (Docker, facts), then vLLM's servers go, then llama.cpp's start
+    assert [s.playbook for s in fake.specs] == ["up", "down", "llamacpp"]
+    assert fake.specs[1].extravars["zenops_remove_images"] is False  # the engine image stays: it runs the client
     ev = fake.specs[2].extravars
     key = Path(ev["llamacpp_server_api_key_file"])
     assert key.is_file()
@@ -241,6 +251,31 @@ def test_serve_llamacpp_stops_vllm_then_serves_the_plan_and_records_it(tmp_path:
     assert record.api_key_file == str(key)
     assert record.plans["h1"]["llamacpp"] == "q4_k_m"  # the plan as llama.cpp served it: its ceiling in GGUF bits
     assert record.compat["id"]  # the pair whose engine image runs the bench client
+
+
+def test_a_failed_llamacpp_serve_leaves_no_llamacpp_server(tmp_path: Path, monkeypatch):
+    generate(tmp_path / "tiny-a", seed=0)
+    config = Config(state_dir=tmp_path / "state")
+    inv = tmp_path / "dep.yml"
+    inv.write_text("all: {hosts: {h1: {}}}\n")
+    fake = FakeAnsible()
+
+    def failing(spec: RunSpec, *a: Any, **kw: Any) -> RunResult:
+        if spec.playbook == "llamacpp" and spec.extravars.get("llamacpp_state") != "absent":
+            fake.specs.append(spec)
+            raise RunFailedError("llamacpp", [])
+        return fake(spec)
+
+    monkeypatch.setattr("zenops.context.run_playbook", failing)
+    monkeypatch.setattr(serve_lib, "pip_settings", dict)
+    request = {"model": str(tmp_path / "tiny-a"), "image_source": "pip", "llamacpp": "q8_0"}
+    with pytest.raises(RunFailedError):
+        llamacpp_serve.serve_llamacpp(RunContext(config), inv, request)
+    assert [(s.playbook, s.extravars.get("llamacpp_state")) for s in fake.specs][-2:] == [
+        ("llamacpp", None),
+        ("llamacpp", "absent"),  # what did start is removed: the next cell's ports and cores are free
+    ]
+    assert Store(config, inv).record() is None  # nothing says llama.cpp serves
 
 
 def test_serve_llamacpp_refuses_quantized_weights_and_catalogue_ids_before_anything_runs(tmp_path, monkeypatch):

@@ -18,13 +18,7 @@ from zenops.request_options import LLAMACPP_KEY as KEY
 
 if TYPE_CHECKING:
     from zenops.campaign.plan import Cell
-    from zenops.campaign.spec import CampaignSpec
     from zenops.context import RunContext
-
-
-def has_llamacpp(spec: CampaignSpec) -> bool:
-    """Some variant of the campaign is served by llama.cpp (its servers must go before vLLM serves)."""
-    return any(v.options.get(KEY) for v in spec.variants)
 
 
 def quant_of(model: str) -> str | None:
@@ -65,15 +59,15 @@ def leave_out(cells: Iterable[Cell], quantized: Callable[[str], str | None] = qu
     return kept, notes
 
 
-def serve_cell(ctx: RunContext, inventory: Path, request: Mapping[str, Any], *, stop_llamacpp: bool) -> None:
+def serve_cell(ctx: RunContext, inventory: Path, request: Mapping[str, Any]) -> None:
     """Serve a campaign cell's ``request`` with its engine: llama.cpp when it names a GGUF format (the vLLM servers
-    go first), else zenops's plan in vLLM (the llama.cpp servers of the deployment go first when ``stop_llamacpp``:
-    the campaign has llama.cpp cells)."""
+    go first), else zenops's plan in vLLM (the deployment's llama.cpp servers go first when its serving record says
+    llama.cpp serves: they hold the plan's ports and cores)."""
     from zenops import llamacpp_serve, serve  # noqa: PLC0415
 
     if llamacpp_serve.gguf_of(request):
         llamacpp_serve.serve_llamacpp(ctx, inventory, request)
         return
-    if stop_llamacpp:
+    if llamacpp_serve.serving(ctx, inventory):
         llamacpp_serve.stop_llamacpp(ctx, inventory)
     serve.serve_inventory(ctx, inventory, serve.request_from_dict(request))

@@ -538,7 +538,7 @@ class Campaign:
             try:
                 t0 = time.monotonic()
                 request = {**dict(cell.request), "gateway": "off"}
-                engines.serve_cell(self._ctx(), inventory, request, stop_llamacpp=engines.has_llamacpp(self.spec))
+                engines.serve_cell(self._ctx(), inventory, request)
                 serve_s = time.monotonic() - t0
                 run_dirs = []
                 t1 = time.monotonic()
