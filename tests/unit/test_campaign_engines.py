@@ -384,6 +384,8 @@ def test_the_client_benches_a_llamacpp_server_from_the_engine_image_with_the_mod
     assert "engine=llama.cpp" in argv
     assert "platform=llamacpp" in argv
     assert KEY not in " ".join(argv)
+    described = bench_client.describe_servers([view], health=[], versions=[], images=[], client_cpus="")
+    assert described["zenops-llamacpp-0"]["platform"] == "llamacpp"
 
 
 def test_a_vllm_server_view_is_unchanged_by_the_llamacpp_branch():

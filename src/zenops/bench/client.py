@@ -266,7 +266,8 @@ def describe_servers(
         h = checks.get(str(s["name"]), {})
         out[str(s["name"])] = {
             **s,
-            "platform": h.get("platform", "unknown"),
+            # llama.cpp's servers have no vLLM platform to check: theirs is llamacpp (the role's result names too)
+            "platform": h.get("platform", "llamacpp" if s.get("engine") == LLAMACPP_ENGINE else "unknown"),
             "platform_evidence": h.get("platform_evidence", ""),
             "memory": h.get("memory", ""),
             "versions": by_image.get(str(s.get("image_id")), {}),
