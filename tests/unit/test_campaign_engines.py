@@ -60,17 +60,25 @@ def test_llamacpp_cells_of_a_quantized_model_are_left_out_with_the_reason_one_li
     ]
     asked: list[str] = []
 
-    def quantized(model: str) -> str | None:
+    def refusal(model: str) -> str | None:
         asked.append(model)
-        return "w8a8" if model.endswith("w8a8") else None
+        return "its weights are already quantized (w8a8)" if model.endswith("w8a8") else None
 
-    kept, notes = engines.leave_out(cells, quantized)
+    kept, notes = engines.leave_out(cells, refusal)
     assert [c.key for c in kept] == ["k-bf16-zenops", "k-bf16-llamacpp-q8_0", "k-w8a8-zenops"]
-    assert len(notes) == 2
-    assert notes[0].startswith("g / w8a8 / llamacpp-bf16: left out:")
-    assert "already quantized (w8a8)" in notes[0]
-    assert "not a failure" in notes[0]
+    assert notes == [
+        "g / w8a8 / llamacpp-bf16: left out (llama.cpp bf16): its weights are already quantized (w8a8)",
+        "g / w8a8 / llamacpp-q8_0: left out (llama.cpp q8_0): its weights are already quantized (w8a8)",
+    ]
     assert asked == ["/m/bf16", "/m/w8a8"]  # each model read once, the vLLM cells never
+
+
+def test_llamacpp_cannot_serve_quantized_weights_nor_a_catalogue_id(tmp_path: Path):
+    generate(tmp_path / "tiny-a", seed=0)
+    generate(tmp_path / "tiny-q", seed=0, quant="w4a16")
+    assert engines.llamacpp_refusal(str(tmp_path / "tiny-a")) is None
+    assert "already quantized (w4a16)" in str(engines.llamacpp_refusal(str(tmp_path / "tiny-q")))
+    assert "catalogue id" in str(engines.llamacpp_refusal("Qwen/Qwen3-0.6B"))
 
 
 def test_campaign_plan_leaves_out_llamacpp_cells_of_a_quantized_model_and_says_so(run, tmp_path: Path):
@@ -92,6 +100,7 @@ def test_campaign_plan_leaves_out_llamacpp_cells_of_a_quantized_model_and_says_s
         f"gp.5.2.8 / tiny-q / llamacpp-{fmt}" for fmt in ("bf16", "q8_0", "q4_k_m")
     ]
     assert all("already quantized (w8a8)" in line for line in data["left_out"])
+    assert all("(llama.cpp " in line for line in data["left_out"])
     r = run(["campaign", "plan", str(f)])
     assert "gp.5.2.8 / tiny-q / llamacpp-q4_k_m: left out" in r.output
 
