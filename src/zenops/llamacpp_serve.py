@@ -61,15 +61,15 @@ def serve_llamacpp(ctx: RunContext, inventory: Path, request: Mapping[str, Any])
             hint="use the unquantized model for the llama.cpp variants",
         )
     topologies = serve.topologies_of(config, up_inventory(ctx, inventory).run)  # the hosts' up first: Docker there
-    # one engine at a time: the deployment's vLLM servers go (images, models, the API key stay)
-    down_inventory(ctx.quiet(), inventory, keep_secrets=True)
+    plans = serve.make_plans(topologies, model, serve.plan_options(req, engine.combo.vllm), config)  # refusals here
     api_key = serve.ensure_api_key(config, inventory, req.api_key_file)
-    plans = serve.make_plans(topologies, model, serve.plan_options(req, engine.combo.vllm), config)
     served = req.served_model_name or model_dir.name
     extravars = llamacpp_deploy.serve_extravars(
         {h: p.to_dict() for h, p in plans.items()}, model_dir=str(model_dir), served_name=served, fmt=fmt,
         concurrency=req.concurrency, api_key_file=str(api_key), deployment=inventory.stem, pip=serve.pip_settings(),
     )  # fmt: skip
+    # one engine at a time: the deployment's vLLM servers go (images, models, the API key stay)
+    down_inventory(ctx.quiet(), inventory, keep_secrets=True)
     try:
         run = ctx.run(RunSpec(playbook=PLAYBOOK, inventory=inventory, extravars=extravars, verbosity=ctx.verbosity))
     except ZenopsError:  # no half-started peer: the servers that did start would hold the next cell's ports
