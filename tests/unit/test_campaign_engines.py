@@ -28,7 +28,7 @@ from zenops.context import RunContext
 from zenops.deployment.store import Store
 from zenops.errors import RunFailedError, UsageError
 from zenops.report import load as load_results
-from zenops.runner import HostStats, RunResult, RunSpec
+from zenops.runner import HostStats, RunResult, RunSpec, check_no_secrets
 from zenops.tinymodel import generate
 
 # --- the preset and the plan's left-out cells ------------------------------------------------------------------
@@ -176,6 +176,7 @@ def test_the_serve_steps_extravars_come_from_the_plan(tmp_path: Path):
         fmt="q8_0", concurrency=3, api_key_file="/state/key", deployment="dep", pip=pip,
     )  # fmt: skip
     assert ev["llamacpp_server_api_key_file"] == "/state/key"  # a path: the key is never a value
+    check_no_secrets(ev)  # what the runner refuses before any playbook runs (no secret-named key, no secret value)
     assert ev["llamacpp_server_deployment"] == "dep"
     assert ev["llamacpp_server_image_pip_find_links"] == ["/wheels"]
     assert ev["llamacpp_server_image_pip_extra_index_urls"] == ["https://idx/cpu"]
