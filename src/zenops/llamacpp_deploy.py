@@ -57,7 +57,7 @@ def mounts(model_name: str) -> dict[str, str]:
     return {
         "model": f"{MODELS_MOUNT}/{model_name}",
         "gguf": GGUF_MOUNT,
-        "secrets": SECRETS_MOUNT,
+        "secrets_dir": SECRETS_MOUNT,  # not "secrets": the runner refuses secret-named extra vars (a path here)
         "api_key_file": f"{SECRETS_MOUNT}/{API_KEY_NAME}",
     }
 
@@ -155,3 +155,62 @@ def extravars(
         "llamacpp_server_model_dir": model_dir,
         "llamacpp_server_served_model_name": served_name,
     }
+
+
+# --- a campaign's llama.cpp cell: the playbook's extra vars and the plan its bench is read against -----------------
+
+# the pip settings of the engine image's build (zenops.serve.pip_settings) -> the llama.cpp image's same settings
+PIP_SETTINGS = {
+    "vllm_image_pip_find_links": "llamacpp_server_image_pip_find_links",
+    "vllm_image_pip_extra_index_urls": "llamacpp_server_image_pip_extra_index_urls",
+    "vllm_image_pip_ca_bundle": "llamacpp_server_image_pip_ca_bundle",
+}
+# bits per weight of a plan's unquantized weights (Plan.weights is the dtype for them)
+_DTYPE_BITS = {"bfloat16": 16.0, "float16": 16.0, "float32": 32.0}
+
+
+def serve_extravars(
+    plans: Mapping[str, Plan | Mapping[str, Any]],
+    *,
+    model_dir: str,
+    served_name: str,
+    fmt: str,
+    concurrency: int,
+    api_key_file: str,
+    deployment: str,
+    pip: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """playbooks/llamacpp.yml's extra vars for serving the ``fmt`` GGUF of ``model_dir`` on the hosts of ``plans``
+    (:func:`extravars`), with the deployment's API key file (a path: the key never travels as a value), the
+    deployment's name (the servers' io.zenops.deployment label) and ``pip`` (zenops.serve.pip_settings(): the engine
+    image's find-links, extra indexes and CA bundle, passed on as the llama.cpp image's)."""
+    if not api_key_file:
+        raise UsageError("the llama.cpp servers need an API key file", hint="serve through zenops (it makes one)")
+    out = extravars(plans, model_dir=model_dir, served_name=served_name, fmt=fmt, concurrency=concurrency)
+    out["llamacpp_server_api_key_file"] = api_key_file
+    out["llamacpp_server_deployment"] = deployment
+    for ours, theirs in PIP_SETTINGS.items():
+        if pip and pip.get(ours):
+            out[theirs] = pip[ours]
+    return out
+
+
+def gguf_plan(plan: Mapping[str, Any], fmt: str) -> dict[str, Any]:
+    """zenops's plan (its to_dict()) as the llama.cpp peer served it: the same instances, ``llamacpp`` naming the
+    GGUF format, and each instance's decode ceiling read with the GGUF's bits per weight (zenops.llamacpp.FORMATS)
+    instead of the plan's dtype (the KV cache stays 16-bit in both). A plan whose weights are not a plain dtype (a
+    quantized model, which llama.cpp does not convert from) keeps no ceiling."""
+    f = llamacpp.gguf_format(fmt)
+    source_bits = _DTYPE_BITS.get(str(plan.get("weights") or "bfloat16"))
+    insts = []
+    for raw in plan.get("instances") or []:
+        inst = dict(raw)
+        roof = inst.get("roofline")
+        if isinstance(roof, Mapping) and roof.get("weight_bytes"):
+            if source_bits is None:
+                inst["roofline"] = None
+            else:
+                weight_bytes = round(int(roof["weight_bytes"]) * f.bits_per_weight / source_bits)
+                inst["roofline"] = {**roof, "weight_bytes": weight_bytes, "gguf_bits_per_weight": f.bits_per_weight}
+        insts.append(inst)
+    return {**plan, "instances": insts, "llamacpp": f.name}

@@ -30,6 +30,10 @@ IMAGE_SOURCES = ("pip", "build", "prebuilt")
 # the most concurrent requests zenops plans for or benchmarks at (--concurrency of plan/up/rollout and bench, a
 # campaign's variants and bench levels): a CPU host serves tens at once; beyond this nothing can mean it
 MAX_CONCURRENCY = 4096
+# the GGUF formats llama.cpp serves a campaign's peer cell in: the names of zenops.llamacpp.FORMATS (a unit test holds
+# them equal; not imported: zenops.llamacpp needs the planner, which `--help` must not load)
+LLAMACPP_FORMATS = ("bf16", "q8_0", "q4_k_m")
+LLAMACPP_KEY = "llamacpp"  # the variant key (and serving record request key) naming the GGUF format llama.cpp serves
 
 
 @dataclass(frozen=True)
@@ -177,6 +181,14 @@ OPTIONS: tuple[Option, ...] = (
         "write-up's recipe), amd-skill (AMD's serving-llms-on-epyc skill), vllm-defaults (vLLM's own defaults). "
         "A campaign's `layout: [zenops, writeup, amd-skill, vllm-defaults]` measures them side by side.",
         campaign=("variant",), example="layout: [zenops, writeup, amd-skill, vllm-defaults]",
+    ),
+    Option(
+        LLAMACPP_KEY, "--llamacpp", "choice", commands=(), changeable=False, choices=LLAMACPP_FORMATS,
+        help="A peer measurement, not a way to serve: the cell is served by llama.cpp's llama-server instead of "
+        "vLLM, on the same host, cores, memory node, context and seats as zenops's plan, with the model's Hugging "
+        "Face weights converted to this GGUF format (bf16, q8_0, q4_k_m), and benched by the same `vllm bench "
+        "serve` client. A campaign variant key only (`variants: engines`); unset: vLLM serves zenops's plan.",
+        campaign=("variant",), example="llamacpp: q8_0",
     ),
     Option(
         "metrics", "--metrics", "choice", default="off", choices=("on", "off"), commands=(UP,), changeable=False,

@@ -365,6 +365,24 @@ def make_plans(
 # --- the run --------------------------------------------------------------------------------------------------
 
 
+def topologies_of(config: Config, up_run: RunResult) -> dict[str, dict[str, Any]]:
+    """Host -> its CPU topology, as the hosts' up run (playbooks/up.yml) reported it; each checked and kept with the
+    facts. Raises ZenopsError when no host reported one."""
+    topologies: dict[str, dict[str, Any]] = {}
+    for host in sorted(up_run.stats):
+        facts = up_run.host_facts.get(host, {}).get(FACT_NAME)
+        if facts is None:
+            continue  # not a target (e.g. the controller)
+        topologies[host] = check_topology(facts, f"{host} ({up_run.run_dir})")
+        save_facts(config, host, topologies[host])
+    if not topologies:
+        raise ZenopsError(
+            "no host reported its CPU topology: nothing to plan for",
+            hint=f"check the run log {up_run.run_dir}; in --check mode on a fresh host facts may be missing",
+        )
+    return topologies
+
+
 def serve_inventory(
     ctx: RunContext,
     inventory: Path,
@@ -391,19 +409,7 @@ def serve_inventory(
 
     # ready -> docker -> facts
     up_result = up_inventory(ctx, inventory, limit=limit, check=check)  # the hosts' own up: facts come with it
-    up_run = up_result.run
-    topologies: dict[str, dict[str, Any]] = {}
-    for host in sorted(up_run.stats):
-        facts = up_run.host_facts.get(host, {}).get(FACT_NAME)
-        if facts is None:
-            continue  # not a target (e.g. the controller)
-        topologies[host] = check_topology(facts, f"{host} ({up_run.run_dir})")
-        save_facts(config, host, topologies[host])
-    if not topologies:
-        raise ZenopsError(
-            "no host reported its CPU topology: nothing to plan for",
-            hint=f"check the run log {up_run.run_dir}; in --check mode on a fresh host facts may be missing",
-        )
+    topologies = topologies_of(config, up_result.run)
 
     # plan (refusals stop here: nothing built, nothing started)
     store = Store(config, inventory)

@@ -41,7 +41,7 @@ def test_the_servers_load_the_gguf_the_conversion_makes_and_read_the_key_from_th
     for inst in v["llamacpp_server_instances"]:
         assert _arg(inst["argv"], "-m") == served["gguf"]
         assert _arg(inst["argv"], "--api-key-file") == mounts["api_key_file"]
-        assert mounts["api_key_file"].startswith(mounts["secrets"] + "/")
+        assert mounts["api_key_file"].startswith(mounts["secrets_dir"] + "/")
         assert _arg(inst["argv"], "--port") == str(inst["port"])
         assert inst["format"] == "q4_k_m"
     # the converter reads the model where the role mounts it, with the image's own Python and script

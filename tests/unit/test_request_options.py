@@ -40,9 +40,39 @@ def test_dtype_and_tensor_parallel_are_on_plan_up_and_rollout():
         assert {"dtype", "tensor_parallel"} <= set(_params(command))
 
 
-def test_every_option_is_a_serve_request_field():
+def test_every_option_a_command_takes_is_a_serve_request_field():
     fields = {f.name for f in dataclasses.fields(ServeRequest)}
-    assert {o.field for o in OPTIONS} <= fields
+    assert {o.field for o in OPTIONS if o.commands} <= fields
+    # a campaign-only key (llamacpp: llama.cpp serves the cell) is no ServeRequest field: `up` cannot switch engines
+    assert {o.field for o in OPTIONS if not o.commands} == {"llamacpp"}
+    assert "llamacpp" not in fields
+
+
+def test_llamacpp_is_a_campaign_variant_key_only_with_the_gguf_formats():
+    from zenops import llamacpp  # noqa: PLC0415
+
+    o = BY_FIELD["llamacpp"]
+    assert (o.kind, o.default, o.campaign) == ("choice", None, ("variant",))
+    assert o.choices == tuple(llamacpp.FORMATS) == ("bf16", "q8_0", "q4_k_m")
+    assert not any(o.takes(c) for c in ("plan", "up", "rollout"))  # zenops does not switch engines by itself
+    assert "llamacpp" not in CHANGEABLE
+    assert "peer measurement" in o.help
+    for command in ("plan", "up", "rollout"):
+        assert "llamacpp" not in _params(command)
+    assert "llamacpp" in campaign_spec.VARIANT_OPTIONS
+    assert "llamacpp" not in {x.field for x in campaign_keys("engine")}
+
+
+def test_a_campaign_variant_takes_a_gguf_format_and_refuses_another(tmp_path: Path):
+    from zenops.errors import ConfigError  # noqa: PLC0415
+
+    path = tmp_path / "c.yaml"
+    path.write_text("name: s\ncloud: sandbox\nflavors: [f]\nmodels: [m]\nvariants: {ll: {llamacpp: q8_0}}\n")
+    assert dict(campaign_spec.load_spec(path).variants[0].options) == {"llamacpp": "q8_0"}
+    path.write_text("name: s\ncloud: sandbox\nflavors: [f]\nmodels: [m]\nvariants: {ll: {llamacpp: q5_k}}\n")
+    with pytest.raises(ConfigError) as e:
+        campaign_spec.load_spec(path)
+    assert "bf16, q8_0, q4_k_m" in e.value.message
 
 
 def test_the_rollout_changes_what_the_table_calls_changeable():

@@ -15,6 +15,9 @@ from zenops.cpulist import format_cpulist, parse_cpulist
 from zenops.metrics import server as server_metrics
 
 BENCH_LABEL = "vllm-bench"
+# llama.cpp's servers (roles/llamacpp_server): benched by the same client, run in the vLLM engine image
+LLAMACPP_ROLE = "llamacpp-server"
+LLAMACPP_ENGINE = "llama.cpp"  # zenops.llamacpp.LLAMA_CPP (not imported: it needs the planner)
 CLIENT_RESULT_DIR = "/zenops-bench"  # the host's result directory, inside the bench container
 # the client's entry point when the server requires a key: the key goes from its file into the environment of the
 # client process only (a missing or unreadable file stops the run: no request goes out without it); then the
@@ -77,7 +80,10 @@ def bench_argv(
     library only, no torch to import) in its place.
 
     The client shares the server's volumes (model directory, Hugging Face cache: the tokenizer is there, offline),
-    uses the host's network (the server listens there), runs on ``cpuset`` when given. With ``key_file`` (a path
+    uses the host's network (the server listens there), runs on ``cpuset`` when given. A llama.cpp server (its
+    :func:`server_view` has ``client_image``, the vLLM engine image the role found on the host, and
+    ``tokenizer_volume``, the copied Hugging Face directory) is benched from that image, the directory mounted
+    read-only for the tokenizer; its secrets volume holds the key as the vLLM server's does. With ``key_file`` (a path
     inside the container: the server's secrets volume, read-only) a shell reads the API key into OPENAI_API_KEY (the
     variable vllm bench sends as a bearer token) just before it starts the client: the key is never on a command line
     nor in the container's configuration (``docker inspect``).
@@ -120,6 +126,7 @@ def bench_argv(
         "host",
         "--volumes-from",
         f"{server['name']}:ro",
+        *(["--volume", str(server["tokenizer_volume"])] if server.get("tokenizer_volume") else []),
         "--volume",
         f"{result_dir}:{CLIENT_RESULT_DIR}:rw",
         "--env",
@@ -133,7 +140,7 @@ def bench_argv(
     ]
     if cpuset:
         argv += ["--cpuset-cpus", cpuset]
-    argv.append(server.get("image_id") or server["image"])
+    argv.append(server.get("client_image") or server.get("image_id") or server["image"])
     if key_file:  # sh -c SCRIPT $0 $@: the key file is $0, the sampler's program $1, vllm's arguments follow
         argv += ["-c", KEY_WRAPPER, key_file, SAMPLER]
     else:
@@ -196,7 +203,7 @@ def server_view(inspect: Mapping[str, Any]) -> dict[str, Any]:
     name = str(inspect.get("Name", "")).lstrip("/")
     port = labels.get("io.zenops.port")
     host = args[args.index("--host") + 1] if "--host" in args[:-1] else ""
-    return {
+    view: dict[str, Any] = {
         "name": name,
         # where the client reaches it on the host: the address it listens at, loopback when it listens everywhere
         "address": "127.0.0.1" if host in ("", "0.0.0.0", "::") else host,
@@ -216,7 +223,13 @@ def server_view(inspect: Mapping[str, Any]) -> dict[str, Any]:
         "exit_code": state.get("ExitCode"),
         "restarts": inspect.get("RestartCount", 0),
         "started_at": state.get("StartedAt", ""),
+        "engine": "vllm",
     }
+    if labels.get("io.zenops.role") == LLAMACPP_ROLE:  # its argv is llama-server's: the tokenizer is the HF directory
+        tokenizer, model_dir = labels.get("io.zenops.tokenizer", ""), labels.get("io.zenops.model-dir", "")
+        view.update(engine=LLAMACPP_ENGINE, format=labels.get("io.zenops.format", ""), tokenizer=tokenizer,
+                    tokenizer_volume=f"{model_dir}:{tokenizer}:ro" if model_dir and tokenizer else "")  # fmt: skip
+    return view
 
 
 def describe_servers(
@@ -253,7 +266,8 @@ def describe_servers(
         h = checks.get(str(s["name"]), {})
         out[str(s["name"])] = {
             **s,
-            "platform": h.get("platform", "unknown"),
+            # llama.cpp's servers have no vLLM platform to check: theirs is llamacpp (the role's result names too)
+            "platform": h.get("platform", "llamacpp" if s.get("engine") == LLAMACPP_ENGINE else "unknown"),
             "platform_evidence": h.get("platform_evidence", ""),
             "memory": h.get("memory", ""),
             "versions": by_image.get(str(s.get("image_id")), {}),

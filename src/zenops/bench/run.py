@@ -32,7 +32,10 @@ from zenops.errors import (
     ZenopsError,
 )
 from zenops.facts import facts_path
+from zenops.llamacpp import BUILD as LLAMACPP_BUILD
+from zenops.llamacpp import LLAMA_CPP
 from zenops.planner import PlanRefusedError
+from zenops.request_options import LLAMACPP_KEY
 from zenops.runner import RunSpec, scrub
 from zenops.serve import HF_TOKEN_ENV, ServeRequest, request_from_dict, serve_inventory
 
@@ -161,6 +164,9 @@ def _phase(run: _Run) -> dict[str, Any]:
     }
     if run.req.one_at_a_time:
         extravars["zenops_bench_serial"] = 1
+    if run.metadata.get("engine") == LLAMA_CPP:  # a campaign's llama.cpp cell: its servers, the same client
+        extravars["vllm_server_bench_engine"] = "llamacpp"
+        extravars["vllm_server_bench_client_compat"] = str(run.record.compat.get("id") or "")
     if run.api_key_file is not None:
         extravars["vllm_server_api_key_file"] = str(run.api_key_file)
     if run.req.gateway:
@@ -186,6 +192,18 @@ def _phase(run: _Run) -> dict[str, Any]:
         if h and not h.get("client_cpus"):
             run.warn(f"{host}: the servers hold every CPU, so the client shares them (its load is in the figures)")
     return {h: {**v, "ansible_run": str(result.run_dir)} for h, v in hosts.items() if v}
+
+
+def engine_metadata(record: ServingRecord) -> dict[str, Any]:
+    """What served, for the results: llama.cpp and its GGUF format for a campaign's llama.cpp cell (its serving
+    record's request names the format; the vLLM pair is then only the client's image), else nothing (zenops's vLLM
+    servers: the plan's weights label them)."""
+    fmt = record.request.get(LLAMACPP_KEY)
+    if not fmt:
+        return {}
+    client = record.compat.get("vllm")
+    return {"engine": LLAMA_CPP, "weights": str(fmt), "llamacpp": LLAMACPP_BUILD, "vllm": None, "zentorch": None,
+            "client_vllm": client}  # fmt: skip
 
 
 def _gateway_target(record: ServingRecord, inventory: Path, req: BenchRequest, limit: str | None) -> str:
@@ -264,6 +282,7 @@ def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limi
         "vllm": combo.get("vllm"),
         "zentorch": combo.get("zentorch"),
         "compat": combo.get("id"),
+        **engine_metadata(record),
     }
 
     run = _Run(

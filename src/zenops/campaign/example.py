@@ -10,9 +10,9 @@ flavors: [gp.5.24.96]             # ... one server per flavor, its cells one aft
 models:                           # catalogue ids or local model directories (relative to this file)
   - Qwen/Qwen3-4B
   - Qwen/Qwen3-4B-AWQ             # quantization is a property of the weights: int4 beside its bf16 twin
-variants:                         # name -> `zenops up` options
-  zen: {platform: zen}
-  cpu: {platform: cpu}
+variants:                         # name -> `zenops up` options, or a preset: `variants: peers` (zenops's plan
+  zen: {platform: zen}            #   against peers' vLLM settings), `variants: engines` (against llama.cpp's
+  cpu: {platform: cpu}            #   server in bf16, q8_0, q4_k_m GGUF: a variant's `llamacpp: q8_0`)
 engine:                           # shared by every cell: the image route, the vLLM/zentorch pair, engine args
   image_source: pip
 bench:                            # per cell: every concurrency level, `repeats` times

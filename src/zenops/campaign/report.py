@@ -17,8 +17,9 @@ Which model a result belongs to: the cell's (the campaign's own spelling, a cata
 when the result's file lies in that cell's run directory (or a directory named ``<cell key>`` / ``<cell key>-...``);
 otherwise the result's own model, variant (label) and flavor.
 
-Best configuration per model: the lowest $ per 1M output tokens among its rows without failed requests (nor
-incomplete runs) whose median TPOT is at most ``max_tpot_ms`` (when given) and whose price is known. Ties: the higher
+Best configuration per model: the lowest $ per 1M output tokens among its rows served by zenops (not llama.cpp's peer
+rows) without failed requests (nor incomplete runs) whose median TPOT is at most ``max_tpot_ms`` (when given) and
+whose price is known. Ties: the higher
 output tok/s, then the lower median TPOT, then flavor, variant and concurrency in order. None, with the reason,
 when nothing qualifies.
 
@@ -143,6 +144,11 @@ class Row:
     def key(self) -> tuple[str, str, str, int]:
         return (self.flavor or "", self.model, self.variant or "", self.concurrency or 0)
 
+    @property
+    def engine(self) -> str:
+        """What served: llama.cpp (a campaign's peer cell, zenops.llamacpp_serve) or zenops (vLLM, any layout)."""
+        return "llama.cpp" if self.result.metadata.get("engine") == "llama.cpp" else "zenops"
+
     def describe(self) -> str:
         """``gp.5.24.96 / zen at concurrency 4``."""
         return f"{self.flavor or '-'} / {self.variant or '-'} at concurrency {self.concurrency or '-'}"
@@ -151,6 +157,8 @@ class Row:
         return {
             **self.result.to_dict(),
             "variant": self.variant,
+            "engine": self.engine,
+            "weights": self.result.metadata.get("weights"),  # the plan's (bfloat16, w8a8, ...) or the GGUF format
             "concurrency": self.concurrency,
             "repeats": len(self.runs),
             "output_throughput_spread": self.spread,
@@ -451,6 +459,8 @@ CSV_FIELDS = (
     "flavor",
     "model",
     "variant",
+    "engine",
+    "weights",
     "concurrency",
     "repeats",
     "output_throughput",
@@ -499,7 +509,8 @@ def build_report(
     best: dict[str, Row | None] = {}
     why: dict[str, str] = {}
     for m in models:
-        best[m], why[m] = best_of(by_model.get(m, []), max_tpot_ms)
+        # a configuration zenops deploys: llama.cpp's rows are a peer measurement (zenops does not switch engines)
+        best[m], why[m] = best_of([r for r in by_model.get(m, []) if r.engine == "zenops"], max_tpot_ms)
         if not by_model.get(m):
             failed = [c for c in cells if c.model == m and c.status != "done"]
             if failed:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zenops import catalog, spend
+from zenops.campaign import engines
 from zenops.campaign import plan as plan_lib
 from zenops.campaign.spec import CampaignSpec
 from zenops.campaign.state import CampaignState, CellState, ServerState, Store, deployment_name, new_id, now_iso
@@ -61,6 +62,7 @@ class Planned:
     projection: plan_lib.Projection
     engine: compat.Engine  # the pair and image route every cell runs (a variant may name another pair)
     state: CampaignState | None  # the campaign a run would continue (None: a new one)
+    left_out: tuple[str, ...] = ()  # cells of the file that are no measurement, each with why (campaign.engines)
 
     @property
     def engine_pair(self) -> str:
@@ -87,6 +89,7 @@ class Planned:
                 for c in self.cells
             ],
             "todo": len(self.todo),
+            "left_out": list(self.left_out),
             "projection": self.projection.to_dict(),
         }
 
@@ -170,7 +173,7 @@ def plan_campaign(ctx: RunContext, spec: CampaignSpec, store: Store) -> Planned:
         serve.resolve_model(model)
     engine = campaign_engine(ctx, spec)
     pair = engine.combo.id
-    cells = plan_lib.cells(spec, pair)
+    cells, left_out = engines.leave_out(plan_lib.cells(spec, pair))
     state = store.resumable(spec.name)
     todo = _todo(cells, state)
     if state is not None:  # a campaign going on: what it measured itself
@@ -186,7 +189,7 @@ def plan_campaign(ctx: RunContext, spec: CampaignSpec, store: Store) -> Planned:
         spent_usd=state.spent() if state else 0.0,
         started_groups=started,
     )
-    return Planned(spec, cells, todo, projection, engine, state)
+    return Planned(spec, cells, todo, projection, engine, state, tuple(left_out))
 
 
 # --- failures ---------------------------------------------------------------------------------------------------
@@ -517,7 +520,6 @@ class Campaign:
     # --- one cell -----------------------------------------------------------------------------------------------
 
     def _cell(self, cell: plan_lib.Cell, inventory: Path, price: float | None, *, first: bool) -> None:
-        from zenops import serve  # noqa: PLC0415
         from zenops.bench.run import BenchRequest, bench_inventory  # noqa: PLC0415
 
         cs = self.state.cells[cell.key]
@@ -535,8 +537,8 @@ class Campaign:
             self._note(f"{cell.label()}: serving" + (f" (attempt {attempt + 1})" if attempt else ""))
             try:
                 t0 = time.monotonic()
-                req = serve.request_from_dict({**dict(cell.request), "gateway": "off"})
-                serve.serve_inventory(self._ctx(), inventory, req)
+                request = {**dict(cell.request), "gateway": "off"}
+                engines.serve_cell(self._ctx(), inventory, request)
                 serve_s = time.monotonic() - t0
                 run_dirs = []
                 t1 = time.monotonic()

@@ -337,8 +337,13 @@ def load_spec(path: Path) -> CampaignSpec:
     )
 
 
-# named variant sets: `variants: peers` is zenops's plan and each peer's settings on the same host (zenops.peers)
-VARIANT_PRESETS: dict[str, dict[str, dict[str, str]]] = {"peers": {name: {"layout": name} for name in PEERS}}
+# named variant sets: `variants: peers` is zenops's plan and each peer's settings on the same host (zenops.peers);
+# `variants: engines` is zenops's plan in vLLM and llama.cpp's server in each GGUF format on the same host, cores and
+# seats (the `llamacpp` variant key), one engine at a time
+VARIANT_PRESETS: dict[str, dict[str, dict[str, str]]] = {
+    "peers": {name: {"layout": name} for name in PEERS},
+    "engines": {"zenops": {}, **{f"llamacpp-{fmt}": {"llamacpp": fmt} for fmt in request_options.LLAMACPP_FORMATS}},
+}
 
 
 def _presets(raw: Any, path: str) -> Any:

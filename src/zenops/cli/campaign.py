@@ -83,6 +83,8 @@ def _print_plan(app: App, planned: Planned, console: Console) -> None:
     for c in data["cells"]:
         where = f"{c['group']} / {Path(c['model']).name} / {c['variant']}"
         console.print(f"  {c['key']}  {escape(where)}  {c['status']}")
+    for line in planned.left_out:  # not a failure: cells that measure nothing (a llama.cpp cell of quantized weights)
+        console.print(f"  {escape(line)}")
     proj = planned.projection
     for g in proj.groups:
         price = hourly(g.price_per_hour) if g.price_per_hour is not None else "price unknown"

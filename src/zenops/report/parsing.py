@@ -232,6 +232,7 @@ def parse_json_result(obj: Mapping[str, Any], source: str) -> BenchResult:
 # keys of a result or a manifest that label results (besides flavor/platform/label, which have their own fields)
 LABEL_KEYS = (
     "flavor", "platform", "label", "vllm", "vllm_version", "zentorch", "image", "host", "run_id", "campaign", "cloud",
+    "engine", "weights",  # a campaign's llama.cpp cell: engine llama.cpp, weights its GGUF format (zenops.bench.run)
 )  # fmt: skip
 
 
