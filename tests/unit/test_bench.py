@@ -181,6 +181,17 @@ def test_client_runs_the_profile_and_saves_a_named_result_with_metadata():
     assert _flag(stock, "--result-filename") == "cpu-c4.json"
 
 
+def test_every_run_and_level_draws_prompts_of_its_own_seed():
+    first = _flag(_argv(), "--seed")
+    assert first == _flag(_argv(), "--seed")  # the same run and level: the same prompts (a re-run compares)
+    assert first != _flag(_argv(run_id="r2"), "--seed")  # the next repeat: new prompts, not the cached ones
+    run = bench.runs_for("seed")[0].to_dict()
+    other = bench.bench_argv({**run, "max_concurrency": 8}, SERVER, run_id="r1", result_dir="/r", platform="zen")
+    assert first != _flag(other, "--seed")  # the next level too
+    assert first != "0"  # not vLLM's default, the one every run shared
+    assert _argv().index("--seed") < _argv().index("--metadata")  # a flag of vllm bench, not a metadata pair
+
+
 def test_client_sends_warmup_requests_before_the_measured_ones_only_when_asked():
     assert "--num-warmups" not in _argv()  # the profiles' runs: the write-up's benchmark, as it was run
     run = bench.runs_for("seed", num_warmups=8)[0].to_dict()
