@@ -189,6 +189,7 @@ def test_every_run_and_level_draws_prompts_of_its_own_seed():
     other = bench.bench_argv({**run, "max_concurrency": 8}, SERVER, run_id="r1", result_dir="/r", platform="zen")
     assert first != _flag(other, "--seed")  # the next level too
     assert first != "0"  # not vLLM's default, the one every run shared
+    assert "--header" not in _argv()  # vLLM's servers keep their connections alive (only llama.cpp's get one each)
     assert _argv().index("--seed") < _argv().index("--metadata")  # a flag of vllm bench, not a metadata pair
 
 

@@ -393,6 +393,8 @@ def test_the_client_benches_a_llamacpp_server_from_the_engine_image_with_the_mod
     assert argv[argv.index("--base-url") + 1] == "http://127.0.0.1:8000"
     assert "engine=llama.cpp" in argv
     assert "platform=llamacpp" in argv
+    assert argv[argv.index("--header") + 1] == "Connection=close"  # llama-server drops reused kept-alive connections
+    assert argv.index("--header") < argv.index("--metadata")  # a flag of vllm bench, not a metadata pair
     assert KEY not in " ".join(argv)
     described = bench_client.describe_servers([view], health=[], versions=[], images=[], client_cpus="")
     assert described["zenops-llamacpp-0"]["platform"] == "llamacpp"

@@ -194,6 +194,11 @@ def bench_argv(
     if run.get("ignore_eos", True):
         argv.append("--ignore-eos")
     argv += ["--seed", str(run_seed(run_id, stem))]
+    if server.get("engine") == LLAMACPP_ENGINE:
+        # llama-server (cpp-httplib) closes kept-alive connections that the client's pool then reuses: 4-11 of 8-64
+        # requests per run failed with ServerDisconnectedError (2-vCPU Zen 5, 2026-11-29), none with a connection
+        # per request. One TCP connect per request on the host's own network costs well under a millisecond.
+        argv += ["--header", "Connection=close"]
     warmups = int(run.get("num_warmups") or 0)
     if warmups > 0:
         argv += ["--num-warmups", str(warmups)]
