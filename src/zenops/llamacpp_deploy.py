@@ -179,11 +179,15 @@ def serve_extravars(
     api_key_file: str,
     deployment: str,
     pip: Mapping[str, Any] | None = None,
+    base_image: str | None = None,
+    base_image_archive: str | None = None,
 ) -> dict[str, Any]:
     """playbooks/llamacpp.yml's extra vars for serving the ``fmt`` GGUF of ``model_dir`` on the hosts of ``plans``
     (:func:`extravars`), with the deployment's API key file (a path: the key never travels as a value), the
-    deployment's name (the servers' io.zenops.deployment label) and ``pip`` (zenops.serve.pip_settings(): the engine
-    image's find-links, extra indexes and CA bundle, passed on as the llama.cpp image's)."""
+    deployment's name (the servers' io.zenops.deployment label), ``pip`` (zenops.serve.pip_settings(): the engine
+    image's find-links, extra indexes and CA bundle, passed on as the llama.cpp image's) and the engine's base image
+    and its archive (a request's base_image / base_image_archive: the llama.cpp image builds on the same base, loaded
+    from the archive where the host has no registry)."""
     if not api_key_file:
         raise UsageError("the llama.cpp servers need an API key file", hint="serve through zenops (it makes one)")
     out = extravars(plans, model_dir=model_dir, served_name=served_name, fmt=fmt, concurrency=concurrency)
@@ -192,6 +196,10 @@ def serve_extravars(
     for ours, theirs in PIP_SETTINGS.items():
         if pip and pip.get(ours):
             out[theirs] = pip[ours]
+    if base_image:
+        out["llamacpp_server_image_base_image"] = base_image
+    if base_image_archive:
+        out["llamacpp_server_image_base_archive"] = base_image_archive
     return out
 
 

@@ -85,15 +85,15 @@ def _standin(ref: str, label: str) -> None:
     _docker_ok("build", "--quiet", "--tag", ref, *labels, "-", stdin=f"FROM {STANDIN_BASE}\n")
 
 
-def _run(tmp_path: Path, repo: str, keep: int = 2) -> dict[str, Any]:
+def _run(tmp_path: Path, repo: str, keep: int = 2, **extra: Any) -> dict[str, Any]:
     """One run of the image step; returns the role's decision (how, current, ref, digest, archive)."""
-    tasks = _play(tmp_path, {"host": repo}, keep)["plays"][0]["tasks"]
+    tasks = _play(tmp_path, {"host": repo}, keep, **extra)["plays"][0]["tasks"]
     report = tasks[-1]["hosts"]["host"]["msg"]
     report["tasks"] = {t["task"]["name"].split(" : ")[-1]: t["hosts"]["host"] for t in tasks if "host" in t["hosts"]}
     return dict(report)
 
 
-def _play(tmp_path: Path, repos: dict[str, str], keep: int = 2) -> dict[str, Any]:
+def _play(tmp_path: Path, repos: dict[str, str], keep: int = 2, **more: Any) -> dict[str, Any]:
     """One run of the image step on the hosts of ``repos`` (each this machine, with its repository); the play's
     JSON."""
     work = tmp_path / f"run-{uuid.uuid4().hex[:6]}"
@@ -111,6 +111,7 @@ def _play(tmp_path: Path, repos: dict[str, str], keep: int = 2) -> dict[str, Any
         "llamacpp_server_image_base_image": STANDIN_BASE,  # on the host: no pull; its id is an input like any base's
         "llamacpp_server_image_build_dir": str(tmp_path / "build"),
         "llamacpp_server_image_cache_keep": keep,
+        **more,
     }
     env = ansible_json_env(work / "ansible-tmp", XDG_CACHE_HOME=str(tmp_path / "xdg"))
     env.pop("ZENOPS_IMAGE_CACHE", None)
@@ -230,3 +231,23 @@ def test_each_hosts_image_is_kept_once_per_tarball(tmp_path: Path, repo: str):
     saves = [t for t in tasks if t["task"]["name"].endswith(" : " + SAVE)]
     assert len(saves) == 2  # a's (or c's) and b's, not the shared one twice
     assert {tasks[-1]["hosts"][h]["msg"]["how"] for h in repos} == {"present"}
+
+
+def test_a_host_without_the_base_image_loads_it_from_the_controllers_archive(tmp_path: Path, repo: str):
+    """No registry here (as on this project's CI machine): the base image comes from a `docker save` tarball on the
+    controller, the engine's base_image_archive, and the image's key is the same as where the base was present."""
+    base = f"{repo}-base:{uuid.uuid4().hex[:6]}"  # a STAND-IN base: busybox under a name no registry has
+    _docker_ok("tag", STANDIN_BASE, base)
+    present = _run(tmp_path, repo, llamacpp_server_image_base_image=base)
+    archive = tmp_path / "base.tar"
+    _docker_ok("save", "--output", str(archive), base)
+    _docker_ok("rmi", base)
+    try:
+        loaded = _run(tmp_path, repo, llamacpp_server_image_base_image=base,
+                      llamacpp_server_image_base_archive=str(archive))  # fmt: skip
+        assert loaded["tasks"]["Load the base image"].get("changed") is True
+        assert _docker("image", "inspect", base).returncode == 0  # on the host now
+        assert loaded["digest"] == present["digest"]  # the same base id: the same key, the cached build serves
+        assert not (tmp_path / "build-base.tar").exists()  # the archive's copy is removed from the host
+    finally:
+        _docker("rmi", base)

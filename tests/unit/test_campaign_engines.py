@@ -242,7 +242,9 @@ def test_serve_llamacpp_stops_vllm_then_serves_the_plan_and_records_it(tmp_path:
     fake = FakeAnsible()
     monkeypatch.setattr("zenops.context.run_playbook", fake)
     monkeypatch.setattr(serve_lib, "pip_settings", lambda: {"vllm_image_pip_find_links": ["/wheels"]})
-    request = {"model": str(tmp_path / "tiny-a"), "image_source": "pip", "gateway": "off", "llamacpp": "q4_k_m"}
+    archive = tmp_path / "bookworm-slim.tar"
+    request = {"model": str(tmp_path / "tiny-a"), "image_source": "pip", "gateway": "off", "llamacpp": "q4_k_m",
+               "base_image": "zenops/bookworm-slim:latest", "base_image_archive": str(archive)}  # fmt: skip
     endpoints = llamacpp_serve.serve_llamacpp(RunContext(config), inv, request)
     # the hosts' up (Docker, facts), then vLLM's servers go, then llama.cpp's start
     assert [s.playbook for s in fake.specs] == ["up", "down", "llamacpp"]
@@ -253,6 +255,9 @@ def test_serve_llamacpp_stops_vllm_then_serves_the_plan_and_records_it(tmp_path:
     assert key.read_text() not in json.dumps(ev)
     assert ev["llamacpp_server_deployment"] == "dep"
     assert ev["llamacpp_server_image_pip_find_links"] == ["/wheels"]
+    # the engine's base image and its archive: a host without a registry loads it instead of pulling debian's
+    assert ev["llamacpp_server_image_base_image"] == "zenops/bookworm-slim:latest"
+    assert ev["llamacpp_server_image_base_archive"] == str(archive.resolve())
     assert ev["zenops_llamacpp"]["h1"]["llamacpp_server_conversions"][0]["format"] == "q4_k_m"
     assert endpoints == {"h1": [{"instance": 0, "port": 8000, "image": "zenops/llamacpp:x"}]}
     record = Store(config, inv).record()
