@@ -117,20 +117,35 @@ def ratio(
 ZEN = ("zen", "avx512")  # AMD with AVX-512: zentorch (vLLM's ZenCpuPlatform)
 CPU_AVX2 = ("cpu", "avx2")  # the stock CPU platform without AVX-512
 TINY = 0.196  # `zenops tiny-model --params 200M`: a random Llama of 196M parameters
+ONE_B = 1.013  # `zenops tiny-model --params 1B`: a random Llama of 1.013B parameters (hidden 2304, 18 layers)
+# Before 2026-11-29 every `vllm bench serve` ran with its default seed 0: the same random prompts in every run and
+# level, which the servers' prefix caches (vLLM's; llama.cpp's slots) could answer partly from memory. Figures of that
+# time say so in their source; zenops.bench.client.run_seed gives each run and level its own prompts since.
+_SEED0 = "; vllm bench's seed 0: the same prompts every run, partly served from prefix caches"
 
 _BENCH_QUANT = ("scripts/bench-quant (campaign, 2 repeats, 128 in / 64 out) on an AMD EPYC Zen 4 VM with 2 vCPUs "
-                "(AVX-512 BF16, no AMX), a 196M-parameter Llama, 2026-11-27")  # fmt: skip
+                "(AVX-512 BF16, no AMX), a 196M-parameter Llama, 2026-11-27"
+                + _SEED0)  # fmt: skip
 _BENCH_QUANT_AVX2 = ("scripts/bench-quant --formats w4a16,w8a8 (campaign, 2 repeats, 128 in / 64 out) on an AMD "
                      "EPYC Zen 3 VM with 2 vCPUs (AVX2 only: no AVX-512, no AMX), a 196M-parameter Llama, "
-                     "2026-11-27")  # fmt: skip
+                     "2026-11-27"
+                     + _SEED0)  # fmt: skip
 _LLAMA_ZEN3 = ("by hand (issue 47): zenops's plan (vLLM 0.32.0) and llama-server (AVX2 build, 2 threads, 4 slots) "
                "on the same 2 cores, bf16 and Q8_0 GGUF converted from the same weights, the same `vllm bench serve` "
                "(128 in / 64 out, 8 prompts per seat, one run each), AMD EPYC Zen 3 VM with 2 vCPUs (AVX2 only), "
-               "a 196M-parameter Llama")  # fmt: skip
+               "a 196M-parameter Llama"
+               + _SEED0)  # fmt: skip
 _LLAMA_ZEN5 = ("by hand: zenops's plan (vLLM 0.32.0) and llama-server on the same 2 cores, bf16 and Q8_0 GGUF "
                "converted from the same weights, the same `vllm bench serve` (128 in / 64 out, 8 prompts per seat, "
                "2 runs each), AMD EPYC Zen 5 VM (family 26) with 2 vCPUs (AVX-512 BF16, no AMX), a 196M-parameter "
-               "Llama, 2026-11-29")  # fmt: skip
+               "Llama, 2026-11-29"
+               + _SEED0)  # fmt: skip
+_ENGINES_ZEN5 = ("by hand, 2026-11-29: zenops's plan (vLLM 0.32.0 + zentorch 2.13.0.1, the bf16 model and its "
+                 "w8a8/w4a16 twins) and llama-server b11434 (GGML_NATIVE, argv from zenops.llamacpp_deploy: 2 threads "
+                 "pinned, 17 slots) for bf16/Q8_0/Q4_K_M GGUF of the same weights, on the same 2 cores, one at a "
+                 "time; the same `vllm bench serve` (128 in / 64 out, 8/16/32/32 prompts at C=1/4/8/16, a seed of "
+                 "its own per run and level, Connection: close), 2 runs each; AMD EPYC Zen 5 VM (family 26) with 2 "
+                 "vCPUs (AVX-512 BF16, no AMX), a 1.013B-parameter Llama")  # fmt: skip
 # zenops's bf16 plan, tok/s per concurrency (each repeat), the side every llama.cpp figure of that source is against
 _ZEN3_BF16 = {1: (13.3,), 4: (15.4,)}
 _ZEN5_BF16 = {1: (64.3, 75.5), 4: (215.0, 216.6)}
@@ -157,6 +172,26 @@ MEASURED: tuple[Measurement, ...] = (
     runs(LLAMA_CPP, "bf16", ZEN, 4, (258.4, 305.2), _ZEN5_BF16[4], TINY, _LLAMA_ZEN5),
     runs(LLAMA_CPP, "q8_0", ZEN, 1, (150.1, 198.9), _ZEN5_BF16[1], TINY, _LLAMA_ZEN5),
     runs(LLAMA_CPP, "q8_0", ZEN, 4, (156.1, 206.0), _ZEN5_BF16[4], TINY, _LLAMA_ZEN5),
+    runs(ZENOPS, "w4a16", ZEN, 1, (12.8, 10.8), (16.9, 16.8), ONE_B, _ENGINES_ZEN5),
+    runs(ZENOPS, "w4a16", ZEN, 4, (74.1, 75.8), (50.3, 49.1), ONE_B, _ENGINES_ZEN5),
+    runs(ZENOPS, "w4a16", ZEN, 8, (100.2, 100.7), (78.8, 77.5), ONE_B, _ENGINES_ZEN5),
+    runs(ZENOPS, "w4a16", ZEN, 16, (133.4, 136.7), (108.8, 109.6), ONE_B, _ENGINES_ZEN5),
+    runs(ZENOPS, "w8a8", ZEN, 1, (29.5, 36.4), (16.9, 16.8), ONE_B, _ENGINES_ZEN5),
+    runs(ZENOPS, "w8a8", ZEN, 4, (99.7, 97.3), (50.3, 49.1), ONE_B, _ENGINES_ZEN5),
+    runs(ZENOPS, "w8a8", ZEN, 8, (142.7, 144.5), (78.8, 77.5), ONE_B, _ENGINES_ZEN5),
+    runs(ZENOPS, "w8a8", ZEN, 16, (180.2, 180.5), (108.8, 109.6), ONE_B, _ENGINES_ZEN5),
+    runs(LLAMA_CPP, "bf16", ZEN, 1, (25.1, 25.0), (16.9, 16.8), ONE_B, _ENGINES_ZEN5),
+    runs(LLAMA_CPP, "bf16", ZEN, 4, (42.9, 30.6), (50.3, 49.1), ONE_B, _ENGINES_ZEN5),
+    runs(LLAMA_CPP, "bf16", ZEN, 8, (27.7, 30.1), (78.8, 77.5), ONE_B, _ENGINES_ZEN5),
+    runs(LLAMA_CPP, "bf16", ZEN, 16, (81.0, 84.2), (108.8, 109.6), ONE_B, _ENGINES_ZEN5),
+    runs(LLAMA_CPP, "q4_k_m", ZEN, 1, (45.6, 48.7), (16.9, 16.8), ONE_B, _ENGINES_ZEN5),
+    runs(LLAMA_CPP, "q4_k_m", ZEN, 4, (57.6, 60.3), (50.3, 49.1), ONE_B, _ENGINES_ZEN5),
+    runs(LLAMA_CPP, "q4_k_m", ZEN, 8, (58.3, 57.5), (78.8, 77.5), ONE_B, _ENGINES_ZEN5),
+    runs(LLAMA_CPP, "q4_k_m", ZEN, 16, (82.8, 83.4), (108.8, 109.6), ONE_B, _ENGINES_ZEN5),
+    runs(LLAMA_CPP, "q8_0", ZEN, 1, (26.7, 26.0), (16.9, 16.8), ONE_B, _ENGINES_ZEN5),
+    runs(LLAMA_CPP, "q8_0", ZEN, 4, (32.2, 30.0), (50.3, 49.1), ONE_B, _ENGINES_ZEN5),
+    runs(LLAMA_CPP, "q8_0", ZEN, 8, (30.2, 29.7), (78.8, 77.5), ONE_B, _ENGINES_ZEN5),
+    runs(LLAMA_CPP, "q8_0", ZEN, 16, (51.2, 54.6), (108.8, 109.6), ONE_B, _ENGINES_ZEN5),
 )
 
 
