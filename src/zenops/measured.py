@@ -71,7 +71,8 @@ class Measurement:
         return f"{text}; {self.note}" if self.note else text
 
 
-def _spread(values: Sequence[float]) -> float | None:
+def spread_of(values: Sequence[float]) -> float | None:
+    """(max - min) / mean of the repeats' tok/s; None with fewer than two (the campaign report's spread too)."""
     if len(values) < 2:
         return None
     mean = fmean(values)
@@ -91,7 +92,7 @@ def runs(
 ) -> Measurement:
     """A measurement from the tok/s of each repeat of both sides (``kind``: (platform, isa)): the ratio of the means,
     the larger of the two spreads (None unless both sides ran twice or more)."""
-    a, b = _spread(tok_s), _spread(bf16_tok_s)
+    a, b = spread_of(tok_s), spread_of(bf16_tok_s)
     spread = max(a, b) if a is not None and b is not None else None
     return Measurement(engine, fmt, kind[0], kind[1], concurrency, fmean(tok_s) / fmean(bf16_tok_s), spread,
                        min(len(tok_s), len(bf16_tok_s)), params_b, source, note)  # fmt: skip

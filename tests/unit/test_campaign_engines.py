@@ -234,11 +234,16 @@ class FakeAnsible:
         )  # fmt: skip
 
 
-def test_serve_llamacpp_stops_vllm_then_serves_the_plan_and_records_it(tmp_path: Path, monkeypatch):
+def _deployment(tmp_path: Path) -> tuple[Config, Path]:
+    """The tiny model at tmp_path/tiny-a, a fresh state dir and a one-host inventory (dep.yml)."""
     generate(tmp_path / "tiny-a", seed=0)
-    config = Config(state_dir=tmp_path / "state")
     inv = tmp_path / "dep.yml"
     inv.write_text("all: {hosts: {h1: {}}}\n")
+    return Config(state_dir=tmp_path / "state"), inv
+
+
+def test_serve_llamacpp_stops_vllm_then_serves_the_plan_and_records_it(tmp_path: Path, monkeypatch):
+    config, inv = _deployment(tmp_path)
     fake = FakeAnsible()
     monkeypatch.setattr("zenops.context.run_playbook", fake)
     monkeypatch.setattr(serve_lib, "pip_settings", lambda: {"vllm_image_pip_find_links": ["/wheels"]})
@@ -269,10 +274,7 @@ def test_serve_llamacpp_stops_vllm_then_serves_the_plan_and_records_it(tmp_path:
 
 
 def test_a_failed_llamacpp_serve_leaves_no_llamacpp_server(tmp_path: Path, monkeypatch):
-    generate(tmp_path / "tiny-a", seed=0)
-    config = Config(state_dir=tmp_path / "state")
-    inv = tmp_path / "dep.yml"
-    inv.write_text("all: {hosts: {h1: {}}}\n")
+    config, inv = _deployment(tmp_path)
     fake = FakeAnsible()
 
     def failing(spec: RunSpec, *a: Any, **kw: Any) -> RunResult:

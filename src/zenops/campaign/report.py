@@ -47,6 +47,7 @@ from typing import Any
 
 from zenops.cost import HOURS_PER_MONTH, cost_per_month
 from zenops.errors import UsageError, in_one_line
+from zenops.measured import spread_of
 from zenops.metrics.server import merged as merged_server
 from zenops.report.comparison import Comparison, compare, host_totals
 from zenops.report.rendering import cost_header, csv_text, fmt, fmt_price, md_table, model_cell, roofline_cell
@@ -130,11 +131,7 @@ class Row:
     @property
     def spread(self) -> float | None:
         """(max - min) / mean of the repeats' output tok/s; None with one run."""
-        if len(self.runs) < 2:
-            return None
-        values = [r.output_tok_s for r in self.runs]
-        mean = fmean(values)
-        return (max(values) - min(values)) / mean if mean > 0 else None
+        return spread_of([r.output_tok_s for r in self.runs])
 
     @property
     def ok(self) -> bool:
