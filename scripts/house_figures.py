@@ -25,9 +25,10 @@ What each figure means (the same words are printed beside it):
    best effort: a name defined or imported anywhere in the module (a function; a class: its ``__init__`` and
    ``__post_init__``); ``mod.f`` through an imported module; ``self.m``/``cls.m`` in the class and its zenops bases;
    ``x.m`` where ``x`` is a parameter, a ``self.`` attribute or a local whose annotation (or ``x = Class(...)``) names a
-   zenops class; a method of a ``Protocol`` also stands for the same method of every zenops class that has all the
-   protocol's methods. Calls on anything else (values from containers, return values, registries) are not followed,
-   so the figure is a lower bound of what runs. The steps are the functions on some path from the start to
+   zenops class (``for y in x``: ``y`` too); a package's re-export is followed to the module that defines it; a
+   method of a ``Protocol`` also stands for the same method of every zenops class that has all the protocol's
+   methods. Calls on anything else (values from containers, return values, registries) are not followed, so the
+   figure is a lower bound of what runs. The steps are the functions on some path from the start to
    ``zenops.runner:run_playbook`` (the one function that starts ansible-runner), the start included and the runner
    not; the modules are those the steps are in. Also printed: every function the start reaches at all.
 3. Sizes: a module's lines are its file's lines; a function's lines run from its ``def`` to its last line (decorators
@@ -384,7 +385,8 @@ class CallGraph:
             if ":" in bound:
                 return bound if i == len(parts) else f"{bound}.{'.'.join(parts[i:])}"
             sub = f"{bound}.{part}"
-            bound = sub if sub in self.files else f"{bound}:{part}"
+            # a package's own name (a re-export) shadows a submodule of that name, as in Python
+            bound = self.bindings[bound].get(part) or (sub if sub in self.files else f"{bound}:{part}")
         return bound
 
     def _annotation_classes(self, module: str, annotation: ast.expr | None) -> list[str]:
@@ -472,6 +474,9 @@ class CallGraph:
                     for target in sub.targets:
                         if isinstance(target, ast.Name):
                             types[target.id] = [made]
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.For) and isinstance(sub.target, ast.Name) and isinstance(sub.iter, ast.Name):
+                types.setdefault(sub.target.id, types.get(sub.iter.id, []))
         out: set[str] = set()
         for sub in ast.walk(node):
             if not isinstance(sub, ast.Name | ast.Attribute) or not isinstance(sub.ctx, ast.Load):
