@@ -106,7 +106,7 @@ def test_the_steps_are_the_functions_on_a_path_from_the_command_to_the_runner(tm
                 "from zenops.runner import run_playbook\n\n"
                 "class Ctx:\n    def run(self, spec):\n        return run_playbook(spec)\n"
             ),
-            "ops/__init__.py": "from zenops.ops.serve import serve\n",  # a re-export
+            "ops/__init__.py": "from zenops.ops.serve import serve\nfrom zenops.ops.serve import serve as start\n",
             "ops/serve.py": (
                 "from typing import Protocol\nfrom zenops.context import Ctx\n\n"
                 "class Service(Protocol):\n    def apply(self, ctx: Ctx) -> None: ...\n\n"
@@ -119,7 +119,8 @@ def test_the_steps_are_the_functions_on_a_path_from_the_command_to_the_runner(tm
             "cli/cmd.py": (
                 "def run_cmd():\n    from zenops import ops\n    from zenops.context import Ctx\n"
                 "    ctx = Ctx()\n    ops.serve(ctx, [])\n    _echo()\n\n"
-                "def _echo():\n    pass\n"
+                "def _echo():\n    pass\n\n"
+                "def start_cmd(ctx: Ctx):\n    from zenops.ops import start\n    start(ctx, [])\n"
             ),
         },
     )
@@ -129,7 +130,13 @@ def test_the_steps_are_the_functions_on_a_path_from_the_command_to_the_runner(tm
         "zenops.cli.cmd:run_cmd",
         "zenops.context:Ctx.run",
         "zenops.ops.serve:Gateway.apply",  # through the protocol: it has all of Service's methods
-        "zenops.ops.serve:serve",  # through the package's re-export
+        "zenops.ops.serve:serve",  # the package's name shadows its submodule of the same name, as in Python
+    ]
+    assert calls.steps("zenops.cli.cmd:start_cmd", "zenops.runner:run_playbook") == [
+        "zenops.cli.cmd:start_cmd",
+        "zenops.context:Ctx.run",
+        "zenops.ops.serve:Gateway.apply",
+        "zenops.ops.serve:serve",  # a name the package imports under another: followed to its definition
     ]
     # reached, but leading to no playbook: not a step (the protocol's own method, Quiet.apply, _plan, _echo)
     assert "zenops.cli.cmd:_echo" in calls.reachable("zenops.cli.cmd:run_cmd")
