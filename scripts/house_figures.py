@@ -40,7 +40,8 @@ What each figure means (the same words are printed beside it):
 5. Files a new strategy / a new service touch: a proxy, not a measure. Strategy: the files under ``src/zenops`` that
    name an existing strategy or the registry (``surge``, ``in_place``, ``STRATEGIES``, case-insensitive). Service: the
    files under ``src/zenops`` that say ``gateway`` (case-insensitive).
-6. ``duplicates --repo src --most 200`` and ``duplicates --repo roles --most 200``: the pairs each counts.
+6. ``duplicates`` (the whole checkout, as its ``--help`` says), then ``--repo src`` and ``--repo roles``: the pairs each
+   counts in its first line (it reads source files only: the roles' YAML is not read, their Python is).
 """
 
 from __future__ import annotations
@@ -645,7 +646,7 @@ def duplicates(repo: Path, folder: str) -> dict[str, Any]:
     if tool is None:
         return {"folder": folder, "pairs": None, "line": "duplicates is not on PATH"}
     done = subprocess.run(
-        [tool, "--repo", str(repo / folder), "--most", "200", "--seconds", "120"],
+        [tool, "--repo", str(repo / folder), "--most", "1", "--seconds", "120"],
         capture_output=True,
         text=True,
         check=False,
@@ -717,7 +718,7 @@ def figures(repo: Path, start: str = START, *, run_duplicates: bool = True) -> d
             "strategy": files_saying(py_and_more, STRATEGY_WORDS, repo),
             "service": files_saying(py_and_more, SERVICE_WORDS, repo),
         },
-        "duplicates": [duplicates(repo, "src"), duplicates(repo, "roles")] if run_duplicates else [],
+        "duplicates": [duplicates(repo, f) for f in (".", "src", "roles")] if run_duplicates else [],
     }
 
 
@@ -765,9 +766,9 @@ def render(fig: Mapping[str, Any]) -> str:
     out += [f"    {f}" for f in tp["strategy"]]
     out.append(f"  service (gateway): {len(tp['service'])} files")
     out += [f"    {f}" for f in tp["service"]]
-    out += ["", "6. duplicates (--most 200)"]
+    out += ["", "6. duplicates"]
     for d in fig["duplicates"]:
-        out.append(f"  {d['folder']}: {d['pairs']} pairs  [{d['line']}]")
+        out.append(f"  --repo {d['folder']}: {d['pairs']} pairs  [{d['line']}]")
         out += [f"    {n}" for n in d.get("notes", [])]
     return "\n".join(out)
 
