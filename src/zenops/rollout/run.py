@@ -170,6 +170,14 @@ class Rollout:
     def prepare(self) -> RolloutState:
         """The state to run: the one in progress (same target: resumed), or a new one, checked and planned before
         any host is touched (refusals: unknown pair, plan refused, no gateway, a batch that would take all)."""
+        peer = self.record.request.get(request_options.LLAMACPP_KEY)
+        if peer:  # the record's request would read as vLLM's (ServeRequest has no such field): vLLM on their ports
+            raise UsageError(
+                f"llama.cpp's server serves {self.inventory} ({peer}, a campaign's peer cell, left by a campaign that "
+                "did not finish): a rollout replaces zenops's vLLM servers only",
+                hint=f"remove it with `zenops down -i {self.inventory}`, then serve with `zenops up -i "
+                f"{self.inventory} --model ...`",
+            )
         current = self.ledger.load()
         old = old_request(self.record.request, self.record.compat)
         if current is not None and current.active:
