@@ -65,15 +65,17 @@ START = "zenops.cli.campaign:run_cmd"
 RUNNER = "zenops.runner:run_playbook"
 
 #: The layers of the units directly in zenops/, top first (CONTRIBUTING.md's layout: the CLI; the drivers that
-#: sequence other operations; the operations that run playbooks for one command; a deployment's home; the
-#: infrastructure every operation uses; the pure base). An import into a higher layer than its own is upward.
+#: sequence other operations; a deployment's home and lifecycle, with the operations that run playbooks for one
+#: command; the infrastructure every operation uses; the pure base). An import into a higher layer than its own is
+#: upward.
 LAYERS: dict[str, int] = {
     **dict.fromkeys(["cli"], 5),
     **dict.fromkeys(["campaign", "rollout"], 4),
     **dict.fromkeys(
-        ["deploy", "serve", "hosts", "bench", "llamacpp_serve", "llamacpp_deploy", "devhost", "facts", "bandwidth"], 3
+        ["deployment", "serve", "hosts", "bench", "llamacpp_serve", "llamacpp_deploy", "devhost", "facts", "bandwidth"],
+        3,
     ),
-    **dict.fromkeys(["deployment", "target"], 2),
+    **dict.fromkeys(["target"], 2),
     **dict.fromkeys(["cloud", "context", "runner", "lock", "metrics", "progress", "hostkeys"], 1),
     **dict.fromkeys(
         [

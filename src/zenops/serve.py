@@ -74,8 +74,8 @@ class ServeRequest:
     gateway_host: str | None = None  # the inventory host running it (default: the first host)
     gateway_port: int = 8080
     gateway_tls_cert_file: Path | None = None
-    # cloud mode (zenops.deploy): the gateway's own server's inventory (`up --gateway-flavor`; gateway_host is in
-    # it), and the servers' fixed addresses, which the gateway reaches them by
+    # cloud mode (zenops.deployment.provision): the gateway's own server's inventory (`up --gateway-flavor`;
+    # gateway_host is in it), and the servers' fixed addresses, which the gateway reaches them by
     gateway_inventory: Path | None = None
     gateway_addresses: Mapping[str, str] = field(default_factory=dict)
     engine_args: tuple[str, ...] = ()  # more `vllm serve` arguments, after the planned ones (check_engine_args)

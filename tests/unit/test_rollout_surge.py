@@ -1,8 +1,8 @@
 """`zenops rollout` on a one-server cloud deployment: the surge (a new server first, the old one deleted once the new
 one passed the gates). Through the CLI, with a TEST DOUBLE (`Surge` below) for what needs a cloud, Ansible and
-HAProxy: zenops.deploy.add_server / retire_server / surge_preflight, the rollout's serve and bench steps and the
-gateway's update, ready and drain. It records the calls in order and keeps the ledger as the real ones do. The real
-path runs in tests/e2e/test_gateway_server_sandbox.py (sandbox cloud, real vLLM and HAProxy)."""
+HAProxy: zenops.deployment.surge.add_server / retire_server / surge_preflight, the rollout's serve and bench steps
+and the gateway's update, ready and drain. It records the calls in order and keeps the ledger as the real ones do.
+The real path runs in tests/e2e/test_gateway_server_sandbox.py (sandbox cloud, real vLLM and HAProxy)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from tests.unit.test_rollout_cli import Fleet, flat, models, result_of, rollout  # noqa: F401  (models: a fixture)
-from zenops import deploy
 from zenops.cloud import ledger
 from zenops.cloud.errors import QuotaExceededError
 from zenops.config import load
+from zenops.deployment import surge as cloud_surge
 from zenops.deployment.identity import inventory_name
 from zenops.deployment.record import load_serving_record
 from zenops.deployment.rollouts import Ledger
@@ -43,10 +43,10 @@ class Surge:
         self.quota_ok = True
         self.in_cloud = {OLD}  # the deployment's serving servers as the cloud has them
         m = monkeypatch
-        m.setattr(deploy, "surge_preflight", self.surge_preflight)
-        m.setattr(deploy, "add_server", self.add_server)
-        m.setattr(deploy, "retire_server", self.retire_server)
-        m.setattr(deploy, "serving_server_names", lambda dep: sorted(self.in_cloud))
+        m.setattr(cloud_surge, "surge_preflight", self.surge_preflight)
+        m.setattr(cloud_surge, "add_server", self.add_server)
+        m.setattr(cloud_surge, "retire_server", self.retire_server)
+        m.setattr(cloud_surge, "serving_server_names", lambda dep: sorted(self.in_cloud))
         m.setattr(rollout_run.Rollout, "serve", lambda r, request, hosts, *, min_healthy: self.serve(request, hosts))
         m.setattr(gates.PerfGate, "measure", lambda g, hosts, label, prompts=None: self.bench(hosts, label))
         m.setattr(gw_lib, "update", self.update)
@@ -343,7 +343,7 @@ def test_abort_after_a_failed_creation_deletes_the_server_the_ledger_does_not_kn
         double.in_cloud.add(NEW)
         raise RunFailedError("up.yml failed (rc=2)", failures=[])
 
-    monkeypatch.setattr(deploy, "add_server", add_fails)
+    monkeypatch.setattr(cloud_surge, "add_server", add_fails)
     r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), *ROLL)
     assert r.exit_code == ExitCode.RUN_FAILED, r.output
     double.calls.clear()

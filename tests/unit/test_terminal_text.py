@@ -85,14 +85,14 @@ def test_status_of_a_deployment_shows_what_hosts_say_as_text(run, tmp_path, monk
 
 
 def test_status_list_shows_a_clouds_server_state_as_text(run, monkeypatch, isolated_home):
-    from zenops import deploy  # noqa: PLC0415
+    from zenops.deployment import listing  # noqa: PLC0415
 
     dep = {
         "name": "fleet", "cloud": "c", "status": f"ready{CSI_CLEAR}", "flavor": f"f{MARKUP}", "cost_so_far": None,
         "age_hours": 1.0, "serving": {"model": f"m{OSC_LINK}", "instances": 1, "endpoint": None},
         "servers": [{"name": "fleet-1", "address": f"10.0.0.1{OSC_TITLE}", "status": HOSTILE, "ssh": True}],
     }  # fmt: skip
-    monkeypatch.setattr(deploy, "status", lambda config, cloud: [dep])
+    monkeypatch.setattr(listing, "status", lambda config, cloud: [dep])
     r = run(["status"])
     assert r.exit_code == 0, r.output
     # the table wraps long cells: the pieces, each as text

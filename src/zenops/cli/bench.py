@@ -179,12 +179,13 @@ def bench(
         deployment=dep.name if dep else None,
         timeout=timeout,
     )
-    from zenops.deployment.identity import of_inventory  # noqa: PLC0415
+    from zenops.deployment.lifecycle import Deployment, on_inventory  # noqa: PLC0415
 
     # a bench starts its clients on the deployment's hosts and removes them after (--compare-platforms restarts the
     # servers): it holds the deployment's lock, so neither another bench nor an up, rollout or down runs meanwhile
-    with app.run_context(lock=of_inventory(app.config, inv)) as run_ctx:
-        outcome = lib.bench_inventory(run_ctx, inv, req, limit=limit)
+    target_id = on_inventory(app.config, inv)
+    with app.run_context() as run_ctx, Deployment.open(run_ctx, target_id) as opened:
+        outcome = opened.bench(req, limit=limit)
     _report(app, outcome)
     check_failures(app, outcome.report, None, allow_failed)
 

@@ -296,7 +296,7 @@ def report_cmd(
 ) -> None:
     """The campaign's table, the best configuration per model ($ per 1M output tokens under --max-tpot-ms), the
     non-dominated set, break-even volumes, failed and skipped cells with their reasons (partial: labelled)."""
-    from zenops.campaign.run import load_report  # noqa: PLC0415
+    from zenops.campaign.results import load_report  # noqa: PLC0415
 
     app = get_app(ctx)
     store = _store(app)

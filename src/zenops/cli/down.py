@@ -1,7 +1,7 @@
 """`zenops down`: remove what zenops created, in dependency order, and prove it is gone.
 
-Library: zenops.deploy (``down``: a cloud deployment, through openstacksdk) or zenops.hosts (``down_inventory``: the
-servers on your hosts). Playbook: playbooks/down.yml for --inventory; none for a deployment.
+Library: zenops.deployment.teardown (``down``: a cloud deployment, through openstacksdk) or zenops.hosts
+(``down_inventory``: the servers on your hosts). Playbook: playbooks/down.yml for --inventory; none for a deployment.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def down(
     if images or data or limit:
         raise UsageError("--images, --data and --limit go with --inventory", hint="zenops down --inventory hosts.yml")
     from zenops.cli.confirm import agree  # noqa: PLC0415
-    from zenops.deploy import down_locked  # noqa: PLC0415
+    from zenops.deployment.teardown import down_locked  # noqa: PLC0415
 
     # each deployment's lock (the one `up --cloud` holds), so a running up, rollout or bench is not cut under it
     result = down_locked(
@@ -125,13 +125,11 @@ def down(
 def _down_inventory(
     app: App, inventory: Path, *, images: bool, data: bool, limit: str | None, keep_secrets: bool
 ) -> None:
-    from zenops.deployment.identity import of_inventory  # noqa: PLC0415
-    from zenops.hosts import down_inventory  # noqa: PLC0415
+    from zenops.deployment.lifecycle import Deployment, on_inventory  # noqa: PLC0415
 
-    with app.run_context(lock=of_inventory(app.config, inventory)) as run_ctx:
-        run, hosts = down_inventory(
-            run_ctx, inventory, images=images, data=data, limit=limit, keep_secrets=keep_secrets
-        )
+    dep = on_inventory(app.config, inventory)
+    with app.run_context() as run_ctx, Deployment.open(run_ctx, dep) as deployment:
+        run, hosts = deployment.stop_servers(images=images, data=data, limit=limit, keep_secrets=keep_secrets)
     if app.json:
         app.emit_json(
             {"type": "result", "command": "down", "run": run.to_dict(), "hosts": [h.to_dict() for h in hosts]}

@@ -1,6 +1,7 @@
 """`zenops reap`: remove deployments whose servers have passed their expiry (`zenops up --ttl`).
 
-Library: zenops.deploy (``reap``, ``select_expired``; each removal is ``down``). Playbook: none (openstacksdk).
+Library: zenops.deployment.reaping (``reap``, ``select_expired``; each removal is ``down``). Playbook: none
+(openstacksdk).
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ def reap(ctx: click.Context, cloud: str, dry_run: bool, yes: bool) -> None:
     (a user timer runs while you are logged in; `loginctl enable-linger $USER` keeps it running when you are not.)
     """
     from zenops.cli.confirm import agree  # noqa: PLC0415
-    from zenops.deploy import ReapFailedError  # noqa: PLC0415
-    from zenops.deploy import reap as reap_lib  # noqa: PLC0415
+    from zenops.deployment.reaping import ReapFailedError  # noqa: PLC0415
+    from zenops.deployment.reaping import reap as reap_lib  # noqa: PLC0415
 
     app = get_app(ctx)
 

@@ -278,7 +278,6 @@ def rollout(
     noisy, or too busy to measure). History: `zenops status -i fleet.yml`; gate artifacts: <runs-dir>/<rollout id>/.
     """
     from zenops.cli.confirm import agree  # noqa: PLC0415
-    from zenops.deployment.identity import of_inventory  # noqa: PLC0415
     from zenops.rollout import GateLimits, RolloutRequest  # noqa: PLC0415
     from zenops.rollout import rollout as run_rollout  # noqa: PLC0415
     from zenops.target import resolve_target  # noqa: PLC0415
@@ -313,8 +312,10 @@ def rollout(
         runs_dir=gate.runs_dir,
         tuned_reason=tuned.reason if tuned is not None else None,
     )
-    lock = None if dry_run else of_inventory(app.config, target.inventory)
-    with app.run_context(lock=lock) as run_ctx:
+    from zenops.deployment.lifecycle import Deployment, on_inventory  # noqa: PLC0415
+
+    dep = on_inventory(app.config, target.inventory)
+    with app.run_context() as run_ctx, Deployment.open(run_ctx, dep, check=dry_run):
         result = run_rollout(
             run_ctx,
             target.inventory,

@@ -1,8 +1,9 @@
 """`zenops status`: the deployments this machine knows, with their servers, age, cost and reachability; with
 --inventory, one deployment's serving state: model, servers, the gateway and its backends, the lock, rollouts.
 
-Library: zenops.deploy (``status``: the cloud's deployments), zenops.deployment.status (``serving_status``: one
-deployment, each of its services read live). Playbook: playbooks/gateway.yml (status) with --inventory.
+Library: zenops.deployment.listing (``status``: the cloud's deployments), zenops.deployment.status
+(``serving_status``: one deployment, each of its services read live). Playbook: playbooks/gateway.yml (status)
+with --inventory.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def status(ctx: click.Context, cloud: str | None, deployment: str | None, invent
     (UP, DRAIN, DOWN, in-flight requests; read live from HAProxy), who holds the deployment's lock, the rollout
     in progress and the last rollout events (--history N).
     """
-    from zenops.deploy import status as status_lib  # noqa: PLC0415
+    from zenops.deployment.listing import status as status_lib  # noqa: PLC0415
 
     app = get_app(ctx)
     if deployment is not None and inventory is not None:

@@ -1,7 +1,8 @@
 """`zenops up`: bring hosts to a serving state.
 
-Library: zenops.hosts (``up_inventory``: your hosts), zenops.deploy (``up_cloud``: --cloud, OpenStack servers first),
-zenops.serve (``serve_inventory``: --model). Playbooks: playbooks/up.yml, then playbooks/serve.yml with --model.
+Library: zenops.hosts (``up_inventory``: your hosts), zenops.deployment.provision (``up_cloud``: --cloud, OpenStack
+servers first), zenops.serve (``serve_inventory``: --model). Playbooks: playbooks/up.yml, then
+playbooks/serve.yml with --model.
 """
 
 from __future__ import annotations
@@ -180,8 +181,7 @@ def up(
 
     Docker settings (source distro|upstream, users, log rotation) come from the `docker:` section of the config.
     """
-    from zenops.hosts import up_inventory  # noqa: PLC0415
-    from zenops.serve import ServeRequest, check_engine_args, check_image_ref, serve_inventory  # noqa: PLC0415
+    from zenops.serve import ServeRequest, check_engine_args, check_image_ref  # noqa: PLC0415
 
     app = get_app(ctx)
     check = dry_run
@@ -223,16 +223,16 @@ def up(
             hint="pass --inventory hosts.yml, or set defaults.up.inventory in zenops.yaml; "
             "`zenops devhost up` makes a local one to try",
         )
-    from zenops.deployment.identity import of_inventory  # noqa: PLC0415
+    from zenops.deployment.lifecycle import Deployment, on_inventory  # noqa: PLC0415
 
-    key = None if check else of_inventory(app.config, inventory)  # a cloud deployment's inventory: that deployment
+    dep = on_inventory(app.config, inventory)  # a cloud deployment's: that deployment
     if serve_req is not None:
-        with app.run_context(lock=key) as run_ctx:
-            served = serve_inventory(run_ctx, inventory, serve_req, limit=limit, check=check, tuned=reason)
+        with app.run_context() as run_ctx, Deployment.open(run_ctx, dep, check=check) as deployment:
+            served = deployment.serve(serve_req, limit=limit, tuned=reason)
         _report_serve(app, served, check)
         return
-    with app.run_context(lock=key) as run_ctx:
-        result = up_inventory(run_ctx, inventory, limit=limit, check=check)
+    with app.run_context() as run_ctx, Deployment.open(run_ctx, dep, check=check) as deployment:
+        result = deployment.prepare(limit=limit)
     _report(app, result, check)
 
 
@@ -247,13 +247,15 @@ def _up_cloud(
     check: bool,
     yes: bool,
 ) -> None:
-    """`up --cloud`: the servers (zenops.deploy.up_cloud; asked first what they cost), then, with --model, what
-    serves on them."""
+    """`up --cloud`: the servers (zenops.deployment.provision.up_cloud; asked first what they cost), then, with
+    --model, what serves on them."""
     from zenops.cli.confirm import agree  # noqa: PLC0415
-    from zenops.deploy import CloudRequest, default_name, serve_request_for, up_cloud  # noqa: PLC0415
+    from zenops.deployment.common import CloudRequest, default_name  # noqa: PLC0415
     from zenops.deployment.identity import DeploymentId  # noqa: PLC0415
+    from zenops.deployment.lifecycle import Deployment  # noqa: PLC0415
+    from zenops.deployment.provision import serve_request_for  # noqa: PLC0415
     from zenops.deployment.services import gateway as gateway_service  # noqa: PLC0415
-    from zenops.serve import check_request, serve_inventory  # noqa: PLC0415
+    from zenops.serve import check_request  # noqa: PLC0415
 
     assert where.flavor is not None
     flavor, name, ttl = where.flavor, where.deployment, where.ttl
@@ -273,15 +275,11 @@ def _up_cloud(
         gateway_port=gateway.port,
         gateway_fronts=serve_req is not None and gateway_service.fronts(gateway.mode, None),  # the plan decides later
     )
-    key = None if check else DeploymentId(name or default_name(flavor), cloud_name)
-    with app.run_context(lock=key) as run_ctx:
-        result, dep = up_cloud(
-            run_ctx, cloud_req, check=check, confirm=lambda spend: agree(app, spend, yes=yes, dry_run=check)
-        )
+    dep_id = DeploymentId(name or default_name(flavor), cloud_name)
+    with app.run_context() as run_ctx, Deployment.open(run_ctx, dep_id, check=check) as deployment:
+        result, dep = deployment.provision(cloud_req, confirm=lambda spend: agree(app, spend, yes=yes, dry_run=check))
         served = (
-            None
-            if serve_req is None or check
-            else serve_inventory(run_ctx, Path(dep.inventory), serve_request_for(serve_req, dep), tuned=reason)
+            None if serve_req is None or check else deployment.serve(serve_request_for(serve_req, dep), tuned=reason)
         )
     if served is None:
         _report(app, result, check, dep)

@@ -327,8 +327,8 @@ class GatewayService:
 
 def _firewall(ctx: RunContext, view: View, *, fronted: bool) -> None:
     """A cloud deployment's security group follows the gateway: the vLLM ports open to the operator only when no
-    gateway fronts the servers (zenops.deploy.firewall; nothing for your own hosts)."""
-    from zenops.deploy.firewall import follow_gateway  # noqa: PLC0415
+    gateway fronts the servers (zenops.deployment.firewall; nothing for your own hosts)."""
+    from zenops.deployment.firewall import follow_gateway  # noqa: PLC0415
 
     follow_gateway(ctx, view.inventory, fronted=fronted, gateway_port=int(view.request.gateway_port))
 

@@ -91,8 +91,8 @@ class Surge:
         """Whether a one-host deployment can surge, checked before anything changes: only a cloud deployment whose
         gateway has a server of its own (it outlives the old server), with room for one more server. Otherwise
         refused, naming the way out. Returns the batch's initial state."""
-        from zenops import deploy  # noqa: PLC0415
         from zenops.cloud.errors import QuotaExceededError  # noqa: PLC0415
+        from zenops.deployment import surge as cloud_surge  # noqa: PLC0415
 
         dep = driver.store.cloud_entry()
         if dep is None:
@@ -119,7 +119,7 @@ class Surge:
                 "not finish (re-run it)",
             )
         try:
-            deploy.surge_preflight(driver.ctx, dep)
+            cloud_surge.surge_preflight(driver.ctx, dep)
         except QuotaExceededError as e:
             raise QuotaExceededError(
                 f"no room for the surge's new server: {e.message}",
@@ -147,7 +147,7 @@ class Surge:
     def run(self, i: int, batch: BatchState) -> None:
         """New server (up --count 2) -> the new release on it -> health gate -> performance gate -> into the
         gateway -> the old one drained and deleted."""
-        from zenops import deploy  # noqa: PLC0415
+        from zenops.deployment.lifecycle import Deployment  # noqa: PLC0415
 
         d = self.d
         st = SurgeState.of(batch)
@@ -161,7 +161,7 @@ class Surge:
             d.save()
             port = int((d.record.gateway or {}).get("port") or 8080)
             with d.phase(batch, "new server"):
-                name, dep = deploy.add_server(d.ctx.quiet(), dep, keep=old, gateway_port=port)
+                name, dep = Deployment.of_entry(d.ctx.quiet(), dep).add_server(dep, keep=old, gateway_port=port)
             st.made(name, next((s.get("fixed_ip") or s.get("address") for s in dep.servers if s["name"] == name), None))
             d.save()
             d.ledger.event(d.state.id, "surge server", batch=i + 1, server=name)
@@ -171,7 +171,8 @@ class Surge:
             self._gates_and_switch(i, batch, st, new)
         if not st.old_retired:
             with d.phase(batch, "old server deleted"):
-                deploy.retire_server(d.ctx.quiet(), self._cloud_deployment(), old)
+                gone = self._cloud_deployment()
+                Deployment.of_entry(d.ctx.quiet(), gone).remove_server(gone, old)
             st.old_retired = True
             d.state.retired = sorted(set(d.state.retired) | {old})
             d.state.drained = [n for n in d.state.drained if not n.startswith(f"{old}-")]
@@ -220,7 +221,8 @@ class Surge:
         one is drained if it was in rotation, taken out of the gateway and deleted: every serving server of the
         deployment but the old one, as the cloud, the ledger and the state know them. Refused once the old server's
         deletion began: the surge can only finish then."""
-        from zenops import deploy  # noqa: PLC0415
+        from zenops.deployment import surge as cloud_surge  # noqa: PLC0415
+        from zenops.deployment.lifecycle import Deployment  # noqa: PLC0415
 
         d = self.d
         st = SurgeState.of(batch)
@@ -232,7 +234,7 @@ class Surge:
                 "`zenops rollout` (it surges again)",
             )
         dep = self._cloud_deployment()
-        extra = set(deploy.serving_server_names(dep)) | {str(s["name"]) for s in dep.servers}
+        extra = set(cloud_surge.serving_server_names(dep)) | {str(s["name"]) for s in dep.servers}
         if st.new_server:
             extra.add(st.new_server)
         extra.discard(old)
@@ -251,7 +253,7 @@ class Surge:
         d.state.drained = [n for n in d.state.drained if not any(n.startswith(f"{g}-") for g in gone)]
         d.save()
         for name in gone:
-            dep = deploy.retire_server(d.ctx.quiet(), dep, name)
+            dep = Deployment.of_entry(d.ctx.quiet(), dep).remove_server(dep, name)
         batch.status = "reverted"
         d.save()
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functio
     from zenops.hosts import UpResult
     from zenops.serve import ServeRequest
     from zenops.spend import Spend
-from zenops.deploy.common import (
+from zenops.deployment.common import (
     CloudRequest,
     Note,
     check_count,
@@ -69,7 +69,7 @@ def decide_expiry(
 def api_to_operator(req: CloudRequest, dep: ledger.Deployment) -> bool:
     """Whether provisioning opens the vLLM ports to the operator: never behind a gateway's own server, nor while a
     gateway may front the servers (``req.gateway_fronts``: the gateway service opens them after the plan if it turns
-    out off); else what the gateway service last decided from the plan's instances (zenops.deploy.firewall), so
+    out off); else what the gateway service last decided from the plan's instances (zenops.deployment.firewall), so
     that `up --cloud` without --model keeps it; open on a deployment that has no decision yet."""
     if dep.gateway_flavor or req.gateway_fronts:
         return False

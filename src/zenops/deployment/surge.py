@@ -10,8 +10,8 @@ from zenops.errors import ZenopsError
 
 if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functions that use them: the CLI starts fast
     from zenops.context import RunContext
-from zenops.deploy.common import CloudRequest, is_gateway, write_inventory
-from zenops.deploy.provision import up_cloud
+from zenops.deployment.common import CloudRequest, is_gateway, write_inventory
+from zenops.deployment.provision import up_cloud
 
 
 def surge_preflight(ctx: RunContext, dep: ledger.Deployment) -> None:

@@ -15,7 +15,7 @@ from zenops.target import cloud_for
 
 if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functions that use them: the CLI starts fast
     from zenops.spend import Spend
-from zenops.deploy.common import Note, ignore, inventory_path, known_hosts_path
+from zenops.deployment.common import Note, ignore, inventory_path, known_hosts_path
 
 
 @dataclass(frozen=True)

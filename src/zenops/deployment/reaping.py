@@ -13,8 +13,8 @@ from zenops.errors import CanceledError, ExitCode, UsageError, ZenopsError
 
 if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functions that use them: the CLI starts fast
     from zenops.spend import Spend
-from zenops.deploy.common import Note, ignore
-from zenops.deploy.teardown import down
+from zenops.deployment.common import Note, ignore
+from zenops.deployment.teardown import down
 
 
 @dataclass(frozen=True)
