@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO
-from tests.e2e.roofline_check import FLOORS, bandwidth_falls, check_plan_and_runs, check_share, cpu_kind
+from tests.e2e.roofline_check import ALONE, FLOORS, bandwidth_falls, check_plan_and_runs, check_share, cpu_kind
 from tests.e2e.test_serve_devhost import BASE_ARCHIVE, ZENOPS, in_host, zenops
 from zenops import devhost, quant
 from zenops.config import load
@@ -57,13 +57,14 @@ def test_measured_tok_s_stays_under_the_measured_ceiling_on_the_whole_machine(ro
     """The measured roofline on a devhost with every CPU of this machine (the landing run's, in the serving e2e, has
     the lane's one CPU): the probe's scaling points (fewer threads than the node's) and a plan that binds them all."""
     inventory, _dev = roof_host
-    measure_roofline(inventory, tmp_path)
+    measure_roofline(inventory, tmp_path, ALONE)
 
 
-def measure_roofline(inventory: Path, tmp_path: Path) -> None:
+def measure_roofline(inventory: Path, tmp_path: Path, condition: str) -> None:
     """`up --measure` of a 200M model on the inventory's one host (a model change where a server runs: it is
     replaced), `facts --bandwidth`, a short bench at C=1 and C=4: every measured tok/s above 0 and at most the plan's
-    ceiling; figures to .cache/e2e/roofline.json."""
+    ceiling, at C=1 at least the floor of the CPU kind in ``condition`` (roofline_check.ALONE or BESIDE); figures to
+    .cache/e2e/roofline.json."""
     stages: dict[str, float] = {}
 
     t0 = time.monotonic()
@@ -145,8 +146,10 @@ def measure_roofline(inventory: Path, tmp_path: Path) -> None:
     kind = cpu_kind(topology)
     for r in results:
         if r["max_concurrency"] == 1:
-            pct = check_share(r["output_throughput"], r["ceiling_tok_s"], FLOORS[kind])
-            print(f"C=1 on {topology['model_name']} ({kind}): {pct:.1f}% of the ceiling (floor {FLOORS[kind].pct}%)")
+            floor = FLOORS[condition][kind]
+            pct = check_share(r["output_throughput"], r["ceiling_tok_s"], floor)
+            print(f"C=1 on {topology['model_name']} ({kind}, {condition}): {pct:.1f}% of the ceiling "
+                  f"(floor {floor.pct}%)")  # fmt: skip
     # `zenops report` on the run directory says the same
     rep = subprocess.run(
         [ZENOPS, "report", str(runs_dir / "roofline"), "--format", "md"], capture_output=True, text=True, check=True

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.runner import ansible_json_env
+from tests.runner import ansible_json_env, run_playbook, tail
 from zenops.paths import venv_bin
 
 PLAYBOOK = """\
@@ -52,14 +52,7 @@ def bring_home(tmp_path: Path, reported: list[str]) -> tuple[subprocess.Complete
         "vllm_server_bench_run_id": "r1",
         "vllm_server_bench_dest": str(dest),
     }
-    proc = subprocess.run(
-        [str(venv_bin() / "ansible-playbook"), "-i", str(inventory), "-e", json.dumps(extra), str(playbook)],
-        capture_output=True,
-        text=True,
-        env=ansible_json_env(tmp_path / "ansible-tmp"),
-        timeout=300,
-        check=False,
-    )
+    proc = run_playbook(playbook, inventory, ansible_json_env(tmp_path / "ansible-tmp"), extra=extra, timeout=300)
     return proc, dest
 
 
@@ -72,7 +65,7 @@ def written(root: Path) -> list[str]:
 
 def test_the_artifacts_a_host_lists_come_home_under_its_name(tmp_path):
     proc, dest = bring_home(tmp_path, ["{run_dir}/0/zen-c1.json"])
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, tail(proc)
     assert written(dest) == ["server/0/zen-c1.json"]
 
 

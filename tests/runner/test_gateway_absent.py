@@ -8,11 +8,9 @@ scenario checks the same on a real HAProxy (molecule/gateway/verify.yml)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
-from tests.runner import ansible_json_env
+from tests.runner import ansible_json_env, json_of, run_playbook
 from zenops.paths import venv_bin
 
 PLAYBOOK = """\
@@ -56,15 +54,7 @@ def test_absent_removes_the_api_key_file_and_the_roles_other_files(tmp_path: Pat
     inventory = tmp_path / "hosts.ini"
     inventory.write_text(f"gateway ansible_connection=local ansible_python_interpreter={venv_bin() / 'python'}\n")
     extra = {**{k: str(v) for k, v in paths.items()}, "ansible_become": False}
-    proc = subprocess.run(
-        [str(venv_bin() / "ansible-playbook"), "-i", str(inventory), "-e", json.dumps(extra), str(playbook)],
-        capture_output=True,
-        text=True,
-        env=ansible_json_env(tmp_path / "ansible-tmp"),
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    json_of(run_playbook(playbook, inventory, ansible_json_env(tmp_path / "ansible-tmp"), extra=extra, timeout=300))
     left = [name for name, p in paths.items() if name != "gateway_runtime_socket" and p.exists()]
     assert not key.exists(), "absent left the gateway's API key file on the host"
     assert left == []

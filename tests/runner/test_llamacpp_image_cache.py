@@ -13,7 +13,6 @@ load, or gives another inputs label -> dropped, and the build.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
@@ -24,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.runner import ansible_json_env
+from tests.runner import ansible_json_env, json_of, run_playbook
 from zenops.paths import venv_bin
 
 STANDIN_BASE = "zenops/busybox:latest"
@@ -115,17 +114,8 @@ def _play(tmp_path: Path, repos: dict[str, str], keep: int = 2, **more: Any) -> 
     }
     env = ansible_json_env(work / "ansible-tmp", XDG_CACHE_HOME=str(tmp_path / "xdg"))
     env.pop("ZENOPS_IMAGE_CACHE", None)
-    argv = [str(venv_bin() / "ansible-playbook"), "-i", str(work / "hosts.ini"), "-e", json.dumps(extra)]
-    proc = subprocess.run(
-        [*argv, "--skip-tags", "llamacpp_server_image_build", str(work / "play.yml")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
-    return dict(json.loads(proc.stdout))
+    args = ["--skip-tags", "llamacpp_server_image_build"]
+    return json_of(run_playbook(work / "play.yml", work / "hosts.ini", env, extra=extra, args=args))
 
 
 def _cache(tmp_path: Path) -> Path:

@@ -20,13 +20,12 @@ import hmac
 import json
 import os
 import pwd
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.runner import ansible_json_env
+from tests.runner import ansible_json_env, json_of, run_playbook
 from zenops.paths import venv_bin
 
 ROLE = Path(__file__).resolve().parents[2] / "roles" / "metrics"
@@ -92,9 +91,9 @@ def _files(root: Path) -> dict[Path, str]:
     return {p: p.read_text(errors="replace") for p in root.rglob("*") if p.is_file()}
 
 
-def _deployment(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+def _deployment(tmp_path: Path) -> tuple[tuple[Path, Path, dict[str, Any]], dict[str, str]]:
     """Two hosts as an earlier version left them, the controller's key and password files: the ansible-playbook
-    command line and its environment."""
+    run (playbook, inventory, extra vars) and its environment."""
     controller = tmp_path / "controller"
     controller.mkdir(mode=0o700)
     key_file, password_file = controller / "api-key", controller / "metrics-password"
@@ -134,24 +133,23 @@ def _deployment(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
         "metrics_api_key_file": str(key_file),
         "metrics_scrape_password_file": str(password_file),
     }
-    argv = [str(venv_bin() / "ansible-playbook"), "-i", str(inventory), "-e", json.dumps(extra), str(playbook)]
-    return argv, ansible_json_env(tmp_path / "ansible-tmp", PYTHONPATH=str(pylib))
+    return (playbook, inventory, extra), ansible_json_env(tmp_path / "ansible-tmp", PYTHONPATH=str(pylib))
 
 
-def _run(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+def _run(run: tuple[Path, Path, dict[str, Any]], env: dict[str, str]) -> dict[str, Any]:
     """The play's stats per host; it must succeed and its output hold neither secret."""
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+    playbook, inventory, extra = run
+    proc = run_playbook(playbook, inventory, env, extra=extra, timeout=300)
     for secret in (API_KEY, PASSWORD):
         assert secret not in proc.stdout + proc.stderr, "a secret reached Ansible's output"
-    stats: dict[str, Any] = json.loads(proc.stdout)["stats"]
+    stats: dict[str, Any] = json_of(proc)["stats"]
     return stats
 
 
 @pytest.mark.skipif(not Path("/usr/bin/python3").is_file(), reason="the role's script runs with /usr/bin/python3")
 def test_the_api_key_only_where_prometheus_runs_and_node_exporter_has_a_password_of_its_own(tmp_path: Path) -> None:
-    argv, env = _deployment(tmp_path)
-    _run(argv, env)
+    run, env = _deployment(tmp_path)
+    _run(run, env)
     hosts = tmp_path / "hosts"
     dirs = {h: hosts / h / "etc" / "prometheus" / "zenops" for h in ("prom", "node")}
     prom, node = dirs["prom"], dirs["node"]
@@ -179,6 +177,6 @@ def test_the_api_key_only_where_prometheus_runs_and_node_exporter_has_a_password
 
     # a second run changes nothing (the hash is kept while it verifies the password)
     before = _files(hosts)
-    stats = _run(argv, env)
+    stats = _run(run, env)
     assert {h: s["changed"] for h, s in stats.items()} == {"prom": 0, "node": 0}
     assert _files(hosts) == before

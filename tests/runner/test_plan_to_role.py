@@ -11,7 +11,6 @@ localhost. Only the Docker API is replaced: a stand-in ``community.docker`` coll
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,12 +19,11 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.runner import ansible_json_env
+from tests.runner import ansible_json_env, json_of, run_playbook
 from zenops import catalog
 from zenops.config import load
 from zenops.cpulist import parse_cpulist
 from zenops.errors import ExitCode
-from zenops.paths import venv_bin
 from zenops.planner import PlanOptions, PlanRefusedError
 from zenops.serve import ServeRequest, make_plans, resolve_engine
 
@@ -127,16 +125,7 @@ def render(tmp_path: Path, plans: dict[str, dict[str, Any]]) -> tuple[dict[str, 
     env = ansible_json_env(
         tmp_path / "ansible-tmp", collections=str(collections), ZENOPS_TEST_DOCKER_RECORD=str(record)
     )
-    proc = subprocess.run(
-        [str(venv_bin() / "ansible-playbook"), "--check", "-i", str(inventory), "-e", f"@{extravars}", str(playbook)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-3000:]
-    output = json.loads(proc.stdout)
+    output = json_of(run_playbook(playbook, inventory, env, extra=f"@{extravars}", args=["--check"], timeout=300))
     calls = [json.loads(line) for line in record.read_text().splitlines()]
     assert {c["module"] for c in calls} == {"docker_container", "docker_host_info"}, "the stand-in was not used"
     started: dict[str, list[dict[str, Any]]] = {h: [] for h in plans}

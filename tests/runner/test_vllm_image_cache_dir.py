@@ -3,15 +3,12 @@ $ZENOPS_IMAGE_CACHE, else $XDG_CACHE_HOME/zenops/images (what scripts/test, scri
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
-from tests.runner import ansible_json_env
-from zenops.paths import venv_bin
+from tests.runner import ansible_json_env, json_of, run_playbook
 
 PLAYBOOK = """\
 - name: Resolve the role's cache directory
@@ -36,16 +33,7 @@ def _resolve(tmp_path: Path, env_overrides: dict[str, str | None]) -> str:
             env.pop(name, None)
         else:
             env[name] = value
-    proc = subprocess.run(
-        [str(venv_bin() / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    tasks = json.loads(proc.stdout)["plays"][0]["tasks"]
+    tasks = json_of(run_playbook(playbook, "localhost,", env, args=["-c", "local"], timeout=120))["plays"][0]["tasks"]
     msg = tasks[-1]["hosts"]["localhost"]["msg"]
     assert msg.startswith("CACHE="), msg
     return str(msg.removeprefix("CACHE="))

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.runner import ansible_json_env
+from tests.runner import ansible_json_env, json_of, run_playbook
 from zenops import compat
 from zenops.paths import venv_bin
 
@@ -80,16 +80,8 @@ def test_the_prebuilt_route_relabels_the_image_and_layers_the_pairs_zentorch_on_
         "vllm_image_build_dir": str(tmp_path / "build"),
         "vllm_image_controller_cache": str(tmp_path / "cache"),
     }
-    proc = subprocess.run(
-        [str(venv_bin() / "ansible-playbook"), "-i", str(inventory), "-e", json.dumps(extra), str(playbook)],
-        capture_output=True,
-        text=True,
-        env=ansible_json_env(tmp_path / "ansible-tmp"),
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
-    ran = [t for play in json.loads(proc.stdout)["plays"] for t in play["tasks"]]
+    out = json_of(run_playbook(playbook, inventory, ansible_json_env(tmp_path / "ansible-tmp"), extra=extra))
+    ran = [t for play in out["plays"] for t in play["tasks"]]
     tasks = {t["task"]["name"].split(" : ")[-1]: t["hosts"].get("builder", {}) for t in ran}
     assert "Pull the prebuilt image" in tasks, sorted(tasks)
     assert not tasks["Pull the prebuilt image"].get("changed"), "the stand-in is local: nothing to pull"

@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.runner import ansible_json_env
+from tests.runner import ansible_json_env, run_playbook, tail
 from zenops.paths import venv_bin
 
 ERROR = (
@@ -63,17 +63,13 @@ def run(tmp_path: Path, *, running_for: int, retries: int) -> tuple[subprocess.C
     env = ansible_json_env(tmp_path / "ansible-tmp")
     env["PATH"] = f"{tmp_path / 'bin'}:{env['PATH']}"
     extra = {"vllm_server_stop_retries": retries, "vllm_server_stop_retry_delay": 0}
-    proc = subprocess.run(
-        [str(venv_bin() / "ansible-playbook"), "-i", str(tmp_path / "hosts.ini"), "-e", json.dumps(extra),
-         str(tmp_path / "play.yml")],
-        capture_output=True, text=True, env=env, timeout=300, check=False,
-    )  # fmt: skip
+    proc = run_playbook(tmp_path / "play.yml", tmp_path / "hosts.ini", env, extra=extra, timeout=300)
     return proc, log.read_text().splitlines() if log.exists() else []
 
 
 def test_a_container_that_exits_after_some_kills_is_waited_for(tmp_path):
     proc, calls = run(tmp_path, running_for=2, retries=5)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, tail(proc)
     # kill, read back; three times: the third read-back says exited
     assert calls == ["kill zenops-vllm-0", "inspect --type container zenops-vllm-0"] * 3
 

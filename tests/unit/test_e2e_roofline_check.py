@@ -154,17 +154,28 @@ def test_the_cpu_kind_of_fixture_hosts(name, kind):
 def test_an_intel_avx512_host_without_amx_is_the_measured_kind():
     facts = {"vendor": "GenuineIntel", "flags": ["avx2", "avx512f", "avx512_vnni", "hypervisor"]}
     assert rc.cpu_kind(facts) == "intel-avx512-no-amx"
-    assert rc.FLOORS["intel-avx512-no-amx"].source.startswith("measured: ")
+    assert rc.FLOORS[rc.BESIDE]["intel-avx512-no-amx"].source.startswith("measured: ")
 
 
 def test_the_measured_kinds_say_so_and_the_others_are_named_unmeasured():
-    measured = {"intel-avx512-no-amx", "amd-avx512"}
-    assert all(rc.FLOORS[k].source.startswith("measured: ") for k in measured)
-    assert all(f.source.startswith("unmeasured on this kind") for k, f in rc.FLOORS.items() if k not in measured)
+    measured = {rc.ALONE: {"amd-avx512"}, rc.BESIDE: {"intel-avx512-no-amx", "amd-avx512"}}
+    assert set(rc.FLOORS) == set(measured)
+    for condition, kinds in measured.items():
+        floors = rc.FLOORS[condition]
+        assert set(floors) == {"intel-avx512-no-amx", "amd-avx512", "amd-avx2", "other"}
+        assert all(floors[k].source.startswith("measured: ") for k in kinds)
+        assert all(f.source.startswith("unmeasured on this kind") for k, f in floors.items() if k not in kinds)
+
+
+def test_the_floor_of_a_kind_measured_alone_is_not_applied_beside_the_lanes():
+    """Stop 53's serve lane: 5.9% of the ceiling on a Zen 5 beside the lanes failed the 25% floor measured alone."""
+    assert rc.check_share(2.8629, 48.27, rc.FLOORS[rc.BESIDE]["amd-avx512"]) == pytest.approx(5.9, abs=0.05)
+    with pytest.raises(AssertionError, match="allowed 25-100%"):
+        rc.check_share(2.8629, 48.27, rc.FLOORS[rc.ALONE]["amd-avx512"])
 
 
 def test_the_share_of_the_ceiling_is_held_between_the_floor_and_all_of_it():
-    intel = rc.FLOORS["intel-avx512-no-amx"]
+    intel = rc.FLOORS[rc.BESIDE]["intel-avx512-no-amx"]
     assert rc.check_share(1.13, 11.94, intel) == pytest.approx(9.46, abs=0.01)  # stop 43's run
     with pytest.raises(AssertionError, match=r"4\.7% of the ceiling 23\.88: allowed 6-100%"):
         rc.check_share(1.13, 11.94 * 2, intel)  # inflated 2x: below the floor
@@ -175,7 +186,7 @@ def test_the_share_of_the_ceiling_is_held_between_the_floor_and_all_of_it():
 
 
 def test_the_amd_avx512_floor_holds_its_measured_share_and_fails_a_ceiling_inflated_2x():
-    amd = rc.FLOORS["amd-avx512"]
+    amd = rc.FLOORS[rc.ALONE]["amd-avx512"]
     # the --full alone stage of 2026-11-29 on a 2-vCPU Zen 5: 55.7 tok/s of a 122.61 ceiling at C=1 (200M model)
     assert rc.check_share(55.7, 122.61, amd) == pytest.approx(45.4, abs=0.1)
     with pytest.raises(AssertionError, match=r"22\.7% of the ceiling 245\.22: allowed 25-100%"):
