@@ -220,6 +220,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "metrics", "--metrics", "choice", default="off", choices=("on", "off"), commands=(UP,), changeable=False,
+        service="metrics",
         help="Prometheus and node_exporter (the distribution's packages): Prometheus on the gateway's host (else "
         "the first), on its loopback only, scraping every vLLM instance, every host and the gateway; read it with "
         "`zenops top` and `zenops status`. `down` removes them.",

@@ -222,3 +222,4 @@ def test_rows_are_named_uniquely_and_the_gateway_rows_are_the_gateway_services()
     assert {o.name for o in TABLE if o.service == "gateway"} == {
         "gateway_mode", "gateway_host", "gateway_flavor", "gateway_port", "gateway_tls_cert", "through_gateway",
     }  # fmt: skip
+    assert {o.name for o in TABLE if o.service == "metrics"} == {"metrics"}

@@ -5,7 +5,8 @@ command's own variant). Config values under ``defaults.<command>`` become their 
   rows the command receives as one argument (:class:`Rows`: the rows filling a request, e.g. ``BenchRequest``, or
   a section of the table, e.g. the serving rows); ``option(name, command)``: one row
 * ``request_options(command)``: the serving rows (`plan`, `up`, `rollout`) as one ``request: RowValues``;
-  ``gateway_options``: the gateway service's rows on `up` as one ``gateway: GatewayFlags``
+  ``Rows("gateway", group="gateway", build=GatewayFlags)``: the gateway service's rows on `up` as one
+  ``gateway: GatewayFlags``
 * tuned    ``tuned_options``: a campaign's best configuration per model (`plan`, `up`, `rollout`)
 * types    ``DurationType``, ``InstancesType``, ``LazyChoice``; ``OldSpellingOption``: an option's old spellings
 * config   ``to_default_map``, ``check_defaults``: the ``defaults:`` of the config file, checked as the flags are
@@ -501,9 +502,6 @@ class GatewayFlags:
     @property
     def flavor(self) -> str | None:
         return self.gateway_flavor
-
-
-gateway_options = options("up", Rows("gateway", group="gateway", build=GatewayFlags))
 
 
 def _key_of(param: click.Parameter) -> str:
