@@ -31,6 +31,7 @@ from zenops.deployment.store import Store
 from zenops.errors import UsageError, ZenopsError
 from zenops.facts import FACT_NAME, check_topology, save_facts
 from zenops.hosts import UpResult, up_inventory
+from zenops.option_table import request_from_rows
 from zenops.planner import (
     ENGINE_FLAGS,
     Plan,
@@ -333,19 +334,7 @@ def check_engine_args(engine_args: Sequence[str], plans: Mapping[str, Mapping[st
 def plan_options(req: ServeRequest, vllm_version: str, *, tuned: str | None = None) -> PlanOptions:
     """The planner's options of a serve request (what `up` plans with, and what `rollout` plans ahead with);
     ``tuned``: the reason of the tuned file the request's options came from (the plans' first reason)."""
-    return PlanOptions(
-        dtype=req.dtype,
-        tensor_parallel=req.tensor_parallel,
-        max_model_len=req.max_model_len,
-        max_num_seqs=req.max_num_seqs,
-        concurrency=req.concurrency,
-        objective=req.objective,
-        instances=req.instances,
-        platform=req.platform,
-        vllm_version=vllm_version,
-        tuned=tuned,
-        layout=req.layout,
-    )
+    return request_from_rows(PlanOptions, vars(req), vllm_version=vllm_version, tuned=tuned)
 
 
 def make_plans(

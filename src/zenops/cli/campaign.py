@@ -13,7 +13,7 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import OldSpellingOption, json_option, yes_option
+from zenops.cli.options import OldSpellingOption, json_option, option
 from zenops.errors import in_one_line
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def plan_cmd(ctx: click.Context, file: Path) -> None:
     help="Start even when the projection is over budget.max_usd, and measure what the budget buys: cells run in "
     "the file's order while the rest of the budget covers the next one; the others are skipped (exit 17).",
 )
-@yes_option
+@option("yes", "campaign run")
 @json_option
 @click.pass_context
 def run_cmd(ctx: click.Context, file: Path, new: bool, within_budget: bool, yes: bool) -> None:
@@ -346,7 +346,7 @@ def example_cmd() -> None:
 
 @campaign.command("down")
 @click.argument("campaign_id", metavar="ID")
-@yes_option
+@option("yes", "campaign down")
 @json_option
 @click.pass_context
 def down_cmd(ctx: click.Context, campaign_id: str, yes: bool) -> None:

@@ -12,28 +12,19 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import (
-    cloud_option_for,
-    deployment_argument,
-    deployment_name_option,
-    dry_run_option,
-    inventory_option,
-    json_option,
-    limit_option,
-    yes_option,
-)
+from zenops.cli.options import deployment_argument, json_option, option
 from zenops.errors import UsageError
 
 
 @click.command()
 @deployment_argument
-@deployment_name_option("The deployment to remove.")
-@click.option("--campaign", metavar="ID", help="Every deployment of this campaign.")
+@option("deployment", "down")
+@option("campaign", "down")
 @click.option("--all-mine", is_flag=True, help="Every resource carrying zenops's marks in the cloud.")
-@cloud_option_for("clouds.yaml entry (default: where the ledger says the deployment is).")
-@dry_run_option("List what would be removed; remove nothing.")
-@yes_option
-@inventory_option
+@option("cloud", "down")
+@option("dry_run", "down")
+@option("yes", "down")
+@option("inventory", "down")
 @click.option("--images", is_flag=True, help="With --inventory: also remove the engine images zenops made.")
 @click.option(
     "--data", is_flag=True, help="With --inventory: also remove models and the model cache (/var/lib/zenops)."
@@ -43,7 +34,7 @@ from zenops.errors import UsageError
     is_flag=True,
     help="Keep the deployment's API key file (by default removed with it, so a deployment made again gets a new key).",
 )
-@limit_option
+@option("limit", "down")
 @json_option
 @click.pass_context
 def down(

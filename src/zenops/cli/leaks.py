@@ -9,11 +9,11 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import get_app
-from zenops.cli.options import cloud_option_for, json_option
+from zenops.cli.options import json_option, option
 
 
 @click.command()
-@cloud_option_for("clouds.yaml entry to inspect.", required=True, os_cloud=True)
+@option("cloud", "leaks")
 @json_option
 @click.pass_context
 def leaks(ctx: click.Context, cloud: str) -> None:

@@ -13,26 +13,17 @@ from pathlib import Path
 import click
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import (
-    DurationType,
-    cloud_option,
-    deployment_argument,
-    deployment_option,
-    inventory_option,
-    json_option,
-    limit_option_for,
-    through_gateway_option,
-)
+from zenops.cli.options import DurationType, deployment_argument, json_option, option
 
 
 @click.command()
 @deployment_argument
-@inventory_option
-@deployment_option
-@cloud_option
-@limit_option_for("Only this host's servers.", old=("--host",), metavar="HOST")
+@option("inventory", "logs")
+@option("deployment", "logs")
+@option("cloud", "logs")
+@option("limit", "logs")
 @click.option("--instance", type=click.IntRange(min=0), metavar="N", help="Only instance N (every host, or --limit).")
-@through_gateway_option("The gateway's HAProxy log instead of the vLLM servers'.")
+@option("through_gateway", "logs")
 @click.option("-f", "--follow", is_flag=True, help="Keep streaming new lines until Ctrl-C.")
 @click.option("--since", type=DurationType(), metavar="DURATION", help="Only lines of the last DURATION (90s, 1h30m).")
 @click.option("--tail", type=click.IntRange(min=0), metavar="N", help="Only the last N lines of each source.")

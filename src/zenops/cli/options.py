@@ -1,23 +1,22 @@
-"""Reusable click options, one definition each. Config values under ``defaults.<command>`` become their defaults;
-flags win.
+"""Click options from the one option table (zenops.option_table: every option a row, declared once, with a
+command's own variant). Config values under ``defaults.<command>`` become their defaults; flags win.
 
-* target   ``inventory_option``, ``cloud_option``, ``deployment_option``, ``limit_option``: which hosts (from flags to
-           hosts: zenops.target.resolve_target); ``cloud_option_for``: --cloud with a command's own help (required on
-           `reap`, `leaks`, `config init`); ``os_image_option``: the OS image cloud servers boot (`up`, `config init`)
-* request  ``request_options(command)``: what to serve and how, from zenops.request_options.OPTIONS (`plan`, `up`,
-           `rollout`: one table of options)
-* pricing  ``flavor_option``, ``price_option``: what a host costs (`plan`, `up`, `bench`, `report`)
-* tuned    ``tuned_option``, ``tuned_options``: a campaign's best configuration per model (`plan`, `up`, `rollout`)
-* gateway  ``gateway_options`` (the mode, on `up`), ``through_gateway_option`` (the flag, on `bench`/`logs`)
-* consent  ``yes_option``: go on without asking before cloud money is spent or resources deleted (zenops.cli.confirm);
-           ``dry_run_option``: say what would be done, do nothing (each command's help says what it reports)
+* ``options(command, *entries)``: a command's options in --help order: a row by name (``"cloud"``), or a group of
+  rows the command receives as one argument (:class:`Rows`: the rows filling a request, e.g. ``BenchRequest``, or
+  a section of the table, e.g. the serving rows); ``option(name, command)``: one row
+* ``request_options(command)``: the serving rows (`plan`, `up`, `rollout`) as one ``request: RowValues``;
+  ``Rows("gateway", group="gateway", build=GatewayFlags)``: the gateway service's rows on `up` as one
+  ``gateway: GatewayFlags``
+* tuned    ``tuned_options``: a campaign's best configuration per model (`plan`, `up`, `rollout`)
+* types    ``DurationType``, ``InstancesType``, ``LazyChoice``; ``OldSpellingOption``: an option's old spellings
+* config   ``to_default_map``, ``check_defaults``: the ``defaults:`` of the config file, checked as the flags are
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -27,6 +26,7 @@ from click.core import ParameterSource
 from zenops import durations, schema
 from zenops.cli.context import get_app
 from zenops.errors import ConfigError, UsageError
+from zenops.option_table import request_from_rows, row, rows_for
 from zenops.request_options import BY_FIELD, CHANGEABLE, Option, for_command
 
 if TYPE_CHECKING:
@@ -48,55 +48,6 @@ json_option = click.option(
     callback=_set_json,
     is_eager=True,
     help="Machine-readable output: JSON lines of events, then one result object (same as `zenops --json`).",
-)
-
-inventory_option = click.option(
-    "-i",
-    "--inventory",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Ansible inventory (YAML or INI) of hosts you already have: bare metal or any SSH host.",
-)
-
-
-def cloud_option_for(help: str, *, required: bool = False, os_cloud: bool = False) -> Callable[[F], F]:
-    """--cloud NAME, a clouds.yaml entry, with the command's own help. ``required``: the command works on one cloud
-    that must be named (`reap`, `leaks`, `config init`); ``os_cloud``: $OS_CLOUD names it when the flag is not
-    given (shown in --help), as the openstack CLI takes it."""
-    env: dict[str, Any] = {"envvar": "OS_CLOUD", "show_envvar": True} if os_cloud else {}
-    return click.option("--cloud", metavar="NAME", required=required, help=help, **env)
-
-
-cloud_option = cloud_option_for(
-    "clouds.yaml entry (e.g. flex, sandbox): where `up` creates servers (default with --flavor: $OS_CLOUD); "
-    "for a deployment, the cloud it is in (default: where the ledger says)."
-)
-
-
-def os_image_option(help: str, *, old: tuple[str, ...] = ()) -> Callable[[F], F]:
-    """--os-image IMAGE: the Glance image cloud servers boot (`up`, `config init`; not the engine image:
-    --image-source/--image-ref); the command receives ``os_image``. ``old``: a command's earlier spellings
-    (`up --image`), taken with a deprecation warning."""
-    return click.option("--os-image", *old, "os_image", cls=OldSpellingOption, old=old, metavar="IMAGE", help=help)
-
-
-deployment_option = click.option(
-    "--deployment", metavar="NAME", help="A deployment `zenops up --cloud` made (its inventory, flavor, price)."
-)
-
-# --- pricing ------------------------------------------------------------------------------------------------------
-
-flavor_option = click.option(
-    "--flavor",
-    metavar="FLAVOR",
-    help="Flavor, e.g. gp.5.24.96 (catalogue or config `flavors:`): the servers --cloud creates, or the hosts' own; "
-    "its price prices the results and labels them.",
-)
-
-price_option = click.option(
-    "--price-per-hour",
-    type=click.FloatRange(min=0, min_open=True),
-    metavar="USD",
-    help="Price of one host per hour (wins over the flavor's and run manifests').",
 )
 
 
@@ -141,106 +92,6 @@ class InstancesType(click.ParamType[int | None, Any]):
         return n
 
 
-def option_group(argument: str, cls: type[Any], options: list[Callable[[F], F]]) -> Callable[[F], F]:
-    """Declare ``options`` on a command that receives them as one argument, ``argument``: an instance of the
-    dataclass ``cls``, whose fields are the options' parameter names."""
-    names = [f.name for f in fields(cls)]
-
-    def apply(f: F) -> F:
-        @functools.wraps(f)
-        def command(*args: Any, **kwargs: Any) -> Any:
-            return f(*args, **{argument: cls(**{n: kwargs.pop(n) for n in names})}, **kwargs)
-
-        decorated = cast(F, command)
-        for option in reversed(options):
-            decorated = option(decorated)
-        return decorated
-
-    return apply
-
-
-class TableOption(click.Option):
-    """A click option made from a row of zenops.request_options.OPTIONS. ``old_keys``: earlier names of its config
-    key (``defaults.plan.vllm_version``), still taken."""
-
-    def __init__(self, *args: Any, old_keys: tuple[str, ...] = (), **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.old_keys = old_keys
-
-
-def table_option(row: Option, command: str, *, required: bool = False) -> Callable[[F], F]:
-    """The click option of ``row`` on ``command``. `rollout` gives no option a default: what is deployed stays
-    unless an option is given."""
-    decls = [row.flag, *([row.short] if row.short else []), row.param]
-    kw: dict[str, Any] = {"help": row.help, "metavar": row.metavar, "required": required, "old_keys": row.old_keys}
-    default = None if command == "rollout" else row.default
-    if row.kind == "choice":
-        kw["type"] = click.Choice(row.choices)
-    elif row.kind == "int":
-        kw["type"] = click.IntRange(min=row.minimum, max=row.maximum)
-    elif row.kind == "duration":
-        kw["type"] = DurationType(row.minimum or 0)
-    elif row.kind == "path":
-        kw["type"] = click.Path(exists=True, dir_okay=False, path_type=Path)
-    elif row.kind == "instances":
-        kw["type"] = InstancesType()
-        default = None if command == "rollout" else "auto"
-    elif row.kind == "bool":
-        kw["is_flag"] = True
-        default = None if command == "rollout" else bool(row.default)
-    elif row.kind == "args":
-        kw["multiple"] = True
-        default = None
-    kw["cls"] = TableOption
-    if default is not None:
-        kw["default"] = default
-        kw["show_default"] = not isinstance(default, bool) and default != ()
-    return click.option(*decls, **kw)
-
-
-@dataclass(frozen=True)
-class RequestFlags:
-    """What :func:`request_options` hands the command, as one ``request`` argument: every option of the table the
-    command takes, by its field (a ServeRequest field)."""
-
-    values: Mapping[str, Any]  # field -> value (the default when not given)
-    given: frozenset[str]  # fields set by a flag, its environment variable or a config default
-
-    @property
-    def model(self) -> str | None:
-        return cast("str | None", self.values.get("model"))
-
-    def changes(self) -> dict[str, Any]:
-        """Only what was given (a rollout changes nothing else; a value may be None: --instances auto)."""
-        return {f: self.values[f] for f in self.values if f in self.given}
-
-
-def request_options(command: str, *, model_required: bool = False) -> Callable[[F], F]:
-    """Every serving and engine option ``command`` takes, from zenops.request_options.OPTIONS, in its order. The
-    command receives them as one argument, ``request: RequestFlags`` (each is still its own option, for --help and
-    ``defaults.<command>`` in the config)."""
-    rows = for_command(command)
-    options = [table_option(r, command, required=model_required and r.field == "model") for r in rows]
-    names = [r.param for r in rows]
-
-    def apply(f: F) -> F:
-        @functools.wraps(f)
-        def wrapped(*args: Any, **kwargs: Any) -> Any:
-            ctx = click.get_current_context()
-            values = {name: kwargs.pop(name) for name in names}
-            if "engine_args" in values:
-                values["engine_args"] = tuple(values["engine_args"] or ())
-            given = frozenset(n for n in names if ctx.get_parameter_source(n) not in (None, ParameterSource.DEFAULT))
-            return f(*args, request=RequestFlags(values, given), **kwargs)
-
-        decorated = cast(F, wrapped)
-        for option in reversed(options):
-            decorated = option(decorated)
-        return decorated
-
-    return apply
-
-
 def tuned_fields(command: str) -> dict[str, str | None]:
     """The options a tuned file may set on ``command`` (field -> its parameter there; None: the command has no flag
     for it, yet a rollout may change it)."""
@@ -250,17 +101,6 @@ def tuned_fields(command: str) -> dict[str, str | None]:
 
 
 # --- tuned --------------------------------------------------------------------------------------------------------
-
-tuned_option = click.option(
-    "--tuned",
-    "tuned_file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    metavar="FILE",
-    help="Deploy what a benchmark campaign measured: FILE is written by `zenops campaign report ID --write-tuned FILE` "
-    "(the best configuration per model). The entry of --model supplies the options (platform, max-num-seqs, "
-    "instances, engine pair and args, ...); flags you give win over it, it wins over config defaults. The "
-    "plan's reasons name the campaign and its figures. A model the file does not have is refused (exit 2).",
-)
 
 
 @dataclass(frozen=True)
@@ -345,83 +185,6 @@ def tuned_options(ctx: click.Context, path: Path, model: str, accepted: Mapping[
     return TunedOptions(entry, values, overridden, ignored)
 
 
-# --- gateway ------------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class GatewayFlags:
-    """What :func:`gateway_options` hands the command, as one ``gateway`` argument."""
-
-    mode: str
-    host: str | None
-    port: int
-    tls_cert_file: Path | None
-    flavor: str | None = None
-
-
-def gateway_options(f: F) -> F:
-    """--gateway auto|on|off, --gateway-host, --gateway-port, --gateway-tls-cert, --gateway-flavor: the fleet
-    endpoint (zenops.deployment.services.gateway). The command receives them as one argument,
-    ``gateway: GatewayFlags``."""
-    options = [
-        click.option(
-            "--gateway",
-            "gateway_mode",
-            type=click.Choice(["auto", "on", "off"]),
-            default="auto",
-            show_default=True,
-            help="One endpoint for the deployment: HAProxy balancing every vLLM instance (least outstanding requests, "
-            "/health checks; what `zenops rollout` drains). auto: on when there is more than one instance.",
-        ),
-        click.option("--gateway-host", metavar="HOST", help="Inventory host that runs it (default: the first)."),
-        click.option(
-            "--gateway-flavor",
-            metavar="FLAVOR",
-            help="With --cloud: run it on a small server of its own of this flavor (marked as the deployment's, "
-            "removed by `down`), so the endpoint does not live on a serving server. Implies --gateway on.",
-        ),
-        click.option(
-            "--gateway-port", type=click.IntRange(1, 65535), default=8080, show_default=True, help="Its port."
-        ),
-        click.option(
-            "--gateway-tls-cert",
-            type=click.Path(exists=True, dir_okay=False, path_type=Path),
-            help="PEM file (certificate chain + key, mode 0600): the endpoint speaks HTTPS only.",
-        ),
-    ]
-
-    @functools.wraps(f)
-    def command(*args: Any, **kwargs: Any) -> Any:
-        gateway = GatewayFlags(
-            kwargs.pop("gateway_mode"),
-            kwargs.pop("gateway_host"),
-            kwargs.pop("gateway_port"),
-            kwargs.pop("gateway_tls_cert"),
-            kwargs.pop("gateway_flavor"),
-        )
-        return f(*args, gateway=gateway, **kwargs)
-
-    decorated = cast(F, command)
-    for option in reversed(options):
-        decorated = option(decorated)
-    return decorated
-
-
-def through_gateway_option(help: str) -> Callable[[F], F]:
-    """--through-gateway: a flag for the deployment's gateway rather than its servers (`bench`, `logs`); the command
-    receives ``through_gateway``. --gateway is its old spelling there (on `up` and `plan`, --gateway is the mode:
-    :func:`gateway_options`)."""
-    return click.option(
-        "--through-gateway",
-        "--gateway",
-        "through_gateway",
-        cls=OldSpellingOption,
-        old=("--gateway",),
-        is_flag=True,
-        help=help,
-    )
-
-
 def deprecated(old: str, new: str) -> None:
     """Say on stderr (never stdout: --json output stays parseable) that ``old`` is an old spelling of ``new``. The
     one warning of every deprecated option spelling and config key."""
@@ -468,6 +231,8 @@ class OldSpellingOption(click.Option):
 
     def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
         super().add_to_parser(parser, ctx)
+        if not self.old:  # one spelling (and a short one): click's own parsing, the last given wins
+            return
         # click's parser keeps one entry per spelling (its _long_opt/_short_opt tables): wrap each to see which was
         # used; were those tables to change, the option still parses, only without the warning
         for table in (getattr(parser, "_long_opt", {}), getattr(parser, "_short_opt", {})):
@@ -486,40 +251,6 @@ class OldSpellingOption(click.Option):
                 hint=f"give it once: {self.new_spelling} VALUE",
             )
         return super().handle_parse_result(ctx, opts, args)
-
-
-def limit_option_for(help: str, *, old: tuple[str, ...] = (), metavar: str = "PATTERN") -> Callable[[F], F]:
-    """--limit: the one spelling of host selection on every command (``old``: a command's earlier spellings, e.g.
-    `plan --host`, `logs --host`, taken with a deprecation warning)."""
-    return click.option("--limit", *old, "limit", cls=OldSpellingOption, old=old, metavar=metavar, help=help)
-
-
-limit_option = limit_option_for("Only these hosts/groups of the inventory.")
-
-
-def dry_run_option(help: str, *, old: tuple[str, ...] = ()) -> Callable[[F], F]:
-    """--dry-run: say what the command would do and do none of it (``help``: what it says, on this command); the
-    command receives ``dry_run``. ``old``: a command's earlier spellings (`up --check`), taken with a deprecation
-    warning."""
-    return click.option("--dry-run", *old, "dry_run", cls=OldSpellingOption, old=old, is_flag=True, help=help)
-
-
-yes_option = click.option(
-    "--yes",
-    "-y",
-    "yes",
-    is_flag=True,
-    help="Do not ask before creating or deleting cloud resources (needed without a terminal: scripts, CI, cron; "
-    "as Terraform's -auto-approve). What is created or deleted, and its cost, is still said.",
-)
-
-
-def deployment_name_option(help: str) -> Callable[[F], F]:
-    """--deployment NAME for a command that names the deployment it makes or removes (`up`, `down`); --name is its
-    old spelling."""
-    return click.option(
-        "--deployment", "--name", "deployment", cls=OldSpellingOption, old=("--name",), metavar="NAME", help=help
-    )
 
 
 def one_deployment(ctx: click.Context, positional: str | None, flag: str | None) -> str | None:
@@ -570,6 +301,207 @@ class LazyChoice(click.Choice[str]):
     @choices.setter
     def choices(self, value: Iterable[str]) -> None:
         self._choices = tuple(value)
+
+
+# --- the table's rows as click options ------------------------------------------------------------------------------
+
+
+def _levels(_ctx: click.Context, _param: click.Parameter, value: str | None) -> tuple[int, ...] | None:
+    """`bench --concurrency 1,2,4`: the levels (zenops.bench.parse_levels, loaded only when given)."""
+    from zenops.bench import parse_levels  # noqa: PLC0415
+
+    return parse_levels(value) if value else None
+
+
+def _profile_names() -> list[str]:
+    """The profiles of zenops/catalog/bench.yaml by name (what zenops.bench.profiles() reads), for --profile."""
+    from zenops import catalog  # noqa: PLC0415
+
+    return sorted(catalog.load_resource("bench.yaml", "profiles")[1])
+
+
+class TableOption(OldSpellingOption):
+    """A click option made from a row of the option table (zenops.option_table): ``row`` is the row; ``old_keys``:
+    earlier names of its config key (``defaults.plan.vllm_version``), still taken."""
+
+    def __init__(self, *args: Any, row: Option, old_keys: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.row = row
+        self.old_keys = old_keys
+
+
+def _click_type(row: Option) -> dict[str, Any]:
+    """The click keywords of ``row``'s kind (its type, or a callback)."""
+    low = row.minimum
+    kinds: dict[str, Callable[[], dict[str, Any]]] = {
+        "choice": lambda: {"type": click.Choice(row.choices)},
+        "int": lambda: {"type": click.IntRange(min=low, max=row.maximum)},
+        "float": lambda: {"type": click.FloatRange(min=low, max=row.maximum)},
+        "positive": lambda: {"type": click.FloatRange(min=0, min_open=True)},
+        "duration": lambda: {"type": DurationType(low or 0)},
+        "path": lambda: {"type": click.Path(exists=True, dir_okay=False, path_type=Path)},
+        "dir": lambda: {"type": click.Path(file_okay=False, path_type=Path)},
+        "instances": lambda: {"type": InstancesType()},
+        "levels": lambda: {"callback": _levels},
+        "profile": lambda: {"type": LazyChoice(_profile_names)},
+        "bool": lambda: {"is_flag": True},
+        "args": lambda: {"multiple": True},
+    }
+    return kinds[row.kind]() if row.kind in kinds else {}
+
+
+def table_option(row: Option, command: str, *, required: bool = False) -> Callable[[F], F]:
+    """The click option of ``row`` on ``command``, with the command's variant (its help, old spellings, ...). On
+    `rollout` no serving option has a default: what is deployed stays unless an option is given."""
+    if not row.takes(command):
+        raise ValueError(f"option table: `{command}` is not among the commands of row {row.name}")  # a typo in cli/
+    variant = dict(row.variants.get(command, {}))
+    old = tuple(variant.pop("old", row.old_flags))
+    decls = [row.flag, *([row.short] if row.short else []), *old, row.param]
+    kw: dict[str, Any] = {"help": row.help, "metavar": row.metavar, "required": required, **_click_type(row)}
+    kw.update(cls=TableOption, row=row, old_keys=row.old_keys, old=old, **variant)
+    stays = command == "rollout" and row.group == "serve"
+    default = None if stays else row.default
+    if row.kind == "instances":
+        default = None if stays else "auto"
+    elif row.kind == "bool":
+        default = None if stays else bool(row.default)
+    elif row.kind == "args":
+        default = None
+    if default is not None:
+        kw["default"] = default
+        shown = not isinstance(default, bool) and default != ()
+        kw["show_default"] = shown if row.show_default is None else row.show_default
+    return click.option(*decls, **kw)
+
+
+def option(name: str, command: str) -> Callable[[F], F]:
+    """The click option of the table's row ``name`` on ``command`` (the command's path below `zenops`: `bench`,
+    `config init`)."""
+    return table_option(row(name), command)
+
+
+@dataclass(frozen=True)
+class RowValues:
+    """What a group of rows (:class:`Rows`) hands the command as one argument: every option of the group, by its
+    row's field (for the serving rows, a ServeRequest field), and which were given."""
+
+    values: Mapping[str, Any]  # field -> value (the default when not given)
+    given: frozenset[str]  # fields set by a flag, its environment variable or a config default
+
+    @property
+    def model(self) -> str | None:
+        return cast("str | None", self.values.get("model"))
+
+    def changes(self) -> dict[str, Any]:
+        """Only what was given (a rollout changes nothing else; a value may be None: --instances auto)."""
+        return {f: self.values[f] for f in self.values if f in self.given}
+
+
+RequestFlags = RowValues  # the serving rows' group (`plan`, `up`, `rollout`: ``request``)
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A group of rows a command receives as one argument, ``argument``: the rows of ``command`` that fill the
+    request ``request`` (a class name: zenops.option_table.request_from_rows), or of the table's ``group``. A row
+    added to the table for the command and the request (or group) is in it. ``build``: the command receives
+    ``request_from_rows(build, values)``, else a :class:`RowValues` (for a request that needs more than its rows,
+    built in the command's body). ``order``: these rows first, in this order (the --help order), then the rest in
+    the table's order. ``required``: rows required here."""
+
+    argument: str
+    request: str | None = None
+    group: str | None = None
+    build: type[Any] | None = None
+    order: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()
+
+    def rows(self, command: str) -> list[Option]:
+        found = rows_for(command, request=self.request, group=self.group)
+        rank = {name: i for i, name in enumerate(self.order)}
+        return sorted(found, key=lambda r: rank.get(r.name, len(rank)))
+
+
+def options(command: str, *entries: str | Rows) -> Callable[[F], F]:
+    """Declare ``command``'s options from the table, in this order (its --help order): a row by name, or a group of
+    rows (:class:`Rows`) that the command receives as one argument. Config values under ``defaults.<command>`` are
+    their defaults (each row is still its own click option); flags win."""
+    decorators: list[Callable[[F], F]] = []
+    groups: list[tuple[Rows, list[Option]]] = []
+    for entry in entries:
+        if isinstance(entry, str):
+            decorators.append(option(entry, command))
+            continue
+        rows = entry.rows(command)
+        decorators += [table_option(r, command, required=r.name in entry.required) for r in rows]
+        groups.append((entry, rows))
+
+    def apply(f: F) -> F:
+        decorated = f
+        if groups:
+
+            @functools.wraps(f)
+            def command_with_groups(*args: Any, **kwargs: Any) -> Any:
+                ctx = click.get_current_context()
+                for group, rows in groups:
+                    values = {r.field: kwargs.pop(r.param) for r in rows}
+                    for r in rows:
+                        if r.kind == "args":
+                            values[r.field] = tuple(values[r.field] or ())
+                    given = frozenset(
+                        r.field
+                        for r in rows
+                        if ctx.get_parameter_source(r.param) not in (None, ParameterSource.DEFAULT)
+                    )
+                    built = request_from_rows(group.build, values) if group.build else RowValues(values, given)
+                    kwargs[group.argument] = built
+                return f(*args, **kwargs)
+
+            decorated = cast(F, command_with_groups)
+        for decorator in reversed(decorators):
+            decorated = decorator(decorated)
+        return decorated
+
+    return apply
+
+
+def request_options(command: str, *, model_required: bool = False) -> Callable[[F], F]:
+    """Every serving and engine option ``command`` takes (the table's serving rows), as one argument ``request:
+    RowValues``."""
+    return options(command, Rows("request", group="serve", required=("model",) if model_required else ()))
+
+
+@dataclass(frozen=True)
+class GatewayFlags:
+    """The gateway's rows on `up` (its service's options: zenops.deployment.services.gateway), as one ``gateway``
+    argument; the fields are the rows' (ServeRequest's, but for the flavor of its own server)."""
+
+    gateway: str  # auto | on | off
+    gateway_host: str | None
+    gateway_port: int
+    gateway_tls_cert_file: Path | None
+    gateway_flavor: str | None = None
+
+    @property
+    def mode(self) -> str:
+        return self.gateway
+
+    @property
+    def host(self) -> str | None:
+        return self.gateway_host
+
+    @property
+    def port(self) -> int:
+        return self.gateway_port
+
+    @property
+    def tls_cert_file(self) -> Path | None:
+        return self.gateway_tls_cert_file
+
+    @property
+    def flavor(self) -> str | None:
+        return self.gateway_flavor
 
 
 def _key_of(param: click.Parameter) -> str:

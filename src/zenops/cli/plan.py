@@ -14,18 +14,9 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import (
-    RequestFlags,
-    flavor_option,
-    inventory_option,
-    json_option,
-    limit_option_for,
-    request_options,
-    tuned_fields,
-    tuned_option,
-    tuned_options,
-)
+from zenops.cli.options import RequestFlags, json_option, option, request_options, tuned_fields, tuned_options
 from zenops.errors import UsageError
+from zenops.option_table import request_from_rows
 
 if TYPE_CHECKING:
     from zenops.compat import Engine
@@ -39,16 +30,12 @@ if TYPE_CHECKING:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Facts saved by `zenops facts --json` (or one host's topology JSON).",
 )
-@inventory_option
+@option("inventory", "plan")
 @click.option("--local", is_flag=True, help="Gather the facts of this machine.")
 @request_options("plan", model_required=True)
-@flavor_option
-@tuned_option
-@limit_option_for(
-    "Only these hosts: with --inventory, hosts/groups of it (an Ansible pattern); with a multi-host --facts file, "
-    "one host's name.",
-    old=("--host",),
-)
+@option("flavor", "plan")
+@option("tuned_file", "plan")
+@option("limit", "plan")
 @json_option
 @click.pass_context
 def plan_cmd(
@@ -112,19 +99,7 @@ def plan_cmd(
 
     compat.check_vllm(values["vllm"])  # a release nothing can deploy: exit 11, naming those it knows
     engine = _engine(app, values)
-    opts = PlanOptions(
-        dtype=values["dtype"],
-        max_model_len=values["max_model_len"],
-        max_num_seqs=values["max_num_seqs"],
-        concurrency=values["concurrency"],
-        instances=values["instances"],
-        platform=values["platform"],
-        vllm_version=engine.combo.vllm,
-        objective=values["objective"],
-        tensor_parallel=values["tensor_parallel"],
-        tuned=tuned.reason if tuned else None,
-        layout=values["layout"],
-    )
+    opts = request_from_rows(PlanOptions, values, vllm_version=engine.combo.vllm, tuned=tuned.reason if tuned else None)
 
     topologies: dict[str, Topology] = {}
     if facts_file is not None:

@@ -12,16 +12,16 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import get_app
-from zenops.cli.options import cloud_option_for, dry_run_option, json_option, yes_option
+from zenops.cli.options import json_option, option
 
 if TYPE_CHECKING:
     from zenops.spend import Spend
 
 
 @click.command()
-@cloud_option_for("clouds.yaml entry to reap.", required=True, os_cloud=True)
-@dry_run_option("List the expired deployments and what would be removed; remove nothing.")
-@yes_option
+@option("cloud", "reap")
+@option("dry_run", "reap")
+@option("yes", "reap")
 @json_option
 @click.pass_context
 def reap(ctx: click.Context, cloud: str, dry_run: bool, yes: bool) -> None:

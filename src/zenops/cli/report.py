@@ -14,7 +14,7 @@ import click
 from click.core import ParameterSource
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import flavor_option, json_option, price_option
+from zenops.cli.options import json_option, option
 from zenops.errors import BenchFailedError, UsageError
 
 if TYPE_CHECKING:
@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
 @click.command("report")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="PATH...")
-@price_option
-@flavor_option
+@option("price_per_hour", "report")
+@option("flavor", "report")
 @click.option(
     "--format",
     "output_format",
@@ -47,9 +47,7 @@ if TYPE_CHECKING:
     metavar="OTHER",
     help="A baseline (file or run directory): percent change of tok/s, TTFT, TPOT and cost, by model and concurrency.",
 )
-@click.option(
-    "--allow-failed", is_flag=True, help="Results with failed requests are warned about but do not fail the command."
-)
+@option("allow_failed", "report")
 @json_option
 @click.pass_context
 def report(

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from zenops.cli.context import get_app
-from zenops.cli.options import cloud_option, deployment_option, inventory_option, json_option, one_deployment
+from zenops.cli.options import json_option, one_deployment, option
 
 
 class DashDashCommand(click.Command):
@@ -29,9 +29,9 @@ class DashDashCommand(click.Command):
 
 @click.command(cls=DashDashCommand)
 @click.argument("names", nargs=-1, metavar="[DEPLOYMENT] [HOST]")
-@inventory_option
-@deployment_option
-@cloud_option
+@option("inventory", "ssh")
+@option("deployment", "ssh")
+@option("cloud", "ssh")
 @click.option("--print-command", is_flag=True, help="Print the ssh command instead of running it.")
 @json_option
 @click.pass_context

@@ -14,16 +14,16 @@ from typing import Any
 import click
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import cloud_option_for, deployment_argument, inventory_option, json_option
+from zenops.cli.options import deployment_argument, json_option, option
 from zenops.cli.text import shown  # text from hosts, clouds and records: cleaned and escaped
 from zenops.errors import UsageError
 
 
 @click.command()
 @deployment_argument
-@cloud_option_for("Only this cloud.")
-@click.option("--deployment", metavar="NAME", help="Only this deployment (a name `zenops up --cloud` gave).")
-@inventory_option
+@option("cloud", "status")
+@option("deployment", "status")
+@option("inventory", "status")
 @click.option("--history", "last", type=click.IntRange(min=0), default=10, show_default=True, help="Rollout events.")
 @json_option
 @click.pass_context

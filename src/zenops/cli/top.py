@@ -16,14 +16,7 @@ from typing import Any
 import click
 
 from zenops.cli.context import get_app
-from zenops.cli.options import (
-    DurationType,
-    cloud_option,
-    deployment_argument,
-    deployment_option,
-    inventory_option,
-    json_option,
-)
+from zenops.cli.options import DurationType, deployment_argument, json_option, option
 
 SOURCES = ("auto", "prometheus", "direct")
 
@@ -45,9 +38,9 @@ COLUMNS = (
 
 @click.command()
 @deployment_argument
-@inventory_option
-@deployment_option
-@cloud_option
+@option("inventory", "top")
+@option("deployment", "top")
+@option("cloud", "top")
 @click.option(
     "--interval", type=DurationType(minimum=1), default="5s", show_default=True, help="Seconds between reads."
 )

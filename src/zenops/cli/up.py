@@ -17,28 +17,17 @@ from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import (
-    DurationType,
-    F,
     GatewayFlags,
     RequestFlags,
+    Rows,
     TunedOptions,
-    cloud_option,
-    deployment_name_option,
-    dry_run_option,
-    flavor_option,
-    gateway_options,
-    inventory_option,
     json_option,
-    limit_option,
-    option_group,
-    os_image_option,
-    request_options,
+    options,
     tuned_fields,
-    tuned_option,
     tuned_options,
-    yes_option,
 )
 from zenops.errors import UsageError
+from zenops.option_table import request_from_rows
 
 if TYPE_CHECKING:
     from zenops.cloud.ledger import Deployment
@@ -80,50 +69,21 @@ class CloudFlags:
     network_mode: str | None
 
 
-def _cloud_options(f: F) -> F:
-    options = [
-        cloud_option,
-        flavor_option,
-        click.option(
-            "--count", type=click.IntRange(1, 100), default=1, show_default=True, help="Servers (with --cloud)."
-        ),
-        deployment_name_option("Deployment name (default: from the flavor). Re-using a name adopts."),
-        os_image_option(
-            "With --cloud: the Glance image the servers boot (default: the cloud profile's, debian-12). The engine "
-            "image is set by --image-source/--image-ref.",
-            old=("--image",),
-        ),
-        click.option("--campaign", metavar="ID", help="Campaign the deployment belongs to (marks its resources)."),
-        click.option(
-            "--ttl",
-            type=DurationType(),
-            help="With --cloud: the servers expire after this long (90m, 2h, 1d; metadata zenops:expires_at) and "
-            "`zenops reap` removes them then; each server also gets a dead-man's switch that deletes it at its expiry "
-            "(where the servers reach Keystone and Nova: the cloud profile's expiry_switch). Default: defaults.up.ttl "
-            "in zenops.yaml, else no expiry; re-running without --ttl keeps the existing one.",
-        ),
-        click.option(
-            "--network-mode",
-            type=click.Choice(["provider", "floating"]),
-            help="provider network, or tenant network + router + floating IPs (default: the cloud profile's).",
-        ),
-    ]
-    return option_group("cloud", CloudFlags, options)(f)
+_CLOUD_ORDER = ("cloud", "flavor", "count", "deployment", "os_image", "campaign", "ttl", "network_mode")
 
 
 @click.command()
-@inventory_option
-@_cloud_options
-@request_options("up")
-@tuned_option
-@gateway_options
-@limit_option
-@dry_run_option(
-    "Report what would change (on the hosts; with --cloud, the servers it would create and their cost); change "
-    "nothing.",
-    old=("--check",),
+@options(
+    "up",
+    "inventory",
+    Rows("cloud", request="CloudFlags", build=CloudFlags, order=_CLOUD_ORDER),
+    Rows("request", group="serve"),
+    "tuned_file",
+    Rows("gateway", group="gateway", build=GatewayFlags),
+    "limit",
+    "dry_run",
+    "yes",
 )
-@yes_option
 @json_option
 @click.pass_context
 def up(
@@ -188,17 +148,11 @@ def up(
     where = cloud
     cloud_name, flavor, ttl = where.cloud, where.flavor, where.ttl
     model = request.model
-    fields: dict[str, Any] = {k: v for k, v in request.values.items() if k != "model"}
-    fields.update(
-        gateway=gateway.mode,
-        gateway_host=gateway.host,
-        gateway_port=gateway.port,
-        gateway_tls_cert_file=gateway.tls_cert_file,
-    )
+    fields: dict[str, Any] = {**request.values, **vars(gateway)}
     tuned = _apply_tuned(ctx, tuned_file, model, flavor, fields) if tuned_file is not None else None
     check_engine_args(fields["engine_args"])  # before anything is provisioned (and again with the plans)
     check_image_ref(fields["image_source"], fields["prebuilt_ref"])
-    serve_req = ServeRequest(model=model, **fields) if model else None
+    serve_req = request_from_rows(ServeRequest, fields) if model else None
     reason = tuned.reason if tuned else None
     if flavor and not cloud_name and inventory is None and os.environ.get("OS_CLOUD"):
         cloud_name = os.environ["OS_CLOUD"]  # the default cloud, as the openstack CLI takes it
