@@ -39,7 +39,7 @@ from zenops.deploy.leakcheck import LeaksFoundError, leaks
 from zenops.deploy.listing import status
 from zenops.deploy.provision import decide_expiry, serve_request_for, up_cloud
 from zenops.deploy.reaping import Expiry, ReapFailedError, ReapResult, reap, select_expired
-from zenops.deploy.surge import add_server, retire_server, serving_server_names, surge_preflight
+from zenops.deploy.surge import add_server, add_servers, retire_server, serving_server_names, surge_preflight
 from zenops.deploy.teardown import DownResult, down, down_locked
 
 __all__ = [
@@ -51,6 +51,7 @@ __all__ = [
     "ReapFailedError",
     "ReapResult",
     "add_server",
+    "add_servers",
     "check_count",
     "decide_expiry",
     "default_name",
