@@ -31,6 +31,7 @@ from zenops.cli.options import (
     tuned_options,
     yes_option,
 )
+from zenops.rollout import strategies
 
 if TYPE_CHECKING:
     from zenops.cli.options import TunedOptions
@@ -47,6 +48,7 @@ class BatchFlags:
     max_unavailable: int | None
     allow_downtime: bool
     revert: bool
+    strategy: str
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,15 @@ _batch_options = option_group(
         ),
         click.option(
             "--revert/--no-revert", default=True, show_default=True, help="Send changed hosts back when a gate fails."
+        ),
+        click.option(
+            "--strategy",
+            type=click.Choice([strategies.AUTO, *strategies.names()]),
+            default=strategies.AUTO,
+            show_default=True,
+            help="How the batches go to the new release. auto: a one-server cloud deployment surges, any other rolls "
+            "in place; blue-green: a cloud deployment gets a whole new set of servers, gated, then the gateway "
+            "switches to it and the old set is deleted.",
         ),
     ],
 )
@@ -298,6 +309,7 @@ def rollout(
         max_unavailable=batch.max_unavailable,
         allow_downtime=batch.allow_downtime,
         revert=batch.revert,
+        strategy=batch.strategy,
         drain_timeout=gate.drain_timeout,
         min_healthy=gate.min_healthy,
         perf_gate=gate.perf_gate,
