@@ -370,3 +370,13 @@ def test_an_in_place_batch_of_an_old_ledger_reads_with_no_state_of_its_own():
     b = BatchState.from_dict({"hosts": ["h1"], "strategy": "in-place", "status": "done", "surge": None})
     assert (b.strategy, b.strategy_state, b.status) == ("in-place", {}, "done")
     assert "surge" not in b.to_dict()
+
+
+def test_surge_asked_of_a_two_server_deployment_is_refused_naming_the_other_strategies(run, cloud_fleet, monkeypatch):
+    double = BlueGreenCloud(cloud_fleet, monkeypatch)
+    r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), "--strategy", "surge", "--dry-run")
+    assert r.exit_code == ExitCode.USAGE, r.output
+    text = flat(r.output)
+    assert "a surge rolls a one-server deployment: this rollout changes 2 hosts" in text
+    assert "--strategy in-place" in text
+    assert double.calls == []  # nothing asked of the cloud

@@ -529,8 +529,8 @@ class Rollout:
     def follow(self, hosts: list[str]) -> list[str]:
         """Every service of the deployment (the gateway...) following the servers of the rollout's view (the
         record's, the served ones, not the retired ones): a service changes what it must, e.g. the gateway's
-        backends when a batch's hosts serve on other ports or a surge's server joins or goes. Returns the gateway's
-        server names on ``hosts`` now."""
+        backends when a batch's hosts serve on other ports or a strategy's new server joins or an old one goes.
+        Returns the gateway's server names on ``hosts`` now."""
         had = self._services()
         view = services.View(self.inventory, self._endpoints_now(), addresses=self._new_addresses())
         applied = services.update(self.ctx.quiet(), view, had)
@@ -557,7 +557,7 @@ class Rollout:
         images = dict(rec.images)
         for host, s in self.state.served.items():
             plans[host], endpoints[host], images[host] = s["plan"], s["endpoints"], s["image"]
-        for host in self.state.retired:  # a surge's old server: deleted
+        for host in self.state.retired:  # an old server a strategy replaced: deleted
             for d in (plans, endpoints, images):
                 d.pop(host, None)
         target = str(self.state.to_request["model"])
@@ -661,8 +661,9 @@ def rollout(
     confirm: Callable[[Spend], bool] | None = None,
 ) -> RolloutResult:
     """Plan, then run (or with ``dry_run`` only plan) a rollout; ``abort``: revert the one in progress.
-    ``confirm``: asked, before anything changes, what a surge creates (a new cloud server; an in-place rollout
-    creates nothing and is not asked about); False: nothing changes (CanceledError)."""
+    ``confirm``: asked, before anything changes, what the strategies create (new cloud servers: a surge's, a
+    blue/green set; an in-place rollout creates nothing and is not asked about); False: nothing changes
+    (CanceledError)."""
     r = Rollout(ctx, inventory, req)
     if abort:
         current = r.ledger.load()

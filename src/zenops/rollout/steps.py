@@ -3,8 +3,8 @@ implements. A strategy (zenops.rollout.strategies) imports this module and pure 
 driver owns the batches, the state, the history and what a gate's verdict means; a strategy only orders the steps.
 
 * :class:`BatchSteps`  the steps of a batch: drain, serve, ready, gate, decide, save (and the few around them)
-* :class:`Servers`     a cloud deployment's serving servers, for a strategy that adds and removes them (surge,
-  blue/green): preflight, add, retire
+* :class:`Servers`     a cloud deployment's serving servers, for a strategy that adds and removes them:
+  preflight, add, retire
 * :class:`GateDriver`  what the performance gate (zenops.rollout.gates.PerfGate) reads of the rollout
 """
 

@@ -77,6 +77,12 @@ class Surge:
         gateway has a server of its own (it outlives the old server), with room for one more server. Otherwise
         refused, naming the way out. One batch: the host."""
         d = self.d
+        if len(hosts) != 1:
+            raise UsageError(
+                f"a surge rolls a one-server deployment: this rollout changes {len(hosts)} hosts",
+                hint="roll them in place (--strategy in-place, the default for several hosts), or a cloud deployment "
+                "blue-green (--strategy blue-green)",
+            )
         servers = d.servers()
         if servers is None:
             raise UsageError(
@@ -95,7 +101,7 @@ class Surge:
                 "--allow-downtime (the only server is replaced in place: clients are refused meanwhile)",
             )
         serving = sorted(str(s["name"]) for s in dep.servers)
-        if len(hosts) != 1 or serving != hosts:
+        if serving != hosts:
             raise UsageError(
                 f"deployment '{dep.name}' has the servers {', '.join(serving) or 'none'} and serves on "
                 f"{', '.join(hosts)}: a surge starts from one server that serves",
