@@ -159,6 +159,15 @@ BATCH: tuple[Option, ...] = (
         "revert", "--revert/--no-revert", "bool", default=True, show_default=True, **_BATCH,
         help="Send changed hosts back when a gate fails.",
     ),
+    Option(
+        # auto and the names of zenops.rollout.strategies' registry (not imported here: --help stays light; a unit
+        # test holds the two equal)
+        "strategy", "--strategy", "choice", default="auto", choices=("auto", "in-place", "surge", "blue-green"),
+        show_default=True, **_BATCH,
+        help="How the batches go to the new release. auto: a one-server cloud deployment surges, any other rolls "
+        "in place; blue-green: a cloud deployment gets a whole new set of servers, gated, then the gateway "
+        "switches to it and the old set is deleted.",
+    ),
 )  # fmt: skip
 
 _GATE: dict[str, Any] = {"group": "gate", "commands": ("rollout",), "requests": ("RolloutRequest",)}

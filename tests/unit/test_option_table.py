@@ -223,3 +223,12 @@ def test_rows_are_named_uniquely_and_the_gateway_rows_are_the_gateway_services()
         "gateway_mode", "gateway_host", "gateway_flavor", "gateway_port", "gateway_tls_cert", "through_gateway",
     }  # fmt: skip
     assert {o.name for o in TABLE if o.service == "metrics"} == {"metrics"}
+
+
+def test_the_strategy_row_offers_auto_and_every_registered_strategy():
+    """The row's choices are written out (the table imports nothing heavy); the registry is the truth they follow."""
+    from zenops.option_table import TABLE  # noqa: PLC0415
+    from zenops.rollout import strategies  # noqa: PLC0415
+
+    [row] = [o for o in TABLE if o.field == "strategy"]
+    assert list(row.choices) == [strategies.AUTO, *strategies.names()]

@@ -201,6 +201,15 @@ class Deployment:
         self._is(dep)
         return surge.add_server(self.ctx, dep, keep=keep, gateway_port=gateway_port)
 
+    def add_servers(
+        self, dep: ledger.Deployment, *, keep: list[str], more: int, gateway_port: int
+    ) -> tuple[list[str], ledger.Deployment]:
+        """``more`` servers of its flavor beside ``keep`` (zenops.deployment.surge.add_servers: a blue/green set)."""
+        from zenops.deployment import surge  # noqa: PLC0415
+
+        self._is(dep)
+        return surge.add_servers(self.ctx, dep, keep=keep, more=more, gateway_port=gateway_port)
+
     def remove_server(self, dep: ledger.Deployment, name: str) -> ledger.Deployment:
         """Its server ``name`` deleted (zenops.deployment.surge.retire_server)."""
         from zenops.deployment import surge  # noqa: PLC0415

@@ -33,14 +33,16 @@ from zenops.errors import (
     NoServerError,
     RolloutGateError,
     RolloutPausedError,
+    RunFailedError,
     UsageError,
     ZenopsError,
     in_one_line,
 )
-from zenops.rollout.gates import STOP, UNSETTLED, PerfGate
+from zenops.rollout import strategies
+from zenops.rollout.gates import STOP, UNSETTLED, PerfGate, health_verdict
 from zenops.rollout.plan import GateLimits, GateSizing, Verdict, host_change, make_batches
-from zenops.rollout.strategies import InPlace, Surge, strategy_for
-from zenops.rollout.strategies.surge import surge_addresses
+from zenops.rollout.servers import CloudServers
+from zenops.rollout.strategies import strategy_for
 
 if TYPE_CHECKING:
     from zenops.spend import Spend
@@ -63,6 +65,7 @@ def old_request(request: Mapping[str, Any], deployed: Mapping[str, Any]) -> dict
 @dataclass(frozen=True)
 class RolloutRequest:
     changes: Mapping[str, Any]  # ServeRequest field -> new value (only what the operator asked to change)
+    strategy: str = strategies.AUTO  # how the batches go to the new release: zenops.rollout.strategies
     batch: str = "1"
     canary: int = 1
     max_unavailable: int | None = None
@@ -116,7 +119,7 @@ class RolloutResult:
             **state,
             "dry_run": self.dry_run,
             "batches": self.batches_planned,
-            "batch_states": [dataclasses.asdict(b) for b in self.state.batches],
+            "batch_states": [b.to_dict() for b in self.state.batches],
         }
 
 
@@ -152,20 +155,20 @@ class Rollout:
     # --- planning (nothing changes) ---------------------------------------------------------------------------
 
     def gateway(self) -> gw_lib.Gateway | None:
-        """The gateway as the serving record keeps it, with the address of a surge's new server (the record is
-        written at the end)."""
+        """The gateway as the serving record keeps it, with the addresses of the servers a strategy made (the record
+        is written at the end)."""
         data = self._services().get("gateway")
-        return gw_lib.with_addresses(gw_lib.Gateway.from_dict(data), self._surge_addresses()) if data else None
+        return gw_lib.with_addresses(gw_lib.Gateway.from_dict(data), self._new_addresses()) if data else None
 
     def _services(self) -> dict[str, dict[str, Any]]:
         """The deployment's services (zenops.deployment.services) as the rollout applied them, else as recorded."""
         state = getattr(self, "state", None)
         return {k: dict(v) for k, v in ((state.services if state else None) or self.record.services).items()}
 
-    def _surge_addresses(self) -> dict[str, str]:
-        """The fixed address of each surge's new server (the record has them once the rollout finished)."""
+    def _new_addresses(self) -> dict[str, str]:
+        """The fixed address of each server the strategies made (the record has them once the rollout finished)."""
         state = getattr(self, "state", None)
-        return surge_addresses(state.batches if state else [])
+        return strategies.addresses(state.batches if state else [])
 
     def prepare(self) -> RolloutState:
         """The state to run: the one in progress (same target: resumed), or a new one, checked and planned before
@@ -227,18 +230,10 @@ class Rollout:
                 hint=f"add it with `zenops up -i {self.inventory} --model ... --gateway on` (same options as before), "
                 "or pass --allow-downtime",
             )
-        surge = None
-        if not self.req.allow_downtime and len(hosts) == len(self.record.plans) == 1:
-            surge = Surge.plan(self, hosts[0])
-        instances = {h: len(self.record.plans[h].get("instances") or []) for h in hosts}
-        batches = make_batches(
-            hosts,
-            batch=self.req.batch,
-            canary=min(self.req.canary, max(len(hosts) - 1, 0)) if len(hosts) > 1 else self.req.canary,
-            instances=instances,
-            max_unavailable=self.req.max_unavailable,
-            allow_downtime=self.req.allow_downtime or surge is not None or len(hosts) < len(self.record.plans),
+        name = strategies.choose(
+            self.req.strategy, hosts, len(self.record.plans), allow_downtime=self.req.allow_downtime
         )
+        batches = strategies.get(name)(self).plan(hosts)
         rid = _rollout_id()
         return RolloutState(
             id=rid,
@@ -247,12 +242,7 @@ class Rollout:
             from_request=old,
             to_request=new,
             from_record=self.record.to_dict(),
-            batches=[
-                BatchState(hosts=b, strategy=Surge.name, surge=dict(surge))
-                if surge
-                else BatchState(hosts=b, strategy=InPlace.name)
-                for b in batches
-            ],
+            batches=batches,
             changes=changes,
             run_dir=str((self.req.runs_dir / rid).resolve()),
         )
@@ -329,6 +319,53 @@ class Rollout:
     def note(self, text: str) -> None:
         self.ctx.note(f"rollout: {text}")
 
+    # --- the steps a strategy sees (zenops.rollout.steps.BatchSteps) ---------------------------------------------
+
+    @property
+    def perf_gate(self) -> bool:
+        return self.req.perf_gate
+
+    def label(self, i: int) -> str:
+        n = len(self.state.batches)
+        return "canary batch" if i == 0 and self.req.canary and n > 1 else f"batch {i + 1}/{n}"
+
+    def event(self, kind: str, **data: Any) -> None:
+        self.ledger.event(self.state.id, kind, **data)
+
+    def cut(self, hosts: list[str]) -> list[list[str]]:
+        return make_batches(
+            hosts,
+            batch=self.req.batch,
+            canary=min(self.req.canary, max(len(hosts) - 1, 0)) if len(hosts) > 1 else self.req.canary,
+            instances={h: len(self.record.plans[h].get("instances") or []) for h in hosts},
+            max_unavailable=self.req.max_unavailable,
+            allow_downtime=self.req.allow_downtime or len(hosts) < len(self.record.plans),
+        )
+
+    def servers(self) -> CloudServers | None:
+        if self.store.cloud_entry() is None:
+            return None
+        return CloudServers(self.ctx, self.store, gateway_port=int((self.record.gateway or {}).get("port") or 8080))
+
+    def names_on(self, hosts: list[str]) -> list[str]:
+        gw = self.gateway()
+        return gw.names_on(hosts) if gw else []
+
+    def serve(self, i: int, batch: BatchState, hosts: list[str]) -> None:
+        try:
+            served = self.serve_hosts(self.state.to_request, hosts, min_healthy=self.req.min_healthy)
+        except RunFailedError as e:
+            self.decide(i, batch, [health_verdict(e, hosts[0])])
+        self.keep_served(served)
+
+    def serve_previous(self, hosts: list[str]) -> None:
+        self.serve_hosts(self.state.from_request, hosts, min_healthy=0)
+        for host in hosts:
+            self.state.served.pop(host, None)
+
+    def gate(self, i: int, batch: BatchState, against: Mapping[str, str] | None = None) -> list[Verdict]:
+        return self.perf.pairs(i, against) if against else self.perf.batch(i, batch)
+
     @contextlib.contextmanager
     def phase(self, batch: BatchState, name: str) -> Iterator[None]:
         """Time a phase of a batch into its state (what a rollout's time goes on: `zenops status`, the note)."""
@@ -346,7 +383,8 @@ class Rollout:
         if run_dir.is_dir():
             (run_dir / "rollout.json").write_text(json.dumps(self.state.to_dict(), indent=2, sort_keys=True))
 
-    def serve(self, request: Mapping[str, Any], hosts: list[str], *, min_healthy: int) -> Any:
+    def serve_hosts(self, request: Mapping[str, Any], hosts: list[str], *, min_healthy: int) -> Any:
+        """playbooks/serve.yml with ``request`` on these hosts (their health gate), the serving record unchanged."""
         req = self.serve_lib.request_from_dict(request)
         return self.serve_lib.serve_inventory(
             self.ctx.quiet(),
@@ -488,13 +526,13 @@ class Rollout:
                 out[host] = seen.pop()
         return out
 
-    def update_services(self, hosts: list[str]) -> list[str]:
+    def follow(self, hosts: list[str]) -> list[str]:
         """Every service of the deployment (the gateway...) following the servers of the rollout's view (the
         record's, the served ones, not the retired ones): a service changes what it must, e.g. the gateway's
-        backends when a batch's hosts serve on other ports or a surge's server joins or goes. Returns the gateway's
-        server names on ``hosts`` now."""
+        backends when a batch's hosts serve on other ports or a strategy's new server joins or an old one goes.
+        Returns the gateway's server names on ``hosts`` now."""
         had = self._services()
-        view = services.View(self.inventory, self._endpoints_now(), addresses=self._surge_addresses())
+        view = services.View(self.inventory, self._endpoints_now(), addresses=self._new_addresses())
         applied = services.update(self.ctx.quiet(), view, had)
         if applied != had:
             self._set_services(applied)
@@ -519,7 +557,7 @@ class Rollout:
         images = dict(rec.images)
         for host, s in self.state.served.items():
             plans[host], endpoints[host], images[host] = s["plan"], s["endpoints"], s["image"]
-        for host in self.state.retired:  # a surge's old server: deleted
+        for host in self.state.retired:  # an old server a strategy replaced: deleted
             for d in (plans, endpoints, images):
                 d.pop(host, None)
         target = str(self.state.to_request["model"])
@@ -623,8 +661,9 @@ def rollout(
     confirm: Callable[[Spend], bool] | None = None,
 ) -> RolloutResult:
     """Plan, then run (or with ``dry_run`` only plan) a rollout; ``abort``: revert the one in progress.
-    ``confirm``: asked, before anything changes, what a surge creates (a new cloud server; an in-place rollout
-    creates nothing and is not asked about); False: nothing changes (CanceledError)."""
+    ``confirm``: asked, before anything changes, what the strategies create (new cloud servers: a surge's, a
+    blue/green set; an in-place rollout creates nothing and is not asked about); False: nothing changes
+    (CanceledError)."""
     r = Rollout(ctx, inventory, req)
     if abort:
         current = r.ledger.load()
@@ -638,9 +677,9 @@ def rollout(
         on_plan(state)
     if req.dry_run:
         return RolloutResult(state, batches, dry_run=True)
-    surging = [b for b in state.batches if b.strategy == Surge.name and not (b.surge or {}).get("new")]
-    dep = r.store.cloud_entry() if confirm is not None and surging else None
-    if confirm is not None and dep is not None and not confirm(spend.of_surge(dep)):
+    creating = strategies.creates(state.batches)
+    dep = r.store.cloud_entry() if confirm is not None and creating else None
+    if confirm is not None and dep is not None and not confirm(spend.of_surge(dep, count=creating)):
         raise CanceledError("nothing was changed", hint="pass --yes to roll out without asking")
     try:
         r.run(state)
