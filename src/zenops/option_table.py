@@ -372,6 +372,11 @@ def rows_for(command: str, *, request: str | None = None, group: str | None = No
     )
 
 
+def service_rows(service: str) -> tuple[Option, ...]:
+    """The rows of the service named ``service`` (zenops.deployment.services): the options tagged with it."""
+    return tuple(o for o in TABLE if o.service == service)
+
+
 def request_rows(request: str) -> tuple[Option, ...]:
     """The rows whose field is a field of the request class named ``request``."""
     return tuple(o for o in TABLE if request in o.requests)

@@ -97,6 +97,7 @@ class ServeResult:
     inventory: Path
     warnings: list[str] = field(default_factory=list)
     services: dict[str, dict[str, Any]] = field(default_factory=dict)  # zenops.deployment.services: name -> state
+    previews: list[services_lib.Preview] = field(default_factory=list)  # a dry run: what each service would do
 
     @property
     def combo(self) -> compat.Combo:
@@ -127,6 +128,7 @@ class ServeResult:
             "warnings": self.warnings,
             "services": self.services,
             "gateway": self.gateway,
+            **({"service_plans": {p.name: p.to_dict() for p in self.previews}} if self.previews else {}),
         }
 
 
@@ -458,6 +460,7 @@ def serve_inventory(
     services = _services_step(
         ctx, store, req, endpoints, limit, apply=gateway and record and not check, api_key_file=api_key
     )
+    previews = _services_preview(store, req, plans, limit) if check and gateway and record else []
     if record and not check:  # not for a temporary state (`zenops bench --compare-platforms`'s other platform)
         store.save_record(
             ServingRecord(
@@ -487,6 +490,7 @@ def serve_inventory(
         inventory=inventory,
         warnings=ctx.warnings[first_warning:],
         services=services,
+        previews=previews,
     )
 
 
@@ -511,6 +515,18 @@ def _services_step(
     everything.update(endpoints)
     view = services_lib.View(store.inventory, everything, request=req, api_key_file=api_key_file)
     return services_lib.apply(ctx, view, had)
+
+
+def _services_preview(
+    store: Store, req: ServeRequest, plans: Mapping[str, Plan], limit: str | None
+) -> list[services_lib.Preview]:
+    """`up --dry-run`: what each service would do once the planned servers serve (nothing runs): the servers are
+    the plans' (a --limit run keeps the other hosts' servers of the record)."""
+    previous = store.record()
+    had = {k: dict(v) for k, v in previous.services.items()} if previous else {}
+    everything: dict[str, Any] = dict(previous.endpoints) if previous and limit else {}
+    everything.update({h: [{"instance": i.index, "port": i.port} for i in p.instances] for h, p in plans.items()})
+    return services_lib.plan(services_lib.View(store.inventory, everything, request=req), had)
 
 
 def measure_missing(

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import zenops
 from zenops import catalog
@@ -21,8 +20,8 @@ from zenops import report as report_lib
 from zenops.bench.client import RUN_ID
 from zenops.bench.profiles import BenchRun, runs_for
 from zenops.context import RunContext
+from zenops.deployment import services
 from zenops.deployment.record import ServingRecord
-from zenops.deployment.services import gateway as gw_lib
 from zenops.deployment.store import Store
 from zenops.errors import (
     NoBenchResultError,
@@ -170,10 +169,10 @@ def _phase(run: _Run) -> dict[str, Any]:
     if run.api_key_file is not None:
         extravars["vllm_server_api_key_file"] = str(run.api_key_file)
     if run.req.gateway:
-        extravars["vllm_server_bench_endpoint_port"] = int(run.record.gateway["port"])
-        gw = gw_lib.Gateway.from_dict(run.record.gateway)
+        gw = _endpoint(run.record, run.inventory)
+        extravars["vllm_server_bench_endpoint_port"] = gw.port
         if gw.own_server:
-            extravars["vllm_server_bench_endpoint_address"] = gateway_address(gw)
+            extravars["vllm_server_bench_endpoint_address"] = gw.address()
     spec = RunSpec(
         playbook="bench", inventory=run.inventory, extravars=extravars, limit=run.limit, verbosity=run.ctx.verbosity
     )
@@ -206,30 +205,30 @@ def engine_metadata(record: ServingRecord) -> dict[str, Any]:
             "client_vllm": client}  # fmt: skip
 
 
-def _gateway_target(record: ServingRecord, inventory: Path, req: BenchRequest, limit: str | None) -> str:
-    """`zenops bench --through-gateway`: one client on the gateway's host, against the gateway's port."""
-    if not record.gateway:
+def _endpoint(record: ServingRecord, inventory: Path) -> services.Drainable:
+    """The service every request goes through (zenops.deployment.services: the gateway), or refused."""
+    gw = services.drainable(record.services)
+    if gw is None:
         raise UsageError(
             f"the deployment of {inventory} has no gateway to benchmark",
             hint=f"add one with `zenops up -i {inventory} --model ... --gateway on`, or bench each server",
         )
-    if record.gateway.get("tls"):
+    return gw
+
+
+def _gateway_target(record: ServingRecord, inventory: Path, req: BenchRequest, limit: str | None) -> str:
+    """`zenops bench --through-gateway`: one client on the gateway's host, against the gateway's port."""
+    gw = _endpoint(record, inventory)
+    if gw.tls:
         raise UsageError(
             "--gateway with a TLS gateway: the client talks plain HTTP on the gateway's host",
             hint="bench the servers themselves (no --gateway)",
         )
     if limit or req.compare_platforms:
         raise UsageError("--gateway benchmarks the whole deployment: not with --limit or --compare-platforms")
-    gw = gw_lib.Gateway.from_dict(record.gateway)
     if gw.own_server:  # no engine image there: the client runs on a serving host, against the gateway's address
         return sorted(record.plans)[0]
     return gw.host
-
-
-def gateway_address(gw: gw_lib.Gateway) -> str:
-    """The address a serving host reaches the gateway's own server at: its fixed address where known, else the
-    endpoint's host."""
-    return gw.addresses.get(gw.host) or urlsplit(gw.url).hostname or gw.host
 
 
 def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limit: str | None = None) -> BenchOutcome:
@@ -275,7 +274,7 @@ def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limi
     started = _now()
     combo = record.compat
     metadata = {
-        **({"target": "gateway", "endpoint": record.gateway.get("url")} if req.gateway else {}),
+        **({"target": "gateway", "endpoint": _endpoint(record, inventory).url} if req.gateway else {}),
         "flavor": req.flavor,
         "cloud": req.cloud,
         "profile": req.profile,
@@ -358,7 +357,7 @@ def _finish(run: _Run, phases: list[dict[str, Any]], started: str, price: float 
         "runs": [r.to_dict() for r in run.runs],
         "compare_platforms": run.req.compare_platforms,
         "target": "gateway" if run.req.gateway else "servers",
-        "endpoint": run.record.gateway.get("url") if run.req.gateway else None,
+        "endpoint": _endpoint(run.record, run.inventory).url if run.req.gateway else None,
         "inventory": str(run.inventory.resolve()),
         "deployment": run.req.deployment or run.inventory.stem,
         "cloud": run.req.cloud,

@@ -103,27 +103,8 @@ def _expires(expires_at: str | None, switch: dict[str, Any] | None) -> str:
     return f"{expires_at}, {'switch' if switch and switch.get('servers') else 'reap'}"
 
 
-def _print_metrics(app: App, metrics: dict[str, Any] | None) -> None:
-    """The metrics service's line: where Prometheus is, how many targets are up, each one that is not."""
-    if not metrics:
-        return
-    if metrics.get("error"):
-        app.err.print(f"[yellow]metrics status unavailable:[/] {shown(metrics['error'])}")
-        return
-    live = metrics.get("live") or {}
-    targets = live.get("targets") or []
-    app.out.print(
-        f"metrics: Prometheus at {shown(live.get('url'))}, {shown(live.get('up', 0))} of {len(targets)} target(s) up "
-        "(`zenops top` reads it)"
-    )
-    for t in targets:
-        if t.get("health") != "up":
-            app.out.print(
-                f"  {shown(t.get('job'))} {shown(t.get('url'))} {shown(t.get('health'))}: {shown(t.get('error') or '')}"
-            )
-
-
 def _serving_status(app: App, inventory: Path, last: int) -> None:
+    from zenops.deployment import services  # noqa: PLC0415
     from zenops.deployment.status import serving_status  # noqa: PLC0415
 
     with app.run_context(read_only=True) as ctx:
@@ -137,18 +118,13 @@ def _serving_status(app: App, inventory: Path, last: int) -> None:
     else:
         hosts = len(record["endpoints"])
         app.out.print(f"{shown(inventory)}: {shown(record['model'])} on {hosts} host(s), {record['servers']} server(s)")
-        gw_d = out["gateway"]
-        if gw_d:
-            app.out.print(f"endpoint: {shown(str(gw_d['url']))} (gateway on {shown(gw_d['host'])})")
-            for b in out["backends"]:
-                app.out.print(f"  {shown(b['name']):<28} {shown(b['status']):<10} in flight {shown(b['in_flight'])}")
-            if out.get("gateway_error"):
-                app.err.print(f"[yellow]gateway status unavailable:[/] {shown(out['gateway_error'])}")
-        else:
+        states = {name: entry.get("state") or {} for name, entry in out["services"].items()}
+        if services.drainable(states) is None:  # no service fronts the servers: each one's endpoint
             for host, eps in sorted(record["endpoints"].items()):
                 for ep in eps:
                     app.out.print(f"  {shown(host)}: {shown(ep.get('url'))}")
-        _print_metrics(app, out["services"].get("metrics"))
+        for line in services.lines(out["services"]):  # each service's own (the gateway's: the endpoint first)
+            (app.err if line.err else app.out).print(line.text)
     lock = out["lock"]
     if lock:
         state_word = "alive" if lock["alive"] else "dead (the next command takes it over)"

@@ -345,6 +345,8 @@ def _report_serve(app: App, served: ServeResult, check: bool, dep: Deployment | 
             f"@<(printf 'Authorization: Bearer %s' \"$(<{served.api_key_file})\") ...)",
             highlight=False,
         )
+    for preview in served.previews:  # a dry run: what each service would do
+        app.out.print(f"{preview.name} (dry run): {escape(preview.summary)}")
     if served.gateway:
         gw = served.gateway
         app.out.print(

@@ -26,7 +26,6 @@ from zenops import compat, request_options, spend
 from zenops.context import RunContext
 from zenops.deployment import services
 from zenops.deployment.rollouts import BatchState, RolloutState, now
-from zenops.deployment.services import gateway as gw_lib
 from zenops.deployment.store import Store
 from zenops.errors import (
     CanceledError,
@@ -154,11 +153,10 @@ class Rollout:
 
     # --- planning (nothing changes) ---------------------------------------------------------------------------
 
-    def gateway(self) -> gw_lib.Gateway | None:
-        """The gateway as the serving record keeps it, with the addresses of the servers a strategy made (the record
-        is written at the end)."""
-        data = self._services().get("gateway")
-        return gw_lib.with_addresses(gw_lib.Gateway.from_dict(data), self._new_addresses()) if data else None
+    def gateway(self) -> services.Drainable | None:
+        """The service the servers are drained through (the gateway), as the serving record keeps it, with the
+        addresses of the servers a strategy made (the record is written at the end)."""
+        return services.drainable(self._services(), self._new_addresses())
 
     def _services(self) -> dict[str, dict[str, Any]]:
         """The deployment's services (zenops.deployment.services) as the rollout applied them, else as recorded."""
@@ -404,14 +402,14 @@ class Rollout:
         self.state.drained = sorted(set(self.state.drained) | set(names))
         self.save()
         t0 = time.monotonic()
-        gw_lib.drain(self.ctx.quiet(), self.inventory, gw, names, timeout=self.req.drain_timeout)
+        gw.drain(self.ctx.quiet(), self.inventory, names, timeout=self.req.drain_timeout)
         self.note(f"drained {', '.join(names)} in {time.monotonic() - t0:.0f}s (in-flight requests finished)")
 
     def ready(self, names: list[str], *, wait: int = 60, ctx: RunContext | None = None) -> None:
         gw = self.gateway()
         if gw is None or not names:
             return
-        gw_lib.ready(ctx or self.ctx.quiet(), self.inventory, gw, names, timeout=wait)
+        gw.ready(ctx or self.ctx.quiet(), self.inventory, names, timeout=wait)
         self.state.drained = sorted(set(self.state.drained) - set(names))
         self.save()
 
