@@ -22,6 +22,7 @@ from typing import Any
 
 from zenops.campaign.spec import BenchSpec, CampaignSpec
 from zenops.cloud.preflight import Limits, shortfalls
+from zenops.deployment.identity import inventory_label
 from zenops.errors import OverBudgetError, UsageError
 
 # estimates used until the campaign has measured its own (seconds)
@@ -87,7 +88,7 @@ def cells(spec: CampaignSpec, engine_pair: str = "") -> list[Cell]:
 
 
 def _inventory_group(spec: CampaignSpec) -> str:
-    return spec.inventory.stem if spec.inventory is not None else "hosts"
+    return inventory_label(spec.inventory) if spec.inventory is not None else "hosts"
 
 
 def _bench_dict(b: BenchSpec) -> dict[str, Any]:

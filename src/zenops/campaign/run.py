@@ -32,8 +32,9 @@ from zenops.campaign.results import progress_line
 from zenops.campaign.spec import CampaignSpec
 from zenops.campaign.state import CampaignState, CellState, ServerState, Store, deployment_name, new_id, now_iso
 from zenops.context import RunContext
-from zenops.deployment.identity import DeploymentId, of_inventory
+from zenops.deployment.identity import DeploymentId
 from zenops.deployment.lifecycle import Deployment, classify, leak_proof, quota_room
+from zenops.deployment.target import resolve_target
 from zenops.errors import BenchFailedError, CanceledError, CellsFailedError, OverBudgetError, UsageError, ZenopsError
 
 if TYPE_CHECKING:
@@ -213,18 +214,19 @@ class Campaign:
                 if self.spec.cloud:
                     self._teardown(group)
                 else:
-                    self._stop_servers(Path(str(self.spec.inventory)))
+                    self._stop_servers(group)
 
     def _identity(self, group: str) -> DeploymentId:
         """The group's deployment: its server on the cloud, or the inventory's hosts."""
         if self.spec.cloud:
             return DeploymentId(deployment_name(self.state.id, group), str(self.spec.cloud))
-        return of_inventory(self.ctx.config, Path(str(self.spec.inventory)))
+        return resolve_target(self.ctx.config, inventory=Path(str(self.spec.inventory)), command="campaign run")
 
-    def _stop_servers(self, inventory: Path) -> None:
+    def _stop_servers(self, group: str) -> None:
         """Own hosts stay; the servers the campaign started on them go (`zenops down -i`), images kept."""
+        inventory = self.spec.inventory
         try:
-            hosts: Deployment = Deployment.held(of_inventory(self.ctx.config, inventory))
+            hosts: Deployment = Deployment.held(self._identity(group))
             hosts.with_ctx(self._ctx_uncancelled()).stop_servers()
         except ZenopsError as e:
             self.ctx.warn(
@@ -276,7 +278,7 @@ class Campaign:
             return
         self._note(f"{group}: tearing down {server.deployment}")
         t0 = time.monotonic()
-        deployment: Deployment = Deployment.held(DeploymentId(server.deployment, str(self.spec.cloud)))
+        deployment: Deployment = Deployment.held(self._identity(group))
         deployment.down()
         with self._lock:
             server.deleted_at = now_iso()  # down raised if anything was left: only a confirmed deletion gets here
@@ -361,7 +363,7 @@ class Campaign:
                             flavor=cell.flavor,
                             price_per_hour=price,
                             cloud=self.spec.cloud,
-                            deployment=inventory.stem,
+                            deployment=deployment.id.label,
                             label=cell.variant,
                             campaign=self.state.id,
                         ),

@@ -158,7 +158,7 @@ def run_cmd(ctx: click.Context, file: Path, new: bool, within_budget: bool, yes:
     app = get_app(ctx)
     spec = _load(file)
     store = _store(app)
-    with app.run_context(lock=f"campaign-{spec.name}") as run_ctx:
+    with app.run_context(campaign=spec.name) as run_ctx:
         try:
             run_campaign(
                 run_ctx,
@@ -360,7 +360,7 @@ def down_cmd(ctx: click.Context, campaign_id: str, yes: bool) -> None:
     app = get_app(ctx)
     store = _store(app)
     name = store.load(campaign_id).name  # an unknown id is refused here, naming the known ones
-    with app.run_context(lock=f"campaign-{name}") as run_ctx:
+    with app.run_context(campaign=name) as run_ctx:
         removed = down_campaign(
             run_ctx,
             store,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zenops.config import Config
-from zenops.deployment.identity import DeploymentId, of_inventory
+from zenops.deployment.identity import DeploymentId
 from zenops.errors import BenchFailedError, ExitCode, RunFailedError, UsageError, ZenopsError
 
 if TYPE_CHECKING:
@@ -118,10 +118,8 @@ class Deployment:
 
     @property
     def inventory(self) -> Path:
-        """Its serving inventory (a cloud deployment's: once provisioned)."""
-        if self.id.inventory is None:
-            raise UsageError(f"{self.id.describe()} has no inventory yet: provision it first")
-        return self.id.inventory
+        """Its serving inventory (a cloud deployment's: once provisioned; DeploymentId.hosts)."""
+        return self.id.hosts
 
     def with_ctx(self, ctx: RunContext) -> Deployment:
         """The same open deployment, its steps run in ``ctx`` (another cancel event, say)."""
@@ -232,10 +230,24 @@ class Deployment:
         return hosts.down_inventory(self.ctx, self.inventory, **kw)
 
 
-def on_inventory(config: Config, inventory: Path) -> DeploymentId:
-    """The deployment on ``inventory`` (zenops.deployment.identity.of_inventory: a cloud deployment's inventory names
-    that deployment), its steps run on ``inventory`` as given."""
-    return replace(of_inventory(config, inventory), inventory=inventory)
+# --- locks without opening (removing deployments; who holds one) ------------------------------------------------
+
+
+@contextmanager
+def locked(config: Config, deps: Iterable[DeploymentId], *, note: Callable[[str], None]) -> Iterator[None]:
+    """The locks of ``deps`` held while the block runs (`down --campaign`, `reap`: deployments removed whole, no step
+    of theirs run), each under its identity's key, taken in one order so two commands cannot deadlock."""
+    from zenops.lock import deployment_locks  # noqa: PLC0415
+
+    with deployment_locks(config, [d.key for d in deps], note=note):
+        yield
+
+
+def lock_holder(config: Config, dep: DeploymentId) -> dict[str, Any] | None:
+    """Who holds the lock of ``dep`` (`status -i`), as zenops.lock.describe_lock says it; None: nobody."""
+    from zenops.lock import describe_lock  # noqa: PLC0415
+
+    return describe_lock(config, dep.key)
 
 
 # --- more than one deployment -----------------------------------------------------------------------------------
