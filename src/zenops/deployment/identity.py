@@ -13,8 +13,8 @@ Every name zenops derives from a deployment comes from here, one property (or th
 - :attr:`DeploymentId.files_name` (:func:`inventory_name`): the name its files (serving record, API key, rollout
   ledger: zenops.deployment.store) are filed under, ``<stem>-<hash>`` of its serving inventory.
 - :attr:`DeploymentId.label` (:func:`inventory_label`): the name its containers, metrics, role variables
-  (``vllm_server_deployment``) and bench results carry: its serving inventory's stem (a cloud deployment's inventory
-  is ``<name>.yml``: its name), as zenops has always labelled them.
+  (``vllm_server_deployment``) and bench results carry: its serving inventory's stem (a cloud deployment's:
+  ``<name>.inventory``, of the ``<name>.inventory.yml`` `up` wrote), as zenops has always labelled them.
 """
 
 from __future__ import annotations
