@@ -17,8 +17,7 @@ from zenops.cli.context import App
 from zenops.cloud import ledger
 from zenops.config import Config
 from zenops.deployment import common as cloud_common
-from zenops.deployment.identity import DeploymentId, inventory_label, inventory_name
-from zenops.deployment.lifecycle import lock_holder, locked
+from zenops.deployment.identity import DeploymentId, inventory_label, inventory_name, lock_holder, locked
 from zenops.deployment.store import Store
 from zenops.deployment.target import resolve_target
 from zenops.errors import UsageError
@@ -140,9 +139,9 @@ def test_a_campaign_command_holds_its_campaign_s_lock(config):
 IDENTITY = "deployment/identity.py"
 # .stem of paths that are not a deployment's inventory: ledger files (cloud/name.json), report sources, playbooks
 STEM_ELSEWHERE = {"cloud/ledger.py", "report/parsing.py", "runner.py"}
-# the modules that turn an identity into a lock: the lock itself, the lifecycle (open, locked, lock_holder), and the
-# CLI's run context for a campaign's own lock
-LOCKERS = {"lock.py", "deployment/lifecycle.py", "cli/context.py"}
+# the modules that turn an identity into a lock: the lock itself, the identity (locked, lock_holder), the lifecycle
+# (Deployment.open), and the CLI's run context for a campaign's own lock
+LOCKERS = {"lock.py", "deployment/identity.py", "deployment/lifecycle.py", "cli/context.py"}
 
 
 def _modules() -> list[tuple[str, ast.AST]]:
@@ -165,10 +164,12 @@ def test_only_the_identity_derives_a_name_from_an_inventory_s_stem():
     assert offenders == [], f"{offenders}: take the label from DeploymentId.label (identity.inventory_label)"
 
 
-def test_only_the_lifecycle_turns_an_identity_into_a_lock():
+def test_only_the_identity_and_the_lifecycle_take_a_deployment_s_lock():
     lock_calls = {"deployment_lock", "deployment_locks", "describe_lock", ".deployment_lock", ".deployment_locks"}
     offenders = [m for m, tree in _modules() if _names(tree) & lock_calls and m not in LOCKERS]
-    assert offenders == [], f"{offenders}: open the deployment (lifecycle.Deployment.open/locked/lock_holder)"
+    assert offenders == [], (
+        f"{offenders}: open the deployment (lifecycle.Deployment.open), or identity.locked/lock_holder"
+    )
 
 
 def test_no_call_site_spells_a_lock_key_or_a_files_name():

@@ -22,7 +22,7 @@ On a cloud (OpenStack, through zenops.cloud), one module per job:
                 with one every server gets the new expiry and the note says it moved
 * surge.py      a rollout's extra server (add one, retire one)
 * firewall.py   its security group follows its gateway
-* teardown.py   `down` (and `down_locked`, holding the lock of each deployment it removes: lifecycle.locked)
+* teardown.py   `down` (and `down_locked`, holding the lock of each deployment it removes: identity.locked)
 * reaping.py    `reap`: deployments whose servers have all expired, asked of the cloud, each removed as `down` does
 * leakcheck.py  `leaks`
 * listing.py    `status`: the cloud's deployments

@@ -20,12 +20,16 @@ Every name zenops derives from a deployment comes from here, one property (or th
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from zenops.cloud import ledger
 from zenops.config import Config
 from zenops.errors import UsageError
+from zenops.lock import deployment_locks, describe_lock
 
 
 def inventory_name(inventory: Path) -> str:
@@ -102,3 +106,20 @@ def of_cloud(config: Config, cloud: str, name: str) -> DeploymentId:
     dep = ledger.load(config.state_dir, cloud, name)
     inventory = Path(dep.inventory) if dep is not None and dep.inventory else None
     return DeploymentId(name, cloud, inventory)
+
+
+# --- locks without opening (removing deployments whole; who holds one) --------------------------------------------
+
+
+@contextmanager
+def locked(config: Config, deps: Iterable[DeploymentId], *, note: Callable[[str], None]) -> Iterator[None]:
+    """The locks of ``deps`` held while the block runs (`down --campaign`, `reap`: deployments removed whole, no step
+    of theirs run; a step runs in zenops.deployment.lifecycle.Deployment.open), each under its identity's key, taken
+    in one order so two commands cannot deadlock."""
+    with deployment_locks(config, [d.key for d in deps], note=note):
+        yield
+
+
+def lock_holder(config: Config, dep: DeploymentId) -> dict[str, Any] | None:
+    """Who holds the lock of ``dep`` (`status -i`), as zenops.lock.describe_lock says it; None: nobody."""
+    return describe_lock(config, dep.key)

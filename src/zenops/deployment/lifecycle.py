@@ -18,7 +18,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zenops.config import Config
 from zenops.deployment.identity import DeploymentId
 from zenops.errors import BenchFailedError, ExitCode, RunFailedError, UsageError, ZenopsError
 
@@ -228,26 +227,6 @@ class Deployment:
         from zenops import hosts  # noqa: PLC0415
 
         return hosts.down_inventory(self.ctx, self.inventory, **kw)
-
-
-# --- locks without opening (removing deployments; who holds one) ------------------------------------------------
-
-
-@contextmanager
-def locked(config: Config, deps: Iterable[DeploymentId], *, note: Callable[[str], None]) -> Iterator[None]:
-    """The locks of ``deps`` held while the block runs (`down --campaign`, `reap`: deployments removed whole, no step
-    of theirs run), each under its identity's key, taken in one order so two commands cannot deadlock."""
-    from zenops.lock import deployment_locks  # noqa: PLC0415
-
-    with deployment_locks(config, [d.key for d in deps], note=note):
-        yield
-
-
-def lock_holder(config: Config, dep: DeploymentId) -> dict[str, Any] | None:
-    """Who holds the lock of ``dep`` (`status -i`), as zenops.lock.describe_lock says it; None: nobody."""
-    from zenops.lock import describe_lock  # noqa: PLC0415
-
-    return describe_lock(config, dep.key)
 
 
 # --- more than one deployment -----------------------------------------------------------------------------------

@@ -118,8 +118,7 @@ def reap(
     knows it. A deployment that fails is reported in ``failed`` and the others go on; ``confirm`` declining one
     keeps it."""
     from zenops.cloud import ops  # noqa: PLC0415
-    from zenops.deployment.identity import DeploymentId  # noqa: PLC0415
-    from zenops.deployment.lifecycle import locked  # noqa: PLC0415
+    from zenops.deployment.identity import DeploymentId, locked  # noqa: PLC0415
 
     now = now or datetime.now(UTC)
     result = ReapResult(cloud, m.format_expiry(now), dry_run)

@@ -11,8 +11,7 @@ from zenops import statefile
 from zenops.config import Config
 from zenops.context import RunContext
 from zenops.deployment import services
-from zenops.deployment.identity import of_inventory
-from zenops.deployment.lifecycle import lock_holder
+from zenops.deployment.identity import lock_holder, of_inventory
 from zenops.deployment.rollouts import RolloutState
 from zenops.deployment.store import Store
 

@@ -156,7 +156,7 @@ def down_locked(
 ) -> DownResult:
     """down() holding the lock of each deployment it removes, so none is cut from under a running `up`, `rollout` or
     `bench`. A dry run changes nothing and takes none."""
-    from zenops.deployment.lifecycle import locked  # noqa: PLC0415
+    from zenops.deployment.identity import locked  # noqa: PLC0415
 
     with locked(config, [] if dry_run else _removed(config, cloud, name, campaign, all_mine), note=note):
         return down(
