@@ -75,7 +75,6 @@ LAYERS: dict[str, int] = {
         ["deployment", "serve", "hosts", "bench", "llamacpp_serve", "llamacpp_deploy", "devhost", "facts", "bandwidth"],
         3,
     ),
-    **dict.fromkeys(["target"], 2),
     **dict.fromkeys(["cloud", "context", "runner", "lock", "metrics", "progress", "hostkeys"], 1),
     **dict.fromkeys(
         [

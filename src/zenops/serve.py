@@ -26,6 +26,7 @@ from zenops.catalog import ModelSpec
 from zenops.config import Config
 from zenops.context import RunContext
 from zenops.deployment import services as services_lib
+from zenops.deployment.identity import inventory_label
 from zenops.deployment.record import ServingRecord
 from zenops.deployment.store import Store
 from zenops.errors import UsageError, ZenopsError
@@ -425,7 +426,7 @@ def serve_inventory(
         "vllm_server_api_key_file": str(api_key),
         "vllm_server_model": model.name if model_dir is None else str(model_dir),
         "vllm_server_model_dir": str(model_dir) if model_dir else "",
-        "vllm_server_deployment": inventory.stem,
+        "vllm_server_deployment": inventory_label(inventory),
         "vllm_server_health_min_healthy": min_healthy,
         # the pass-through options (health and shutdown timeouts, engine args, served model name): from the table
         **request_options.role_vars(vars(req)),
@@ -473,7 +474,7 @@ def serve_inventory(
                 endpoints=endpoints,
                 images=images,
                 api_key_file=str(api_key),
-                deployment=inventory.stem,
+                deployment=inventory_label(inventory),
                 updated_at=datetime.now(UTC).isoformat(timespec="seconds"),
                 services=services,
             ),

@@ -21,6 +21,7 @@ from zenops.bench.client import RUN_ID
 from zenops.bench.profiles import BenchRun, runs_for
 from zenops.context import RunContext
 from zenops.deployment import services
+from zenops.deployment.identity import inventory_label
 from zenops.deployment.record import ServingRecord
 from zenops.deployment.store import Store
 from zenops.errors import (
@@ -159,7 +160,7 @@ def _phase(run: _Run) -> dict[str, Any]:
         "vllm_server_bench_answer_timeout": run.req.answer_timeout,
         "vllm_server_bench_client": run.req.client,
         "vllm_server_bench_known_platforms": dict(run.req.known_platforms),
-        "vllm_server_deployment": run.inventory.stem,
+        "vllm_server_deployment": inventory_label(run.inventory),
     }
     if run.req.one_at_a_time:
         extravars["zenops_bench_serial"] = 1
@@ -359,7 +360,7 @@ def _finish(run: _Run, phases: list[dict[str, Any]], started: str, price: float 
         "target": "gateway" if run.req.gateway else "servers",
         "endpoint": _endpoint(run.record, run.inventory).url if run.req.gateway else None,
         "inventory": str(run.inventory.resolve()),
-        "deployment": run.req.deployment or run.inventory.stem,
+        "deployment": run.req.deployment or inventory_label(run.inventory),
         "cloud": run.req.cloud,
         "flavor": run.req.flavor,
         "price_per_hour": price,

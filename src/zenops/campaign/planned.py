@@ -6,13 +6,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zenops import catalog, spend
 from zenops.campaign import engines
 from zenops.campaign import plan as plan_lib
 from zenops.campaign.spec import CampaignSpec
-from zenops.campaign.state import CampaignState, Store
+from zenops.campaign.state import CampaignState, Store, new_id, now_iso
 from zenops.context import RunContext
 
 if TYPE_CHECKING:
@@ -175,3 +176,30 @@ def spend_of(planned: Planned) -> Spend:
         cap_usd=spec.budget.max_usd,
         ttl=format_duration(spec.budget.ttl_s),
     )
+
+
+def state_to_run(spec: CampaignSpec, planned: Planned, store: Store, *, new: bool = False) -> CampaignState:
+    """The state `campaign run` runs: the one in progress for this name (resumed: its cells to run again pending), or
+    a new one (``new``, or none in progress), with the spec's budget, variants and pinned engine."""
+    state = None if new else planned.state
+    if state is None:
+        state = CampaignState(
+            id=new_id(spec.name, store.ids()),  # a damaged campaign's id too
+            name=spec.name,
+            spec_path=str(spec.path),
+            spec_digest=spec_digest(spec),
+            created_at=now_iso(),
+        )
+    else:
+        state.status = "running"
+        state.spec_digest = spec_digest(spec)
+    state.max_usd = spec.budget.max_usd
+    state.variants = {v.name: _jsonable(v.options) for v in spec.variants}
+    state.engine = _jsonable(pinned_engine(spec.engine, planned.engine))
+    state.track((c.key, c.group, c.model, c.variant) for c in planned.cells)
+    return state
+
+
+def _jsonable(options: Any) -> dict[str, Any]:
+    """Options as the state file keeps them: tuples as lists, paths as strings."""
+    return {k: (list(v) if isinstance(v, tuple) else str(v) if isinstance(v, Path) else v) for k, v in options.items()}

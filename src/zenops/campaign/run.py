@@ -20,26 +20,22 @@ from __future__ import annotations
 import shutil
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from zenops.campaign import plan as plan_lib
-from zenops.campaign.planned import Planned, pinned_engine, plan_campaign, price_lookup, spec_digest, spend_of
+from zenops.campaign.planned import Planned, price_lookup, state_to_run
 from zenops.campaign.results import progress_line
 from zenops.campaign.spec import CampaignSpec
-from zenops.campaign.state import CampaignState, CellState, ServerState, Store, deployment_name, new_id, now_iso
+from zenops.campaign.state import CampaignState, ServerState, Store, deployment_name, now_iso
 from zenops.context import RunContext
-from zenops.deployment.identity import DeploymentId, of_inventory
+from zenops.deployment.identity import DeploymentId
 from zenops.deployment.lifecycle import Deployment, classify, leak_proof, quota_room
-from zenops.errors import BenchFailedError, CanceledError, CellsFailedError, OverBudgetError, UsageError, ZenopsError
+from zenops.deployment.target import resolve_target
+from zenops.errors import BenchFailedError, CanceledError, ZenopsError
 
-if TYPE_CHECKING:
-    from zenops.spend import Spend
-
-__all__ = ["Campaign", "Planned", "classify", "down_campaign", "plan_campaign", "progress_line", "run_campaign"]
+__all__ = ["Campaign"]
 
 TRANSIENT_RETRIES = 2
 
@@ -68,32 +64,10 @@ class Campaign:
         self.ctx.note(f"campaign {self.state.id}: {text}")
 
     def open(self, planned: Planned, *, new: bool = False) -> CampaignState:
-        """The state to run: the one in progress for this name (resumed), or a new one."""
-        state = None if new else planned.state
-        if state is None:
-            existing = self.store.ids()  # a damaged campaign's id too
-            state = CampaignState(
-                id=new_id(self.spec.name, existing),
-                name=self.spec.name,
-                spec_path=str(self.spec.path),
-                spec_digest=spec_digest(self.spec),
-                created_at=now_iso(),
-            )
-        else:
-            state.status = "running"
-            state.spec_digest = spec_digest(self.spec)
-        state.max_usd = self.spec.budget.max_usd
-        state.variants = {v.name: _jsonable(v.options) for v in self.spec.variants}
-        state.engine = _jsonable(pinned_engine(self.spec.engine, planned.engine))
-        for c in planned.cells:
-            cs = state.cells.get(c.key)
-            if cs is None:
-                state.cells[c.key] = CellState(c.key, c.group, c.model, c.variant)
-            elif cs.status in ("running", "skipped") or (cs.status == "failed" and cs.failure == "transient"):
-                cs.status, cs.reason = "pending", None
-        self.state = state
+        """The state to run: the one in progress for this name (resumed), or a new one (campaign.planned)."""
+        self.state = state_to_run(self.spec, planned, self.store, new=new)
         self._save()
-        return state
+        return self.state
 
     # --- budget -------------------------------------------------------------------------------------------------
 
@@ -213,18 +187,19 @@ class Campaign:
                 if self.spec.cloud:
                     self._teardown(group)
                 else:
-                    self._stop_servers(Path(str(self.spec.inventory)))
+                    self._stop_servers(group)
 
     def _identity(self, group: str) -> DeploymentId:
         """The group's deployment: its server on the cloud, or the inventory's hosts."""
         if self.spec.cloud:
             return DeploymentId(deployment_name(self.state.id, group), str(self.spec.cloud))
-        return of_inventory(self.ctx.config, Path(str(self.spec.inventory)))
+        return resolve_target(self.ctx.config, inventory=Path(str(self.spec.inventory)), command="campaign run")
 
-    def _stop_servers(self, inventory: Path) -> None:
+    def _stop_servers(self, group: str) -> None:
         """Own hosts stay; the servers the campaign started on them go (`zenops down -i`), images kept."""
+        inventory = self.spec.inventory
         try:
-            hosts: Deployment = Deployment.held(of_inventory(self.ctx.config, inventory))
+            hosts: Deployment = Deployment.held(self._identity(group))
             hosts.with_ctx(self._ctx_uncancelled()).stop_servers()
         except ZenopsError as e:
             self.ctx.warn(
@@ -276,7 +251,7 @@ class Campaign:
             return
         self._note(f"{group}: tearing down {server.deployment}")
         t0 = time.monotonic()
-        deployment: Deployment = Deployment.held(DeploymentId(server.deployment, str(self.spec.cloud)))
+        deployment: Deployment = Deployment.held(self._identity(group))
         deployment.down()
         with self._lock:
             server.deleted_at = now_iso()  # down raised if anything was left: only a confirmed deletion gets here
@@ -300,10 +275,7 @@ class Campaign:
         (a transient class is tried again by the next `run`; the provisioning itself was already retried)."""
         failure, _transient = classify(error)
         with self._lock:
-            for c in cells:
-                cs = self.state.cells[c.key]
-                cs.status, cs.failure, cs.reason, cs.finished_at = "failed", failure, error.message[:2000], now_iso()
-                cs.attempts += 1
+            self.state.fail([c.key for c in cells], failure, error.message, attempt=True)
         self._save()
         self._note(
             f"{cells[0].group}: no server ({failure}): {error.message.splitlines()[0][:300]}; "
@@ -313,29 +285,18 @@ class Campaign:
 
     def _skip(self, cells: list[plan_lib.Cell], why: str) -> None:
         with self._lock:
-            for c in cells:
-                cs = self.state.cells[c.key]
-                cs.status, cs.reason = "skipped", why
+            self.state.skip([c.key for c in cells], why)
         self._save()
         self._note(f"{len(cells)} cell(s) skipped: {why}")
 
     # --- one cell -----------------------------------------------------------------------------------------------
 
     def _cell(self, cell: plan_lib.Cell, inventory: Path, price: float | None, *, first: bool) -> None:
-        from zenops.bench.run import BenchRequest  # noqa: PLC0415
-
         deployment: Deployment = Deployment.held(self._identity(cell.group))
-        cs = self.state.cells[cell.key]
         runs_dir = self.store.dir(self.state.id) / "runs"
         for attempt in range(1 + self.retries):
             with self._lock:
-                cs.status, cs.attempts, cs.started_at, cs.reason, cs.failure = (
-                    "running",
-                    cs.attempts + 1,
-                    now_iso(),
-                    None,
-                    None,
-                )
+                self.state.start(cell.key)
             self._save()
             self._note(f"{cell.label()}: serving" + (f" (attempt {attempt + 1})" if attempt else ""))
             try:
@@ -350,22 +311,11 @@ class Campaign:
                     shutil.rmtree(runs_dir / run_id, ignore_errors=True)  # a partial run of an interrupted attempt
                     self._note(f"{cell.label()}: bench {r + 1}/{self.spec.bench.repeats}")
                     outcome = deployment.bench(
-                        BenchRequest(
-                            profile="seed",
-                            concurrency=self.spec.bench.concurrency,
-                            num_prompts=self.spec.bench.prompts,
-                            input_len=self.spec.bench.input_len,
-                            output_len=self.spec.bench.output_len,
-                            runs_dir=runs_dir,
-                            run_id=run_id,
-                            flavor=cell.flavor,
-                            price_per_hour=price,
-                            cloud=self.spec.cloud,
-                            deployment=inventory.stem,
-                            label=cell.variant,
+                        plan_lib.bench_request(
+                            self.spec, cell, run_id, runs_dir, price=price, deployment=deployment.id.label,
                             campaign=self.state.id,
-                        ),
-                    )
+                        )
+                    )  # fmt: skip
                     run_dirs.append(str(outcome.run_dir))
                     bad = [p for res in outcome.report.results for p in res.problems]
                     if bad:
@@ -373,13 +323,13 @@ class Campaign:
                 bench_s = time.monotonic() - t1
             except (KeyboardInterrupt, CanceledError):
                 with self._lock:
-                    cs.status, cs.reason = "pending", "interrupted"
+                    self.state.interrupt(cell.key)
                 self._save()
                 raise
             except ZenopsError as e:
                 failure, transient = classify(e)
                 with self._lock:
-                    cs.status, cs.failure, cs.reason, cs.finished_at = "failed", failure, e.message[:2000], now_iso()
+                    self.state.fail([cell.key], failure, e.message)
                 self._save()
                 if transient and attempt < self.retries:
                     self._note(f"{cell.label()}: {failure} ({e.message.splitlines()[0][:200]}); trying again")
@@ -387,10 +337,7 @@ class Campaign:
                 self._note(f"{cell.label()}: FAILED ({failure}): {e.message.splitlines()[0][:300]}")
                 return
             with self._lock:
-                cs.status, cs.finished_at, cs.run_dirs = "done", now_iso(), run_dirs
-                cs.serve_s, cs.bench_s = round(serve_s, 1), round(bench_s, 1)
-                self.state.sample("first_serve_s" if first else "serve_s", serve_s)
-                self.state.sample("bench_s", bench_s)
+                self.state.done(cell.key, run_dirs, serve_s, bench_s, first=first)
             self._save()
             self._note(f"{cell.label()}: done (serve {serve_s:.0f}s, bench {bench_s:.0f}s)")
             self._note(self.progress())
@@ -404,115 +351,16 @@ class Campaign:
     # --- the end ------------------------------------------------------------------------------------------------
 
     def _finish(self, interrupted: bool) -> None:
-        counts = self.state.counts()
         if self.spec.cloud:
             try:
                 deployments = [s.deployment for s in self.state.servers.values()]
                 self.state.leaks = len(leak_proof(self.ctx.config, str(self.spec.cloud), self.state.id, deployments))
             except ZenopsError as e:
                 self.ctx.warn(f"could not check for leftovers of {self.state.id}: {e}")
-        if interrupted:
-            self.state.status = "interrupted"
-        elif counts.get("skipped"):
-            self.state.status = "over-budget"
-        elif counts.get("pending") or counts.get("running"):
-            self.state.status = "interrupted"
-        elif counts.get("failed"):
-            self.state.status = "partial" if counts.get("done") else "failed"
-        else:
-            self.state.status = "done"
-        self.state.finished_at = now_iso()
+        self.state.finish(interrupted=interrupted)
         self._save()
         if self.state.leaks is not None:
             self._note(
                 f"{self.state.leaks} resource(s) with its mark left on {self.spec.cloud}"
                 + (" (nothing leaked)" if self.state.leaks == 0 else f": `zenops campaign down {self.state.id}`")
             )
-
-
-def run_campaign(
-    ctx: RunContext,
-    spec: CampaignSpec,
-    store: Store,
-    *,
-    new: bool = False,
-    within_budget: bool = False,
-    on_plan: Callable[[Planned], None] | None = None,
-    confirm: Callable[[Spend], bool] | None = None,
-) -> CampaignState:
-    """Plan (refusing over budget before anything is created), then run or continue the campaign. Raises
-    OverBudgetError (17) when the budget stopped it, CellsFailedError (18) when cells failed, after the teardown.
-    ``within_budget``: a projection over the cap does not refuse the start; the checks before each step stop it.
-    ``confirm``: asked what a campaign on a cloud will create and cost (:func:`spend_of`) before anything is
-    created or recorded; False: nothing is (CanceledError)."""
-    planned = plan_campaign(ctx, spec, store)
-    if new:
-        planned = replace(planned, state=None, todo=list(planned.cells))
-    if planned.state is not None and not planned.todo:
-        raise UsageError(
-            f"campaign {planned.state.id} has nothing left to run (every cell is done or failed for good)",
-            hint=f"`zenops campaign report {planned.state.id}`, or `zenops campaign run {spec.path} --new` to "
-            "measure again",
-        )
-    if on_plan is not None:
-        on_plan(planned)
-    if within_budget:
-        if spec.budget.max_usd is not None and planned.projection.usd > spec.budget.max_usd:
-            ctx.note(
-                f"projected ${planned.projection.usd:.2f} is over budget.max_usd ${spec.budget.max_usd:.2f}: "
-                "--within-budget runs the cells the budget covers, in order, and skips the rest"
-            )
-    else:
-        plan_lib.check_budget(planned.projection, spec.budget.max_usd)
-    if confirm is not None and spec.cloud and not confirm(spend_of(planned)):
-        raise CanceledError("nothing was created", hint="pass --yes to run the campaign without asking")
-    campaign = Campaign(ctx, spec, store)
-    campaign.open(planned, new=new)
-    state = campaign.run(planned)
-    counts = state.counts()
-    if counts.get("skipped"):
-        raise OverBudgetError(
-            f"campaign {state.id} stopped at its budget: {counts.get('done', 0)} cell(s) done, "
-            f"{counts['skipped']} skipped"
-            + (f", {counts['failed']} failed (`zenops campaign status {state.id}`)" if counts.get("failed") else "")
-            + f"; spent ${state.spent():.2f} of ${spec.budget.max_usd:.2f}; torn down",
-            hint=f"`zenops campaign report {state.id}` reports what was measured (labelled partial); raise "
-            "budget.max_usd and run again to measure the rest",
-        )
-    if counts.get("failed"):
-        failed = [c for c in state.cells.values() if c.status == "failed"]
-        raise CellsFailedError(
-            f"campaign {state.id}: {len(failed)} cell(s) failed: "
-            + "; ".join(f"{c.group}/{Path(c.model).name}/{c.variant}: {c.failure}" for c in failed[:6]),
-            hint=f"`zenops campaign status {state.id}` shows each reason; the other cells are in the report",
-        )
-    return state
-
-
-def down_campaign(
-    ctx: RunContext, store: Store, campaign_id: str, *, confirm: Callable[[Spend], bool] | None = None
-) -> list[dict[str, Any]]:
-    """Remove whatever the campaign still has on its cloud (its mark), and close its servers in the state.
-    ``confirm``: asked what is deleted before anything is (False: nothing is, CanceledError)."""
-    from zenops.deployment.teardown import down_locked  # noqa: PLC0415
-
-    state = store.load(campaign_id)
-    cloud = next((s.cloud for s in state.servers.values() if s.cloud), None)
-    if cloud is None:
-        return []
-    result = down_locked(
-        ctx.config, cloud=cloud, campaign=campaign_id, note=ctx.note, confirm=confirm, command="zenops campaign down"
-    )
-    for s in state.servers.values():
-        if s.deleted_at is None:
-            s.deleted_at = now_iso()
-    state.leaks = len(leak_proof(ctx.config, cloud, campaign_id, (s.deployment for s in state.servers.values())))
-    if state.status in ("running",):
-        state.status = "torn-down"
-    store.save(state)
-    return result.removed
-
-
-def _jsonable(options: Any) -> dict[str, Any]:
-    """Options as the state file keeps them: tuples as lists, paths as strings."""
-    return {k: (list(v) if isinstance(v, tuple) else str(v) if isinstance(v, Path) else v) for k, v in options.items()}

@@ -57,11 +57,11 @@ def bench(
       zenops report runs/20261121-140000 --plot sweep.png          tables, costs and plots afterwards
     """
     from zenops.bench import run as lib  # noqa: PLC0415
-    from zenops.target import resolve_target  # noqa: PLC0415
+    from zenops.deployment.target import resolve_target  # noqa: PLC0415
 
     app = get_app(ctx)
     target = resolve_target(app.config, inventory=inventory, deployment=deployment, cloud=cloud)
-    inv, dep = target.inventory, target.deployment
+    dep = target.entry
     values = dict(request.values)
     if dep is not None:  # a deployment's flavor and price, unless given
         values["flavor"] = values["flavor"] or dep.flavor
@@ -70,12 +70,11 @@ def bench(
     req = request_from_rows(
         lib.BenchRequest, values, cloud=dep.cloud if dep else None, deployment=dep.name if dep else None
     )
-    from zenops.deployment.lifecycle import Deployment, on_inventory  # noqa: PLC0415
+    from zenops.deployment.lifecycle import Deployment  # noqa: PLC0415
 
     # a bench starts its clients on the deployment's hosts and removes them after (--compare-platforms restarts the
     # servers): it holds the deployment's lock, so neither another bench nor an up, rollout or down runs meanwhile
-    target_id = on_inventory(app.config, inv)
-    with app.run_context() as run_ctx, Deployment.open(run_ctx, target_id) as opened:
+    with app.run_context() as run_ctx, Deployment.open(run_ctx, target) as opened:
         outcome = opened.bench(req, limit=limit)
     _report(app, outcome)
     check_failures(app, outcome.report, None, allow_failed)

@@ -19,7 +19,7 @@ from zenops.errors import in_one_line
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from zenops.campaign.run import Planned
+    from zenops.campaign.planned import Planned
     from zenops.campaign.state import CampaignState
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -114,7 +114,7 @@ def _print_plan(app: App, planned: Planned, console: Console) -> None:
 def plan_cmd(ctx: click.Context, file: Path) -> None:
     """The cells, what is already done, and the projected cost; exit 17 when over budget.max_usd."""
     from zenops.campaign import plan as plan_lib  # noqa: PLC0415
-    from zenops.campaign.run import plan_campaign  # noqa: PLC0415
+    from zenops.campaign.planned import plan_campaign  # noqa: PLC0415
     from zenops.context import RunContext  # noqa: PLC0415
 
     app = get_app(ctx)
@@ -152,13 +152,13 @@ def run_cmd(ctx: click.Context, file: Path, new: bool, within_budget: bool, yes:
     On a cloud it says what it will create (a server per flavor, $/h, $/month), its projected total and
     budget.max_usd, then asks (default No); without a terminal (scripts, CI) it needs --yes.
     """
-    from zenops.campaign.run import run_campaign  # noqa: PLC0415
+    from zenops.campaign.commands import run_campaign  # noqa: PLC0415
     from zenops.cli.confirm import agree  # noqa: PLC0415
 
     app = get_app(ctx)
     spec = _load(file)
     store = _store(app)
-    with app.run_context(lock=f"campaign-{spec.name}") as run_ctx:
+    with app.run_context(campaign=spec.name) as run_ctx:
         try:
             run_campaign(
                 run_ctx,
@@ -206,7 +206,7 @@ def _print_status(app: App, state: CampaignState, *, final: bool = False) -> Non
             }
         )
         return
-    from zenops.campaign.run import progress_line  # noqa: PLC0415
+    from zenops.campaign.results import progress_line  # noqa: PLC0415
 
     out = app.err if final else app.out
     out.print(f"campaign {state.id} [{state.status}] {escape(progress_line(state))}")
@@ -354,13 +354,13 @@ def down_cmd(ctx: click.Context, campaign_id: str, yes: bool) -> None:
 
     It says what it will delete and what that stops costing, then asks (default No); without a terminal
     (scripts, CI) it needs --yes."""
-    from zenops.campaign.run import down_campaign  # noqa: PLC0415
+    from zenops.campaign.commands import down_campaign  # noqa: PLC0415
     from zenops.cli.confirm import agree  # noqa: PLC0415
 
     app = get_app(ctx)
     store = _store(app)
     name = store.load(campaign_id).name  # an unknown id is refused here, naming the known ones
-    with app.run_context(lock=f"campaign-{name}") as run_ctx:
+    with app.run_context(campaign=name) as run_ctx:
         removed = down_campaign(
             run_ctx,
             store,

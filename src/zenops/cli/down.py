@@ -116,9 +116,10 @@ def down(
 def _down_inventory(
     app: App, inventory: Path, *, images: bool, data: bool, limit: str | None, keep_secrets: bool
 ) -> None:
-    from zenops.deployment.lifecycle import Deployment, on_inventory  # noqa: PLC0415
+    from zenops.deployment.lifecycle import Deployment  # noqa: PLC0415
+    from zenops.deployment.target import resolve_target  # noqa: PLC0415
 
-    dep = on_inventory(app.config, inventory)
+    dep = resolve_target(app.config, inventory=inventory, command="down")
     with app.run_context() as run_ctx, Deployment.open(run_ctx, dep) as deployment:
         run, hosts = deployment.stop_servers(images=images, data=data, limit=limit, keep_secrets=keep_secrets)
     if app.json:

@@ -55,24 +55,24 @@ def logs(
     """
     from zenops.deployment.access import hosts_from, log_sources, read_inventory  # noqa: PLC0415
     from zenops.deployment.store import Store  # noqa: PLC0415
+    from zenops.deployment.target import resolve_target  # noqa: PLC0415
     from zenops.errors import NoServerError  # noqa: PLC0415
-    from zenops.target import resolve_target  # noqa: PLC0415
 
     app = get_app(ctx)
     target = resolve_target(app.config, inventory=inventory, deployment=deployment, cloud=cloud, command="logs")
-    record = Store(app.config, target.inventory).record()
+    record = Store(app.config, target.hosts).record()
     if record is None:
         raise NoServerError(
-            f"zenops has not started servers for {target.inventory}: no logs to read",
-            hint=f"start them with `zenops up --inventory {target.inventory} --model MODEL`",
+            f"zenops has not started servers for {target.hosts}: no logs to read",
+            hint=f"start them with `zenops up --inventory {target.hosts} --model MODEL`",
         )
     sources = log_sources(record, host=limit, instance=instance, gateway=through_gateway)
-    hosts = hosts_from(read_inventory(target.inventory), app.config.ssh)
+    hosts = hosts_from(read_inventory(target.hosts), app.config.ssh)
     jobs = []
     for s in sources:
         access = hosts.get(s.host)
         if access is None:
-            raise NoServerError(f"{s.host} serves but is not in {target.inventory} any more")
+            raise NoServerError(f"{s.host} serves but is not in {target.hosts} any more")
         cmd = s.command(follow=follow, since_s=since, tail=tail, sudo=access.become)
         jobs.append((s.label, access.run_argv(cmd, batch=True)))
     failed = _stream(app, jobs) if follow else [label for label, argv in jobs if not _print(app, label, argv)]

@@ -100,27 +100,26 @@ def rollout(
     noisy, or too busy to measure). History: `zenops status -i fleet.yml`; gate artifacts: <runs-dir>/<rollout id>/.
     """
     from zenops.cli.confirm import agree  # noqa: PLC0415
+    from zenops.deployment.target import resolve_target  # noqa: PLC0415
     from zenops.rollout import RolloutRequest  # noqa: PLC0415
     from zenops.rollout import rollout as run_rollout  # noqa: PLC0415
-    from zenops.target import resolve_target  # noqa: PLC0415
 
     app = get_app(ctx)
     target = resolve_target(app.config, inventory=inventory, deployment=deployment, cloud=cloud, command="rollout")
     changes = request.changes()  # only what was given (--instances auto: back to the planner's choice)
     tuned = None
     if tuned_file is not None:
-        tuned = _tuned(ctx, app, tuned_file, request.model, target.inventory)
+        tuned = _tuned(ctx, app, tuned_file, request.model, target.hosts)
         if tuned is not None:
             changes.update(tuned.values)
     reason = tuned.reason if tuned is not None else None
     req = request_from_rows(RolloutRequest, settings.values, changes=changes, tuned_reason=reason)
-    from zenops.deployment.lifecycle import Deployment, on_inventory  # noqa: PLC0415
+    from zenops.deployment.lifecycle import Deployment  # noqa: PLC0415
 
-    dep = on_inventory(app.config, target.inventory)
-    with app.run_context() as run_ctx, Deployment.open(run_ctx, dep, check=req.dry_run):
+    with app.run_context() as run_ctx, Deployment.open(run_ctx, target, check=req.dry_run):
         result = run_rollout(
             run_ctx,
-            target.inventory,
+            target.hosts,
             req,
             abort=abort,
             on_plan=None if app.json else lambda s: _print_plan(app, s),

@@ -61,12 +61,12 @@ def ssh(
       zenops ssh -i hosts.yml h1 --print-command         the ssh command, for scripts (--json: its argv)
     """
     from zenops.deployment.access import hosts_from, pick_host, read_inventory  # noqa: PLC0415
-    from zenops.target import resolve_target  # noqa: PLC0415
+    from zenops.deployment.target import resolve_target  # noqa: PLC0415
 
     app = get_app(ctx)
     deployment, host = _names(ctx, names, inventory, deployment)
     target = resolve_target(app.config, inventory=inventory, deployment=deployment, cloud=cloud, command="ssh")
-    access = pick_host(hosts_from(read_inventory(target.inventory), app.config.ssh), host, target.inventory)
+    access = pick_host(hosts_from(read_inventory(target.hosts), app.config.ssh), host, target.hosts)
     command = list(ctx.meta.get("remote_command") or [])
     argv = access.run_argv(command) if command else access.ssh_argv(tty=True)
     if print_command or app.json:

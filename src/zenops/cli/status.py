@@ -48,7 +48,7 @@ def status(ctx: click.Context, cloud: str | None, deployment: str | None, invent
     if deployment is not None:
         deps = [d for d in deps if d["name"] == deployment]
         if not deps:
-            from zenops.target import unknown_deployment  # noqa: PLC0415
+            from zenops.deployment.target import unknown_deployment  # noqa: PLC0415
 
             raise unknown_deployment(deployment, cloud)
     if app.json:

@@ -177,9 +177,10 @@ def up(
             hint="pass --inventory hosts.yml, or set defaults.up.inventory in zenops.yaml; "
             "`zenops devhost up` makes a local one to try",
         )
-    from zenops.deployment.lifecycle import Deployment, on_inventory  # noqa: PLC0415
+    from zenops.deployment.lifecycle import Deployment  # noqa: PLC0415
+    from zenops.deployment.target import resolve_target  # noqa: PLC0415
 
-    dep = on_inventory(app.config, inventory)  # a cloud deployment's: that deployment
+    dep = resolve_target(app.config, inventory=inventory, command="up")  # a cloud deployment's: that deployment
     if serve_req is not None:
         with app.run_context() as run_ctx, Deployment.open(run_ctx, dep, check=check) as deployment:
             served = deployment.serve(serve_req, limit=limit, tuned=reason)
@@ -204,11 +205,11 @@ def _up_cloud(
     """`up --cloud`: the servers (zenops.deployment.provision.up_cloud; asked first what they cost), then, with
     --model, what serves on them."""
     from zenops.cli.confirm import agree  # noqa: PLC0415
-    from zenops.deployment.common import CloudRequest, default_name  # noqa: PLC0415
-    from zenops.deployment.identity import DeploymentId  # noqa: PLC0415
+    from zenops.deployment.common import CloudRequest  # noqa: PLC0415
     from zenops.deployment.lifecycle import Deployment  # noqa: PLC0415
     from zenops.deployment.provision import serve_request_for  # noqa: PLC0415
     from zenops.deployment.services import gateway as gateway_service  # noqa: PLC0415
+    from zenops.deployment.target import resolve_target  # noqa: PLC0415
     from zenops.serve import check_request  # noqa: PLC0415
 
     assert where.flavor is not None
@@ -229,7 +230,7 @@ def _up_cloud(
         gateway_port=gateway.port,
         gateway_fronts=serve_req is not None and gateway_service.fronts(gateway.mode, None),  # the plan decides later
     )
-    dep_id = DeploymentId(name or default_name(flavor), cloud_name)
+    dep_id = resolve_target(app.config, deployment=name, cloud=cloud_name, flavor=flavor, command="up")
     with app.run_context() as run_ctx, Deployment.open(run_ctx, dep_id, check=check) as deployment:
         result, dep = deployment.provision(cloud_req, confirm=lambda spend: agree(app, spend, yes=yes, dry_run=check))
         served = (

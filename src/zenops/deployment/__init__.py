@@ -3,7 +3,9 @@
 * lifecycle.py  its lifecycle, the one the CLI, a campaign and a rollout's surge share: open by identity (which takes
                 its lock), provision (with its retries and failure classes), serve, bench, add or remove one server,
                 down, the leak proof
-* identity.py   which deployment: one identity (cloud + name, or your own hosts' inventory) and its one lock key
+* identity.py   which deployment: one identity (cloud + name, or your own hosts' inventory) and every name derived
+                from it, one property each: its lock key, its files' name, its label
+* target.py     resolve_target(): from a command's --inventory / --deployment [--cloud] / --cloud --flavor to it
 * store.py      its files: the serving record, the API key, the rollout ledger, the cloud ledger's entry
 * record.py     the serving record (what `up --model` started, and its services' states)
 * rollouts.py   the rollout ledger (state.json, history.jsonl)
@@ -20,7 +22,7 @@ On a cloud (OpenStack, through zenops.cloud), one module per job:
                 with one every server gets the new expiry and the note says it moved
 * surge.py      a rollout's extra server (add one, retire one)
 * firewall.py   its security group follows its gateway
-* teardown.py   `down` (and `down_locked`, holding the lock of each deployment it removes)
+* teardown.py   `down` (and `down_locked`, holding the lock of each deployment it removes: identity.locked)
 * reaping.py    `reap`: deployments whose servers have all expired, asked of the cloud, each removed as `down` does
 * leakcheck.py  `leaks`
 * listing.py    `status`: the cloud's deployments

@@ -18,8 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from zenops.config import Config
-from zenops.deployment.identity import DeploymentId, of_inventory
+from zenops.deployment.identity import DeploymentId
 from zenops.errors import BenchFailedError, ExitCode, RunFailedError, UsageError, ZenopsError
 
 if TYPE_CHECKING:
@@ -118,10 +117,8 @@ class Deployment:
 
     @property
     def inventory(self) -> Path:
-        """Its serving inventory (a cloud deployment's: once provisioned)."""
-        if self.id.inventory is None:
-            raise UsageError(f"{self.id.describe()} has no inventory yet: provision it first")
-        return self.id.inventory
+        """Its serving inventory (a cloud deployment's: once provisioned; DeploymentId.hosts)."""
+        return self.id.hosts
 
     def with_ctx(self, ctx: RunContext) -> Deployment:
         """The same open deployment, its steps run in ``ctx`` (another cancel event, say)."""
@@ -239,12 +236,6 @@ class Deployment:
         from zenops import hosts  # noqa: PLC0415
 
         return hosts.down_inventory(self.ctx, self.inventory, **kw)
-
-
-def on_inventory(config: Config, inventory: Path) -> DeploymentId:
-    """The deployment on ``inventory`` (zenops.deployment.identity.of_inventory: a cloud deployment's inventory names
-    that deployment), its steps run on ``inventory`` as given."""
-    return replace(of_inventory(config, inventory), inventory=inventory)
 
 
 # --- more than one deployment -----------------------------------------------------------------------------------
