@@ -221,8 +221,10 @@ def test_stale_samples_do_not_count() -> None:
 
 def test_a_minority_of_replicas_reporting_decides_nothing() -> None:
     series = {**RISING, "web-3": [], "web-4": []}
-    assert _decide(series, 180, 4).action == "hold"
-    assert _decide(series, 180, 3).action == "out"  # 2 of 3 report
+    got = _decide(series, 180, 4, bounds=Replicas(1, 6))
+    assert got.action == "hold"
+    assert got.reason.startswith("too few samples of waiting/replica: 2 of 4 replica(s)")
+    assert _decide(series, 180, 3, bounds=Replicas(1, 6)).action == "out"  # 2 of 3 report
 
 
 def test_figures_not_read_are_not_samples() -> None:

@@ -79,6 +79,11 @@ def test_a_break_in_the_failure_restarts_the_window() -> None:
     assert heal(looks, now=150.0, current=1).action == "hold"
 
 
+def test_a_break_in_a_backend_down_restarts_its_window() -> None:
+    looks = {"web-1": _recorded("D" * 31 + "." + "D" * 9)}  # DOWN 0..300 s, UP at 310 s, DOWN again from 320 s
+    assert heal(looks, now=400.0, current=1).action == "hold"
+
+
 def test_a_booting_server_is_not_failed() -> None:
     assert heal({"web-4": _recorded("B" * 40)}, now=390.0, current=1).action == "hold"
 

@@ -13,7 +13,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from zenops.scaling.decide import Policy, Sample, decide, default_policy
+from zenops.scaling.decide import Policy, Sample, Target, decide, default_policy
 from zenops.scaling.replicas import Replicas
 
 SEATS = 9
@@ -128,3 +128,10 @@ def test_scaling_in_waits_for_the_quiet() -> None:
     fleet = run(default_policy(SEATS))
     first_in = min(t for (t, c), (_, before) in zip(fleet.path[1:], fleet.path, strict=False) if c < before)
     assert first_in > 2400, fleet.reasons  # not on the plateau
+
+
+def test_the_harness_sees_flapping() -> None:
+    # the control: scale-in read over one minute's median, no cooldown, is too eager, and the path above says so
+    eager = default_policy(SEATS, cooldown_s=0.0, scale_in=Target("load", 4.0, 60, 0.5))
+    counts = [c for _, c in run(eager).path]
+    assert _reversals(counts) > 1, counts
