@@ -247,21 +247,7 @@ def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limi
         output_len=req.output_len,
         num_warmups=req.num_warmups,
     )
-    store = Store(config, inventory)
-    record = store.record()
-    if record is None:
-        raise NoServerError(
-            f"zenops has not started servers for {inventory} (no serving record {store.record_path})",
-            hint=f"start them with `zenops up --inventory {inventory} --model MODEL`, then benchmark",
-        )
-    api_key_file: Path | None = None
-    if record.api_key_file:
-        api_key_file = Path(record.api_key_file)
-        if not api_key_file.is_file():
-            raise NoServerError(
-                f"the API key file of these servers is gone: {api_key_file}",
-                hint=f"start them again with `zenops up --inventory {inventory} --model ...` (a new key is made)",
-            )
+    record, api_key_file = _serving_record(Store(config, inventory), inventory)
     if req.gateway:
         limit = _gateway_target(record, inventory, req, limit)
     price = req.price_per_hour
@@ -303,6 +289,35 @@ def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limi
         if leaked:
             warn(f"secret values were found and hidden in: {', '.join(str(p) for p in leaked)}")
 
+    rep = _read_report(ctx, run_dir, phases, len(runs))
+    _warn_about_ceiling(rep, inventory, warn)
+    return BenchOutcome(run_id, run_dir, runs, phases, rep, manifest, ctx.warnings[first_warning:])
+
+
+def _serving_record(store: Store, inventory: Path) -> tuple[ServingRecord, Path | None]:
+    """The serving record of the servers to bench and their API key file (None: no key); NoServerError, with the fix,
+    when zenops started none or the key file is gone."""
+    record = store.record()
+    if record is None:
+        raise NoServerError(
+            f"zenops has not started servers for {inventory} (no serving record {store.record_path})",
+            hint=f"start them with `zenops up --inventory {inventory} --model MODEL`, then benchmark",
+        )
+    api_key_file: Path | None = None
+    if record.api_key_file:
+        api_key_file = Path(record.api_key_file)
+        if not api_key_file.is_file():
+            raise NoServerError(
+                f"the API key file of these servers is gone: {api_key_file}",
+                hint=f"start them again with `zenops up --inventory {inventory} --model ...` (a new key is made)",
+            )
+    return record, api_key_file
+
+
+def _read_report(ctx: RunContext, run_dir: Path, phases: list[dict[str, Any]], runs: int) -> report_lib.Report:
+    """The finished run directory read back as a report; a warning when it holds fewer results than ``runs`` per
+    server benched."""
+    config = ctx.config
     try:
         rep = report_lib.load([run_dir], price_of=lambda f: catalog.get_flavor(f, config.flavors).price_per_hour)
     except NoBenchResultError as e:
@@ -310,11 +325,10 @@ def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limi
             f"vllm bench serve left no result in {run_dir}",
             hint="look at the *.txt summaries and server-*.log files there, and the run log under the state dir",
         ) from e
-    expected = sum(len(h.get("servers") or []) for p in phases for h in p["hosts"].values()) * len(runs)
+    expected = sum(len(h.get("servers") or []) for p in phases for h in p["hosts"].values()) * runs
     if len(rep.results) < expected:
-        warn(f"{expected} results expected, {len(rep.results)} found in {run_dir}")
-    _warn_about_ceiling(rep, inventory, warn)
-    return BenchOutcome(run_id, run_dir, runs, phases, rep, manifest, ctx.warnings[first_warning:])
+        ctx.warn(f"{expected} results expected, {len(rep.results)} found in {run_dir}")
+    return rep
 
 
 def _warn_about_ceiling(rep: report_lib.Report, inventory: Path, warn: Callable[[str], None]) -> None:
