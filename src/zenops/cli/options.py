@@ -9,13 +9,15 @@ command's own variant). Config values under ``defaults.<command>`` become their 
   ``gateway: GatewayFlags``
 * tuned    ``tuned_options``: a campaign's best configuration per model (`plan`, `up`, `rollout`)
 * types    ``DurationType``, ``InstancesType``, ``LazyChoice``; ``OldSpellingOption``: an option's old spellings
+  (zenops.cli.option_types, importable from here)
 * config   ``to_default_map``, ``check_defaults``: the ``defaults:`` of the config file, checked as the flags are
+  (zenops.cli.option_defaults, importable from here)
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -23,14 +25,40 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import click
 from click.core import ParameterSource
 
-from zenops import durations, schema
 from zenops.cli.context import get_app
-from zenops.errors import ConfigError, UsageError
+from zenops.cli.option_defaults import check_defaults, to_default_map
+from zenops.cli.option_types import DurationType, InstancesType, LazyChoice, OldSpellingOption
+from zenops.errors import UsageError
 from zenops.option_table import request_from_rows, row, rows_for
 from zenops.request_options import BY_FIELD, CHANGEABLE, Option, for_command
 
 if TYPE_CHECKING:
     from zenops.campaign.tuned import TunedConfig
+
+__all__ = [  # what cli/ imports from here, the types and the config defaults (option_types, option_defaults) too
+    "DurationType",
+    "GatewayFlags",
+    "InstancesType",
+    "LazyChoice",
+    "OldSpellingOption",
+    "RequestFlags",
+    "RowValues",
+    "Rows",
+    "TableOption",
+    "TunedOptions",
+    "check_defaults",
+    "deployment_argument",
+    "json_option",
+    "one_deployment",
+    "option",
+    "options",
+    "request_options",
+    "table_option",
+    "to_default_map",
+    "tuned_entry",
+    "tuned_fields",
+    "tuned_options",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -51,45 +79,7 @@ json_option = click.option(
 )
 
 
-class DurationType(click.ParamType[int, Any]):
-    """A duration option (zenops.durations: 90s, 30m, 1h30m, or a bare number of seconds) as whole seconds, at least
-    ``minimum``."""
-
-    name = "duration"
-
-    def __init__(self, minimum: int = 1) -> None:
-        self.minimum = minimum
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        try:
-            return durations.parse(value, minimum=self.minimum)
-        except ValueError as e:
-            self.fail(str(e), param, ctx)
-
-    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
-        return "DURATION"
-
-
 # --- serving ------------------------------------------------------------------------------------------------------
-
-
-class InstancesType(click.ParamType[int | None, Any]):
-    """``auto`` (None: the plan decides) or a whole number of server instances per host, at least 1."""
-
-    name = "auto|N"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int | None:
-        if value is None or value == "auto":
-            return None
-        if isinstance(value, bool):
-            self.fail("use auto or a number, e.g. --instances 2", param, ctx)
-        try:
-            n = int(value)
-        except (TypeError, ValueError):
-            self.fail("use auto or a number, e.g. --instances 2", param, ctx)
-        if n < 1:
-            self.fail("must be at least 1", param, ctx)
-        return n
 
 
 def tuned_fields(command: str) -> dict[str, str | None]:
@@ -185,74 +175,6 @@ def tuned_options(ctx: click.Context, path: Path, model: str, accepted: Mapping[
     return TunedOptions(entry, values, overridden, ignored)
 
 
-def deprecated(old: str, new: str) -> None:
-    """Say on stderr (never stdout: --json output stays parseable) that ``old`` is an old spelling of ``new``. The
-    one warning of every deprecated option spelling and config key."""
-    click.echo(f"warning: {old} is deprecated and goes in the next release: use {new}", err=True)
-
-
-class _SpellingSeen:
-    """The parser's entry for the spellings of an :class:`OldSpellingOption`: records which spelling gave which
-    value (so the option can say an old one is deprecated, and refuse two spellings that disagree), then stores the
-    value as click does."""
-
-    def __init__(self, inner: Any, option: OldSpellingOption, opt: str, ctx: click.Context) -> None:
-        self._inner, self._option, self._opt, self._ctx = inner, option, opt, ctx
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def process(self, value: Any, state: Any) -> None:
-        self._ctx.meta.setdefault(f"zenops.spellings.{self._option.name}", []).append((self._opt, value))
-        self._inner.process(value, state)
-
-
-class OldSpellingOption(click.Option):
-    """An option that also takes its old spellings (``old``): accepted on the command line (with a warning on stderr
-    naming the new spelling: :func:`deprecated`) and as config keys (likewise), not shown in --help. One name per
-    concept; scripts written against the old name keep working for a release. Two spellings given with different
-    values (``up --name a --deployment b``) are refused: nothing can mean both."""
-
-    def __init__(self, *args: Any, old: tuple[str, ...] = (), **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.old = old
-
-    @property
-    def new_spelling(self) -> str:
-        return next(o for o in self.opts if o not in self.old and o.startswith("--"))
-
-    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
-        shown = self.opts
-        self.opts = [o for o in shown if o not in self.old]
-        try:
-            return super().get_help_record(ctx)
-        finally:
-            self.opts = shown
-
-    def add_to_parser(self, parser: Any, ctx: click.Context) -> None:
-        super().add_to_parser(parser, ctx)
-        if not self.old:  # one spelling (and a short one): click's own parsing, the last given wins
-            return
-        # click's parser keeps one entry per spelling (its _long_opt/_short_opt tables): wrap each to see which was
-        # used; were those tables to change, the option still parses, only without the warning
-        for table in (getattr(parser, "_long_opt", {}), getattr(parser, "_short_opt", {})):
-            for opt in self.opts:
-                if opt in table:
-                    table[opt] = _SpellingSeen(table[opt], self, opt, ctx)
-
-    def handle_parse_result(self, ctx: click.Context, opts: Mapping[str, Any], args: list[str]) -> Any:
-        seen: list[tuple[str, Any]] = ctx.meta.get(f"zenops.spellings.{self.name}", [])
-        for opt in dict.fromkeys(o for o, _ in seen if o in self.old):
-            deprecated(opt, self.new_spelling)
-        if len({o for o, _ in seen}) > 1 and len({repr(v) for _, v in seen}) > 1:
-            given = " and ".join(f"{o} {v}" for o, v in seen)
-            raise UsageError(
-                f"{given}: spellings of one option, with different values",
-                hint=f"give it once: {self.new_spelling} VALUE",
-            )
-        return super().handle_parse_result(ctx, opts, args)
-
-
 def one_deployment(ctx: click.Context, positional: str | None, flag: str | None) -> str | None:
     """The deployment a command names, as ``zenops down demo`` or ``zenops down --deployment demo`` (the same); both
     given and different: UsageError. A config default (``defaults.<command>.deployment``) gives way to the
@@ -281,26 +203,6 @@ def deployment_argument(f: F) -> F:
         return f(*args, **kwargs)
 
     return cast(F, click.argument("deployment_name", required=False, metavar="[DEPLOYMENT]")(command))
-
-
-class LazyChoice(click.Choice[str]):
-    """A click.Choice whose choices come from ``load`` the first time they are needed (help, parsing, completion),
-    not when the command is defined: the CLI starts without importing or reading what lists them."""
-
-    def __init__(self, load: Callable[[], Iterable[str]], case_sensitive: bool = True) -> None:
-        self._load = load
-        self._choices: tuple[str, ...] | None = None
-        self.case_sensitive = case_sensitive
-
-    @property
-    def choices(self) -> tuple[str, ...]:
-        if self._choices is None:
-            self._choices = tuple(self._load())
-        return self._choices
-
-    @choices.setter
-    def choices(self, value: Iterable[str]) -> None:
-        self._choices = tuple(value)
 
 
 # --- the table's rows as click options ------------------------------------------------------------------------------
@@ -502,141 +404,3 @@ class GatewayFlags:
     @property
     def flavor(self) -> str | None:
         return self.gateway_flavor
-
-
-def _key_of(param: click.Parameter) -> str:
-    """The key a config file writes for ``param``: its first long option, as my_flag (`gateway`, not `gateway_mode`)."""
-    longs = [o for o in getattr(param, "opts", ()) if o.startswith("--")]
-    return (longs[0].lstrip("-") if longs else str(param.name)).replace("-", "_")
-
-
-def command_option_names(command: click.Command) -> dict[str, click.Parameter]:
-    """Option names a config file may set for ``command`` (both my-flag and my_flag spellings)."""
-    names: dict[str, click.Parameter] = {}
-    for p in command.params:
-        if isinstance(p, click.Option) and p.expose_value and p.name:
-            spellings = [p.name] + [o.lstrip("-") for o in p.opts if o.startswith("--")]  # old spellings too
-            spellings += list(getattr(p, "old_keys", ()))
-            for spelling in spellings:
-                names[spelling] = p
-                names[spelling.replace("_", "-")] = p
-                names[spelling.replace("-", "_")] = p
-    return names
-
-
-def to_default_map(
-    group: click.Group, ctx: click.Context, defaults: dict[str, dict[str, Any]], sources: dict[str, dict[str, str]]
-) -> dict[str, dict[str, Any]]:
-    """Validate ``defaults:`` sections of the config against the commands and convert them to a click default_map.
-    Raises the first mistake (:func:`check_default`, which ``zenops config check`` runs on every value)."""
-    out: dict[str, dict[str, Any]] = {}
-    for name, section in defaults.items():
-        src = next(iter(sources.get(name, {}).values()), "config")
-        command = default_command(group, ctx, name, src)
-        for key, value in section.items():
-            where = sources.get(name, {}).get(key, src)
-            param, converted = check_default(command, ctx, name, key, value, where)
-            old_key = _old_key(command_option_names(command)[str(key)], str(key))
-            if old_key:
-                deprecated(f"defaults.{name}.{key} ({where})", f"defaults.{name}.{old_key}")
-            out.setdefault(name, {})[param] = converted
-    return out
-
-
-def check_defaults(
-    group: click.Group, ctx: click.Context, defaults: Mapping[Any, Any], path: str, broken: set[str]
-) -> list[ConfigError]:
-    """Every mistake in one file's ``defaults:`` (each value as :func:`to_default_map` checks it, and as the command
-    reads it: a path that is not there, a tuned file that does not parse); sections in ``broken`` are skipped."""
-    found: list[ConfigError] = []
-    for name, section in defaults.items():
-        if not isinstance(section, dict) or f"defaults.{name}" in broken:
-            continue
-        try:
-            command = default_command(group, ctx, str(name), path)
-        except ConfigError as e:
-            found.append(e)
-            continue
-        for key, value in section.items():
-            try:
-                check_default(command, ctx, str(name), key, value, path, here=True)
-            except ConfigError as e:
-                found.append(e)
-    return found
-
-
-def default_command(group: click.Group, ctx: click.Context, name: str, src: str) -> click.Command:
-    """The command ``defaults.<name>`` sets options of; ConfigError naming the commands otherwise."""
-    command = group.get_command(ctx, name)
-    if command is None:
-        raise ConfigError(
-            src,
-            f"defaults.{name}",
-            "no such command",
-            hint=f"commands with options: {', '.join(sorted(group.list_commands(ctx)))}",
-        )
-    return command
-
-
-def check_default(
-    command: click.Command, ctx: click.Context, name: str, key: Any, value: Any, where: str, *, here: bool = False
-) -> tuple[str, Any]:
-    """Check ``defaults.<name>.<key>: value`` as the command checks the option: its name, its type (a YAML boolean
-    taken as the mode word written, ``gateway: on``: zenops.schema.choice_problem), the engine-argument guard
-    (zenops.serve.check_engine_args). ``here`` (``config check``): also what the command finds when it runs here: an
-    absolute path that is not there, a tuned file that does not parse. Returns the option's parameter name and its
-    value for click's default_map; ConfigError naming the key and the fix."""
-    dotted = f"defaults.{name}.{key}"
-    options = command_option_names(command)
-    param = options.get(str(key))
-    if param is None or param.name is None:
-        valid = sorted({_key_of(p) for p in options.values()})
-        raise ConfigError(where, dotted, f"`zenops {name}` has no such option", hint=f"valid keys: {', '.join(valid)}")
-    kind = param.type
-    if isinstance(kind, click.Choice) and isinstance(value, bool):
-        choices = [str(c) for c in kind.choices]
-        problem = schema.choice_problem(value, choices, key=str(key))
-        if problem is not None:
-            raise ConfigError(where, dotted, problem.text, hint=problem.hint)
-        value = schema.yaml_word(value, choices)
-    try:
-        # a relative path is checked for its kind here, for its existence when the command runs (relative to where
-        # it runs: `defaults.up.inventory: hosts.yml` must not break every command elsewhere)
-        if isinstance(kind, click.Path) and kind.exists and not (here and _absolute(value)):
-            kind = click.Path(file_okay=kind.file_okay, dir_okay=kind.dir_okay, path_type=kind.type)
-        kind.convert(value, param, ctx)
-    except click.BadParameter as e:
-        raise ConfigError(where, dotted, e.format_message(), hint=f"see `zenops {name} --help`") from e
-    if param.name == "engine_args" and value:
-        from zenops.serve import check_engine_args  # noqa: PLC0415  (the serving stack: only for this key)
-
-        try:
-            check_engine_args([value] if isinstance(value, str) else list(value))
-        except UsageError as e:
-            raise ConfigError(where, dotted, e.message, hint=e.hint) from e
-    if here and param.name == "tuned_file" and _absolute(value):
-        from zenops.campaign.tuned import load_tuned  # noqa: PLC0415
-
-        try:
-            load_tuned(Path(str(value)).expanduser())
-        except ConfigError as e:
-            raise ConfigError(where, dotted, f"the tuned file does not read: {e.message}", hint=e.hint) from e
-    return param.name, value
-
-
-def _absolute(value: Any) -> bool:
-    return isinstance(value, str) and Path(value).expanduser().is_absolute()
-
-
-def _old_key(param: click.Parameter, key: str) -> str | None:
-    """The key to write instead, when ``key`` (of ``defaults.<command>``) is an old spelling of ``param``'s."""
-
-    def norm(text: str) -> str:
-        return text.lstrip("-").replace("-", "_")
-
-    old = {norm(o) for o in getattr(param, "old", ())} | {norm(k) for k in getattr(param, "old_keys", ())}
-    if norm(key) not in old:
-        return None
-    assert param.name is not None
-    new = param.new_spelling if isinstance(param, OldSpellingOption) else param.name
-    return norm(new)

@@ -14,13 +14,22 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import RequestFlags, json_option, option, request_options, tuned_fields, tuned_options
+from zenops.cli.options import (
+    RequestFlags,
+    TunedOptions,
+    json_option,
+    option,
+    request_options,
+    tuned_fields,
+    tuned_options,
+)
 from zenops.errors import UsageError
 from zenops.option_table import request_from_rows
 
 if TYPE_CHECKING:
+    from zenops.catalog import FlavorSpec
     from zenops.compat import Engine
-    from zenops.planner import Plan, PlanCost
+    from zenops.planner import Plan, PlanCost, Topology
 
 
 @click.command("plan")
@@ -71,8 +80,7 @@ def plan_cmd(
     A refusal (model too big, CPU cannot run zentorch, no AVX2, contradictory options) exits 7 and names the fix.
     """
     from zenops import catalog  # noqa: PLC0415
-    from zenops.facts import gather_facts, load_facts_file  # noqa: PLC0415
-    from zenops.planner import PlanOptions, Topology, plan, plan_cost  # noqa: PLC0415
+    from zenops.planner import PlanOptions, plan  # noqa: PLC0415
 
     app = get_app(ctx)
     sources = [name for name, on in (("--facts", facts_file), ("--inventory", inventory), ("--local", local)) if on]
@@ -101,6 +109,29 @@ def plan_cmd(
     engine = _engine(app, values)
     opts = request_from_rows(PlanOptions, values, vllm_version=engine.combo.vllm, tuned=tuned.reason if tuned else None)
 
+    topologies = _topologies(app, facts_file, inventory, local, limit, flavor_spec)
+    all_flavors = list(catalog.flavors(user_flavors).values())
+    plans = {name: plan(topo, model_spec, opts, all_flavors) for name, topo in topologies.items()}
+    price = flavor_spec.price_per_hour if flavor_spec else None
+    if app.json:
+        _emit_json(app, plans, flavor, price, engine, tuned)
+        return
+    for name, p in plans.items():
+        _print_plan(app, name, p, price, engine)
+
+
+def _topologies(
+    app: App,
+    facts_file: Path | None,
+    inventory: Path | None,
+    local: bool,
+    limit: str | None,
+    flavor_spec: FlavorSpec | None,
+) -> dict[str, Topology]:
+    """The machines to plan for, by name: from the one source of facts given, else projected from the flavor."""
+    from zenops.facts import gather_facts, load_facts_file  # noqa: PLC0415
+    from zenops.planner import Topology  # noqa: PLC0415
+
     topologies: dict[str, Topology] = {}
     if facts_file is not None:
         topologies[limit or "facts"] = Topology.from_facts(load_facts_file(facts_file, host=limit))
@@ -112,37 +143,43 @@ def plan_cmd(
     else:
         assert flavor_spec is not None
         topologies[flavor_spec.name] = Topology.from_flavor(flavor_spec)
+    return topologies
 
-    all_flavors = list(catalog.flavors(user_flavors).values())
-    plans = {name: plan(topo, model_spec, opts, all_flavors) for name, topo in topologies.items()}
-    price = flavor_spec.price_per_hour if flavor_spec else None
-    if app.json:
-        costs = {name: plan_cost(p, price) for name, p in plans.items()}
-        items = [
-            {
-                "host": name,
-                **p.to_dict(),
-                "zentorch": p.platform == "zen",
-                "cost": c.to_dict() if (c := costs[name]) else None,
-            }
-            for name, p in plans.items()
-        ]
-        out: dict[str, Any] = {
-            "type": "result",
-            "command": "plan",
-            "flavor": flavor,
-            "price_per_hour": price,
-            "engine": engine.to_dict(),
-            "plans": items,
+
+def _emit_json(
+    app: App,
+    plans: Mapping[str, Plan],
+    flavor: str | None,
+    price: float | None,
+    engine: Engine,
+    tuned: TunedOptions | None,
+) -> None:
+    """The --json result: every host's plan (with its zentorch and cost); one host's also at the top level."""
+    from zenops.planner import plan_cost  # noqa: PLC0415
+
+    costs = {name: plan_cost(p, price) for name, p in plans.items()}
+    items = [
+        {
+            "host": name,
+            **p.to_dict(),
+            "zentorch": p.platform == "zen",
+            "cost": c.to_dict() if (c := costs[name]) else None,
         }
-        if tuned is not None:
-            out["tuned"] = tuned.config.to_dict()
-        if len(items) == 1:
-            out.update(items[0])
-        app.emit_json(out)
-        return
-    for name, p in plans.items():
-        _print_plan(app, name, p, price, engine)
+        for name, p in plans.items()
+    ]
+    out: dict[str, Any] = {
+        "type": "result",
+        "command": "plan",
+        "flavor": flavor,
+        "price_per_hour": price,
+        "engine": engine.to_dict(),
+        "plans": items,
+    }
+    if tuned is not None:
+        out["tuned"] = tuned.config.to_dict()
+    if len(items) == 1:
+        out.update(items[0])
+    app.emit_json(out)
 
 
 def _engine(app: App, values: Mapping[str, Any]) -> Engine:

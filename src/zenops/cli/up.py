@@ -146,7 +146,7 @@ def up(
     app = get_app(ctx)
     check = dry_run
     where = cloud
-    cloud_name, flavor, ttl = where.cloud, where.flavor, where.ttl
+    flavor, ttl = where.flavor, where.ttl
     model = request.model
     fields: dict[str, Any] = {**request.values, **vars(gateway)}
     tuned = _apply_tuned(ctx, tuned_file, model, flavor, fields) if tuned_file is not None else None
@@ -154,6 +154,17 @@ def up(
     check_image_ref(fields["image_source"], fields["prebuilt_ref"])
     serve_req = request_from_rows(ServeRequest, fields) if model else None
     reason = tuned.reason if tuned else None
+    cloud_name = _cloud_of(app, where, inventory)
+    if cloud_name is not None:
+        _up_cloud(app, where, cloud_name, gateway, serve_req, reason, check=check, yes=yes)
+        return
+    _up_own_hosts(ctx, app, inventory, gateway, ttl, serve_req, reason, limit=limit, check=check)
+
+
+def _cloud_of(app: App, where: CloudFlags, inventory: Path | None) -> str | None:
+    """The cloud `up` makes its servers on (--cloud, or OS_CLOUD with --flavor), checked to go with --flavor and not
+    with --inventory; None: no cloud, your own hosts."""
+    cloud_name, flavor = where.cloud, where.flavor
     if flavor and not cloud_name and inventory is None and os.environ.get("OS_CLOUD"):
         cloud_name = os.environ["OS_CLOUD"]  # the default cloud, as the openstack CLI takes it
         app.note(f"--cloud {cloud_name} (from OS_CLOUD)")
@@ -165,8 +176,23 @@ def up(
                 "--cloud and --flavor go together",
                 hint="e.g. --cloud flex --flavor gp.5.24.96 (OS_CLOUD, when set, is the default --cloud)",
             )
-        _up_cloud(app, where, cloud_name, gateway, serve_req, reason, check=check, yes=yes)
-        return
+        return cloud_name
+    return None
+
+
+def _up_own_hosts(
+    ctx: click.Context,
+    app: App,
+    inventory: Path | None,
+    gateway: GatewayFlags,
+    ttl: int | None,
+    serve_req: ServeRequest | None,
+    reason: str | None,
+    *,
+    limit: str | None,
+    check: bool,
+) -> None:
+    """`up --inventory`: your hosts prepared (zenops.deployment.lifecycle), then, with --model, what serves on them."""
     if gateway.flavor:
         raise UsageError("--gateway-flavor goes with --cloud: on your own hosts, pick one with --gateway-host")
     if ttl and ctx.get_parameter_source("ttl") == click.core.ParameterSource.COMMANDLINE:
