@@ -138,7 +138,7 @@ def test_a_campaign_command_holds_its_campaign_s_lock(config):
 
 IDENTITY = "deployment/identity.py"
 # .stem of paths that are not a deployment's inventory: ledger files (cloud/name.json), report sources, playbooks
-STEM_ELSEWHERE = {"cloud/ledger.py", "report/parsing.py", "runner.py"}
+STEM_ELSEWHERE = {"cloud/ledger.py", "report/parsing.py", "runner/__init__.py"}
 # the modules that turn an identity into a lock: the lock itself, the identity (locked, lock_holder), the lifecycle
 # (Deployment.open), and the CLI's run context for a campaign's own lock
 LOCKERS = {"lock.py", "deployment/identity.py", "deployment/lifecycle.py", "cli/context.py"}

@@ -17,12 +17,11 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from zenops import compat, request_options, spend
+from zenops import spend
 from zenops.context import RunContext
 from zenops.deployment import services
 from zenops.deployment.rollouts import BatchState, RolloutState, now
@@ -39,69 +38,29 @@ from zenops.errors import (
 )
 from zenops.rollout import strategies
 from zenops.rollout.gates import STOP, UNSETTLED, PerfGate, health_verdict
-from zenops.rollout.plan import GateLimits, GateSizing, Verdict, host_change, make_batches
+from zenops.rollout.plan import Verdict, make_batches
+from zenops.rollout.prepare import (
+    CHANGEABLE,
+    RolloutRequest,
+    changes_dict,
+    describe_changes,
+    host_changes,
+    new_plans,
+    new_rollout_id,
+    old_request,
+    refuse_peer,
+    refuse_without_gateway,
+    resumed,
+    target_request,
+)
 from zenops.rollout.servers import CloudServers
 from zenops.rollout.strategies import strategy_for
 
 if TYPE_CHECKING:
     from zenops.spend import Spend
 
-# ServeRequest fields a rollout may change (the same model/engine/plan options as `zenops up`)
-# what a rollout may change: the table's changeable options (zenops.request_options, one declaration each)
-CHANGEABLE = request_options.CHANGEABLE
-
-
-def old_request(request: Mapping[str, Any], deployed: Mapping[str, Any]) -> dict[str, Any]:
-    """The request a serving record holds, as a rollout starts from it (``deployed``: the record's pair). A record
-    from before --engine-arg has none; one from before the default became the tested pair (no --vllm then meant
-    another pair, built from source) gets the pair it deployed pinned, so a rollout of another setting keeps it."""
-    old = {"engine_args": [], **request}
-    if old.get("vllm") is None and deployed.get("vllm") and deployed.get("id") != compat.table().default.id:
-        old["vllm"], old["zentorch"] = deployed["vllm"], deployed.get("zentorch")
-    return old
-
-
-@dataclass(frozen=True)
-class RolloutRequest:
-    changes: Mapping[str, Any]  # ServeRequest field -> new value (only what the operator asked to change)
-    strategy: str = strategies.AUTO  # how the batches go to the new release: zenops.rollout.strategies
-    batch: str = "1"
-    canary: int = 1
-    max_unavailable: int | None = None
-    allow_downtime: bool = False
-    revert: bool = True
-    drain_timeout: int = 600  # the longest expected request, seconds
-    min_healthy: int = 10
-    perf_gate: bool = True
-    limits: GateLimits = field(default_factory=GateLimits)
-    gate_concurrency: int = 4
-    gate_prompts: int = 32  # the first (sizing) run's prompts; the measured runs last at least gate_seconds
-    gate_seconds: float = 10.0
-    gate_input_len: int = 64
-    gate_output_len: int = 64
-    # unmeasured requests before each gate run: a server just started (the new ones, and every server of a fleet
-    # whose `up` just ended) answers its first requests slower, which read as a regression or as run-to-run spread
-    gate_warmups: int = 8
-    baseline_repeats: int = 2  # the baseline is the last this many runs, once they agree within --max-spread
-    baseline_max_repeats: int = 5
-    baseline_time_limit: float = 300.0
-    gate_runs: int = 3  # a batch's gate that fails on its figures alone measures again, up to this many runs in all
-    # how long a server may take to answer the gate's first check: longer and the fleet is too busy to measure
-    answer_timeout: int = 120
-    dry_run: bool = False
-    runs_dir: Path = Path("runs")
-    tuned_reason: str | None = None  # --tuned: the campaign and figures behind the changes (the new plans' reason)
-
-    @property
-    def sizing(self) -> GateSizing:
-        return GateSizing(
-            first_prompts=self.gate_prompts,
-            min_seconds=self.gate_seconds,
-            repeats=self.baseline_repeats,
-            max_repeats=max(self.baseline_repeats, self.baseline_max_repeats),
-            time_limit_s=self.baseline_time_limit,
-            gate_runs=max(1, self.gate_runs),
-        )
+# the planning's names that others import from here (zenops.rollout, the CLI)
+__all__ = ["CHANGEABLE", "Rollout", "RolloutRequest", "RolloutResult", "describe_changes", "old_request", "rollout"]
 
 
 @dataclass
@@ -120,10 +79,6 @@ class RolloutResult:
             "batches": self.batches_planned,
             "batch_states": [b.to_dict() for b in self.state.batches],
         }
-
-
-def _rollout_id() -> str:
-    return "rollout-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
 
 
 class Rollout:
@@ -171,68 +126,21 @@ class Rollout:
     def prepare(self) -> RolloutState:
         """The state to run: the one in progress (same target: resumed), or a new one, checked and planned before
         any host is touched (refusals: unknown pair, plan refused, no gateway, a batch that would take all)."""
-        peer = self.record.request.get(request_options.LLAMACPP_KEY)
-        if peer:  # the record's request would read as vLLM's (ServeRequest has no such field): vLLM on their ports
-            raise UsageError(
-                f"llama.cpp's server serves {self.inventory} ({peer}, a campaign's peer cell, left by a campaign that "
-                "did not finish): a rollout replaces zenops's vLLM servers only",
-                hint=f"remove it with `zenops down -i {self.inventory}`, then serve with `zenops up -i "
-                f"{self.inventory} --model ...`",
-            )
+        refuse_peer(self.record.request, self.inventory)
         current = self.ledger.load()
         old = old_request(self.record.request, self.record.compat)
+        given = changes_dict(self.req.changes)
         if current is not None and current.active:
-            wanted = {**current.from_request, **self._changes_dict()}
-            if self.req.changes and wanted != current.to_request:
-                raise UsageError(
-                    f"rollout {current.id} to another target is {current.status} on this deployment "
-                    f"({describe_changes(current.from_request, current.to_request)})",
-                    hint="re-run it with the same options to finish it, or `zenops rollout --abort` to send the "
-                    "changed hosts back first",
-                )
-            self.ctx.note(
-                f"resuming {current.id} ({current.status}): batch "
-                f"{next((i + 1 for i, b in enumerate(current.batches) if b.status != 'done'), len(current.batches))}"
-                f" of {len(current.batches)}"
-            )
-            return current
-        new = {**old, **self._changes_dict()}
-        if "prebuilt_ref" in self._changes_dict():  # the image source given, or the one deployed
-            self.serve_lib.check_image_ref(new.get("image_source"), new["prebuilt_ref"])
-        if new == old:
-            raise UsageError(
-                "nothing to roll out: the options ask for what the deployment already serves",
-                hint="pass what should change, e.g. --model DIR, --max-num-seqs N, --vllm VERSION",
-            )
-        new_req = self.serve_lib.request_from_dict(new)
-        # refused here, before anything: an unknown or broken pair, a model the hosts cannot serve
-        combo = self.serve_lib.resolve_engine(new_req, self.ctx.warn).combo
-        model, _dir = self.serve_lib.resolve_model(new_req.model)
-        new_plans = self._plans_from_facts(new_req, model, combo.vllm)
-        changes = {
-            h: dict(zip(("kind", "diffs"), host_change(self.record.plans.get(h), p, old, new), strict=True))
-            for h, p in new_plans.items()
-        }
-        hosts = [h for h in sorted(self.record.plans) if changes.get(h, {}).get("kind") != "none"]
-        if not hosts:
-            raise UsageError(
-                "nothing to roll out: every host's plan for the new options is the one it serves "
-                f"({describe_changes(old, new)} changes no container)",
-                hint="pass a change that reaches the servers, e.g. --model DIR or --max-num-seqs N",
-            )
-        gw = self.gateway()
-        if gw is None and not self.req.allow_downtime:
-            raise UsageError(
-                f"{self.inventory}'s deployment has no gateway: a rollout drains servers through it so that no "
-                "request fails",
-                hint=f"add it with `zenops up -i {self.inventory} --model ... --gateway on` (same options as before), "
-                "or pass --allow-downtime",
-            )
+            return resumed(self.ctx, current, given, asked=bool(self.req.changes))
+        new = target_request(old, given)
+        plans = new_plans(self.ctx, self.inventory, sorted(self.record.plans), new, tuned=self.req.tuned_reason)
+        changes, hosts = host_changes(self.record.plans, plans, old, new)
+        refuse_without_gateway(self.gateway(), self.inventory, allow_downtime=self.req.allow_downtime)
         name = strategies.choose(
             self.req.strategy, hosts, len(self.record.plans), allow_downtime=self.req.allow_downtime
         )
         batches = strategies.get(name)(self).plan(hosts)
-        rid = _rollout_id()
+        rid = new_rollout_id()
         return RolloutState(
             id=rid,
             deployment=self.key,
@@ -251,37 +159,6 @@ class Rollout:
         self.record = self.record.with_services(applied)
         self.state.services = {k: dict(v) for k, v in self.record.services.items()}
         self.save()
-
-    def _changes_dict(self) -> dict[str, Any]:
-        """The changes as the serving record keeps them: paths absolute (a model directory too), as `up` records."""
-        out = {}
-        for k, given in self.req.changes.items():
-            value = given
-            if isinstance(given, Path):
-                value = str(given.resolve())
-            elif isinstance(given, tuple):
-                value = list(given)  # as the record keeps it (JSON)
-            elif k == "model" and isinstance(given, str) and Path(given).expanduser().is_dir():
-                value = str(Path(given).expanduser().resolve())
-            out[k] = value
-        return out
-
-    def _plans_from_facts(self, new_req: Any, model: Any, vllm: str) -> dict[str, dict[str, Any]]:
-        from zenops.facts import facts_path, load_facts_file  # noqa: PLC0415
-
-        topologies = {}
-        for host in sorted(self.record.plans):
-            path = facts_path(self.ctx.config, host)
-            if not path.is_file():
-                raise ZenopsError(
-                    f"no saved facts for {host} ({path}): the rollout plans before it changes anything",
-                    hint=f"gather them: zenops facts -i {self.inventory}",
-                )
-            topologies[host] = load_facts_file(path, host)
-        opts = self.serve_lib.plan_options(new_req, vllm, tuned=self.req.tuned_reason)
-        plans = {h: p.to_dict() for h, p in self.serve_lib.make_plans(topologies, model, opts, self.ctx.config).items()}
-        self.serve_lib.check_engine_args(new_req.engine_args, plans)
-        return plans
 
     # --- the run ----------------------------------------------------------------------------------------------
 
@@ -642,11 +519,6 @@ class Rollout:
             return hosts
         finally:
             self._reconcile_drained()
-
-
-def describe_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
-    diffs = [f"{k}: {old.get(k)} -> {new.get(k)}" for k in CHANGEABLE if old.get(k) != new.get(k)]
-    return "; ".join(diffs) or "no change"
 
 
 def rollout(
