@@ -80,7 +80,7 @@ LAYERS: dict[str, int] = {
         [
             "zenops", "errors", "paths", "config", "config_edit", "statefile", "durations", "schema", "cpulist",
             "compat", "planner", "catalog", "quant", "peers", "measured", "cost", "spend", "request_options",
-            "llamacpp", "llamacpp_table", "tinymodel", "report",
+            "llamacpp", "llamacpp_table", "tinymodel", "report", "option_table", "scaling",
         ],
         0,
     ),
