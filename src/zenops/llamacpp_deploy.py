@@ -101,9 +101,9 @@ def instances(
     m = mounts(model_name)
     gguf = f"{m['gguf']}/{llamacpp.gguf_name(model_name, fmt)}"
     out: list[dict[str, Any]] = []
-    for inst in insts:
-        s = llamacpp.server(inst, max_model_len, gguf=gguf, served_name=served_name, api_key_file=m["api_key_file"],
-                            concurrency=concurrency, host=host)  # fmt: skip
+    servers = llamacpp.servers(insts, max_model_len, gguf=gguf, served_name=served_name,
+                               api_key_file=m["api_key_file"], concurrency=concurrency, host=host)  # fmt: skip
+    for inst, s in zip(insts, servers, strict=True):
         d = asdict(s)
         d["argv"] = list(s.argv)
         d["cpus"] = list(s.cpus)

@@ -21,6 +21,7 @@ from typing import Any
 
 from zenops import llamacpp, llamacpp_deploy, serve
 from zenops.context import RunContext
+from zenops.deployment.identity import inventory_label
 from zenops.deployment.record import ServingRecord
 from zenops.deployment.store import Store
 from zenops.errors import UsageError, ZenopsError
@@ -66,8 +67,8 @@ def serve_llamacpp(ctx: RunContext, inventory: Path, request: Mapping[str, Any])
     served = req.served_model_name or model_dir.name
     extravars = llamacpp_deploy.serve_extravars(
         {h: p.to_dict() for h, p in plans.items()}, model_dir=str(model_dir), served_name=served, fmt=fmt,
-        concurrency=req.concurrency, api_key_file=str(api_key), deployment=inventory.stem, pip=serve.pip_settings(),
-        base_image=req.base_image,
+        concurrency=req.concurrency, api_key_file=str(api_key), deployment=inventory_label(inventory),
+        pip=serve.pip_settings(), base_image=req.base_image,
         base_image_archive=str(req.base_image_archive.resolve()) if req.base_image_archive is not None else None,
     )  # fmt: skip
     # one engine at a time: the deployment's vLLM servers go (images, models, the API key stay)
@@ -91,7 +92,7 @@ def serve_llamacpp(ctx: RunContext, inventory: Path, request: Mapping[str, Any])
             endpoints=endpoints,
             images={h: _image(eps) for h, eps in endpoints.items()},
             api_key_file=str(api_key),
-            deployment=inventory.stem,
+            deployment=inventory_label(inventory),
             updated_at=datetime.now(UTC).isoformat(timespec="seconds"),
         )
     )
@@ -119,7 +120,7 @@ def stop_llamacpp(ctx: RunContext, inventory: Path) -> None:
     and the images stay for the next llama.cpp cell (llamacpp_server_absent_gguf false)."""
     extravars = {
         "llamacpp_state": "absent",
-        "llamacpp_server_deployment": inventory.stem,
+        "llamacpp_server_deployment": inventory_label(inventory),
         "llamacpp_server_absent_gguf": False,
     }
     ctx.run(RunSpec(playbook=PLAYBOOK, inventory=inventory, extravars=extravars, verbosity=ctx.verbosity))

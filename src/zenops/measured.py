@@ -79,6 +79,21 @@ def spread_of(values: Sequence[float]) -> float | None:
     return (max(values) - min(values)) / mean if mean > 0 else None
 
 
+def beyond_spread(ratio: float, spread_a: float | None, spread_b: float | None) -> tuple[float | None, int | None]:
+    """The one rule for telling two engines or settings apart (the campaign's peers table, the llama.cpp table, the
+    plan's warning): the noise is the larger of the two rows' run-to-run spreads (:func:`spread_of`); a ratio above
+    1 + noise is 1 (the first one faster), below 1 - noise -1, in between 0 (within the spread). A row of one run
+    has no spread and nothing can be told: (None, None). Returns (noise, sign)."""
+    if spread_a is None or spread_b is None:
+        return None, None
+    noise = max(spread_a, spread_b)
+    if ratio > 1 + noise:
+        return noise, 1
+    if ratio < 1 - noise:
+        return noise, -1
+    return noise, 0
+
+
 def runs(
     engine: str,
     fmt: str,

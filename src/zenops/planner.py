@@ -1012,82 +1012,15 @@ def plan(
     _warn_measured_faster(model, platform, dtype, topo.flags, opts.concurrency, warnings)
 
     weights = model.weight_bytes(dtype)
-    per_token = model.kv_bytes_per_token(dtype)
-    reasons.append(
-        Reason(
-            "model",
-            f"{model.name}: {model.params_b}B parameters -> {_gib(weights)} GiB of "
-            f"{model.quant_format.name + ' (' + dtype + ' activations)' if model.quantization else dtype} "
-            f"weights; KV cache per token = 2 x {model.layers} layers x {model.kv_heads} KV heads x "
-            f"{model.head_dim} head dim x {DTYPE_BYTES[dtype]} bytes = {per_token} bytes"
-            + (" (sliding-window layers make this conservative)" if model.sliding_window else ""),
-        )
-    )
+    reasons.append(_model_reason(model, dtype, weights))
 
     layout = _layout(topo, model, opts, dtype, weights, objective, reasons, flavors)
-    max_num_seqs = opts.max_num_seqs or layout.seats
-    if opts.max_num_seqs is None:
-        n = len(layout.instances)
-        if objective == "throughput":
-            text = (
-                f"{max_num_seqs} per instance = ceil(expected concurrency {opts.concurrency} / {n} instance(s)) + 1 "
-                f"slot of slack: {n} x {max_num_seqs} = {n * max_num_seqs} seats >= {opts.concurrency}"
-            )
-        else:
-            text = (
-                f"{max_num_seqs} = expected concurrency {opts.concurrency} + 1 slot of "
-                "slack (the write-up ran 4 concurrent requests with --max-num-seqs=5)"
-            )
-        reasons.append(Reason("max_num_seqs", text))
-
-    # memory per rank and the max_model_len that fits: the rank whose KV budget holds the fewest tokens decides
-    budgets = []
-    for slots in layout.instances:
-        tp = len(slots)
-        rank_token = model.kv_bytes_per_token(dtype, tp)
-        for slot in slots:
-            budget = _kv_budget(slot, weights // tp, kv_unit(version))
-            budgets.append((budget / rank_token, budget, rank_token))
-    _, min_budget, per_rank_token = min(budgets)
-    if min_budget < MIN_MAX_MODEL_LEN * per_rank_token:
-        worst = min(layout.instances, key=lambda s: sum(x.memory_bytes for x in s))
-        need = (
-            sum(x.headroom_bytes for x in worst)
-            + weights
-            + len(worst) * _overhead(weights // len(worst))
-            + int(MIN_MAX_MODEL_LEN * per_token)
-        )
-        where = (
-            f"{'node ' + str(worst[0].node.id) if len(worst) == 1 else str(len(worst)) + ' NUMA nodes'}"
-            + (" (a share of its memory)" if worst[0].memory_bytes < worst[0].node.memory_bytes else "")
-            + f" of {topo.source}"
-        )
-        raise _refuse_too_big(model, opts, topo, need, flavors, where)
-
+    max_num_seqs = _choose_max_num_seqs(opts, layout, objective, reasons)
+    min_budget, per_rank_token = _smallest_kv_budget(topo, model, opts, dtype, layout, flavors)
     max_model_len = _choose_max_model_len(model, opts, max_num_seqs, min_budget, per_rank_token, reasons)
 
-    instances = []
-    port = opts.base_port
-    for index, slots in enumerate(layout.instances):
-        inst = _instance(
-            index,
-            port,
-            slots,
-            model,
-            max_model_len,
-            max_num_seqs,
-            dtype,
-            version,
-            platform,
-            objective,
-            topo,
-            reasons if index == 0 else None,
-            warnings,
-        )
-        instances.append(inst)
-        port += 1
-    if len(instances) > 1:
-        reasons.append(Reason("ports", f"ports {opts.base_port}-{port - 1}, one per instance"))
+    chosen = _Choices(topo, model, dtype, version, platform, objective, max_model_len, max_num_seqs)
+    instances = _instances(layout, chosen, opts.base_port, reasons, warnings)
     _rooflines(topo, model, dtype, layout.instances, instances, opts.concurrency, max_model_len, reasons)
 
     made = Plan(
@@ -1106,6 +1039,82 @@ def plan(
         weights=model.quant_format.name if model.quant_format is not None else dtype,
     )
     return _as_layout(made, topo, opts.layout)
+
+
+def _model_reason(model: ModelSpec, dtype: str, weights: int) -> Reason:
+    per_token = model.kv_bytes_per_token(dtype)
+    return Reason(
+        "model",
+        f"{model.name}: {model.params_b}B parameters -> {_gib(weights)} GiB of "
+        f"{model.quant_format.name + ' (' + dtype + ' activations)' if model.quantization else dtype} "
+        f"weights; KV cache per token = 2 x {model.layers} layers x {model.kv_heads} KV heads x "
+        f"{model.head_dim} head dim x {DTYPE_BYTES[dtype]} bytes = {per_token} bytes"
+        + (" (sliding-window layers make this conservative)" if model.sliding_window else ""),
+    )
+
+
+def _choose_max_num_seqs(opts: PlanOptions, layout: _Layout, objective: str, reasons: list[Reason]) -> int:
+    max_num_seqs = opts.max_num_seqs or layout.seats
+    if opts.max_num_seqs is None:
+        n = len(layout.instances)
+        if objective == "throughput":
+            text = (
+                f"{max_num_seqs} per instance = ceil(expected concurrency {opts.concurrency} / {n} instance(s)) + 1 "
+                f"slot of slack: {n} x {max_num_seqs} = {n * max_num_seqs} seats >= {opts.concurrency}"
+            )
+        else:
+            text = (
+                f"{max_num_seqs} = expected concurrency {opts.concurrency} + 1 slot of "
+                "slack (the write-up ran 4 concurrent requests with --max-num-seqs=5)"
+            )
+        reasons.append(Reason("max_num_seqs", text))
+    return max_num_seqs
+
+
+def _smallest_kv_budget(
+    topo: Topology, model: ModelSpec, opts: PlanOptions, dtype: str, layout: _Layout, flavors: Sequence[FlavorSpec]
+) -> tuple[int, int]:
+    """Memory per rank and the max_model_len that fits: the rank whose KV budget holds the fewest tokens decides.
+    Its budget and KV bytes per token; refused when it cannot hold MIN_MAX_MODEL_LEN tokens."""
+    weights = model.weight_bytes(dtype)
+    unit = kv_unit(parse_version(opts.vllm_version))
+    budgets = []
+    for slots in layout.instances:
+        tp = len(slots)
+        rank_token = model.kv_bytes_per_token(dtype, tp)
+        for slot in slots:
+            budget = _kv_budget(slot, weights // tp, unit)
+            budgets.append((budget / rank_token, budget, rank_token))
+    _, min_budget, per_rank_token = min(budgets)
+    if min_budget < MIN_MAX_MODEL_LEN * per_rank_token:
+        worst = min(layout.instances, key=lambda s: sum(x.memory_bytes for x in s))
+        need = (
+            sum(x.headroom_bytes for x in worst)
+            + weights
+            + len(worst) * _overhead(weights // len(worst))
+            + int(MIN_MAX_MODEL_LEN * model.kv_bytes_per_token(dtype))
+        )
+        where = (
+            f"{'node ' + str(worst[0].node.id) if len(worst) == 1 else str(len(worst)) + ' NUMA nodes'}"
+            + (" (a share of its memory)" if worst[0].memory_bytes < worst[0].node.memory_bytes else "")
+            + f" of {topo.source}"
+        )
+        raise _refuse_too_big(model, opts, topo, need, flavors, where)
+    return min_budget, per_rank_token
+
+
+def _instances(
+    layout: _Layout, chosen: _Choices, base_port: int, reasons: list[Reason], warnings: list[str]
+) -> list[Instance]:
+    """One instance per slot group, on consecutive ports; the first one's numbers are explained."""
+    instances = []
+    port = base_port
+    for index, slots in enumerate(layout.instances):
+        instances.append(_instance(index, port, slots, chosen, reasons if index == 0 else None, warnings))
+        port += 1
+    if len(instances) > 1:
+        reasons.append(Reason("ports", f"ports {base_port}-{port - 1}, one per instance"))
+    return instances
 
 
 def _nearest_hint(nearest: str | None) -> str:
@@ -1443,6 +1452,20 @@ def _roofline_text(r: Mapping[str, Any]) -> str:
 
 
 @dataclass(frozen=True)
+class _Choices:
+    """What the plan chose once for every instance: the inputs of each instance's numbers besides its slots."""
+
+    topo: Topology
+    model: ModelSpec
+    dtype: str
+    version: tuple[int, int, int]
+    platform: str
+    objective: str
+    max_model_len: int
+    max_num_seqs: int
+
+
+@dataclass(frozen=True)
 class _KvFigures:
     kv_gib: float
     need_all: int
@@ -1451,85 +1474,171 @@ class _KvFigures:
     weights_rank: int
     overhead: int
     per_rank_token: float
+    kv_bytes: int
+
+
+@dataclass(frozen=True)
+class _Binding:
+    """Where one instance's threads run: the OpenMP-bound cores per rank, the reserved ones, the whole slice."""
+
+    bind_ranks: list[list[int]]
+    reserved: list[int]
+    all_cpus: list[int]
+    omp: str
+    nodes: list[int]
+
+
+def _kv_figures(slots: list[_Slot], chosen: _Choices) -> _KvFigures:
+    """One instance's KV cache per rank: what its seats need, what its memory leaves, and what is planned."""
+    tp = len(slots)
+    weights_rank = chosen.model.weight_bytes(chosen.dtype) // tp
+    overhead = _overhead(weights_rank)
+    per_rank_token = chosen.model.kv_bytes_per_token(chosen.dtype, tp)  # vLLM's max(1, kv_heads // tp) heads per rank
+    # one spare KV block per sequence: vLLM refuses a cache that holds exactly max_model_len tokens per sequence
+    # (measured: the tiny model with --max-num-seqs 1 was planned 1 MiB = 2048 tokens, and vLLM said it cannot
+    # serve one request of 2048)
+    need_all = math.ceil(chosen.max_num_seqs * (chosen.max_model_len + KV_BLOCK_TOKENS) * per_rank_token)
+    unit = kv_unit(chosen.version)
+    budget = min(_kv_budget(s, weights_rank, unit) for s in slots)
+    # the need rounded up to the unit, capped by the budget (already rounded down, and at least one full request)
+    kv_bytes = min(math.ceil(need_all / unit), budget // unit) * unit
+    kv_tokens = int(kv_bytes // per_rank_token)
+    return _KvFigures(kv_bytes / GIB, need_all, budget, kv_tokens, weights_rank, overhead, per_rank_token, kv_bytes)
+
+
+def _binding(slots: list[_Slot]) -> _Binding:
+    bind_ranks: list[list[int]] = []
+    reserved: list[int] = []
+    for s in slots:
+        keep = RESERVED_CORES_PER_RANK if len(s.cores) > SMALL_RANK_CORES else 0
+        reserved += [c.primary for c in s.cores[:keep]]
+        bind_ranks.append([c.primary for c in s.cores[keep:]])
+    all_cpus = sorted(c for s in slots for core in s.cores for c in core.cpus)
+    omp = "|".join(format_cpulist(r) for r in bind_ranks)
+    nodes = list(dict.fromkeys(s.node.id for s in slots))  # ranks of one node name it once
+    return _Binding(bind_ranks, reserved, all_cpus, omp, nodes)
+
+
+def _engine(
+    port: int, slots: list[_Slot], chosen: _Choices, kv: _KvFigures, omp: str
+) -> tuple[list[str], dict[str, str]]:
+    """One instance's vLLM arguments and environment."""
+    tp, version, platform = len(slots), chosen.version, chosen.platform
+    env: dict[str, str] = {"VLLM_CPU_OMP_THREADS_BIND": omp}
+    args = [
+        "--dtype",
+        chosen.dtype,
+        "--max-model-len",
+        str(chosen.max_model_len),
+        "--max-num-seqs",
+        str(chosen.max_num_seqs),
+        "--port",
+        str(port),
+    ]
+    if tp > 1:
+        args += ["--tensor-parallel-size", str(tp)]
+    if version >= (0, 20, 0):
+        args += ["--kv-cache-memory-bytes", str(kv.kv_bytes)]
+        share = max(s.memory_bytes for s in slots) / max(s.node.memory_bytes for s in slots)
+        if share < 1:  # several instances on one node: the startup check must not demand the whole node
+            used = (kv.weights_rank + kv.overhead + kv.kv_bytes) / max(s.node.memory_bytes for s in slots)
+            args += ["--gpu-memory-utilization", f"{math.ceil(used * 100) / 100:.2f}"]
+    else:
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(kv.kv_bytes // GIB)
+    if platform == "zen" and version < (0, 18, 0):
+        env["VLLM_PLUGINS"] = "zentorch"
+    if platform == "zen" and chosen.objective == "throughput" and version >= FREEZING_MIN_VLLM:
+        env.update({"TORCHINDUCTOR_FREEZING": "1", "VLLM_USE_AOT_COMPILE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"})
+    return args, env
+
+
+def _container(slots: list[_Slot], binding: _Binding) -> dict[str, Any]:
+    return {
+        "cpuset_cpus": format_cpulist(binding.all_cpus),
+        "cpuset_mems": ",".join(str(n) for n in binding.nodes),
+        "shm_size": f"{SHM_PER_RANK * len(slots) // GIB}g",
+        "ipc_mode": None,
+        "cap_add": list(CAPABILITIES),
+        "security_opts": list(SECURITY_OPTS),
+        "privileged": False,
+    }
+
+
+def _cpus_reason(slots: list[_Slot], topo: Topology, omp: str, reserved: list[int]) -> Reason:
+    first = slots[0]
+    n_cores = len(first.cores)
+    smt = " (SMT siblings left out: one thread per physical core)" if topo.smt_active else ""
+    return Reason(
+        "cpus",
+        f"OpenMP threads on {omp}: node {first.node.id}'s {n_cores} physical cores"
+        f"{smt}, minus {len(reserved) // len(slots) or 0} reserved for the API server/engine frontend "
+        f"({format_cpulist(reserved) or _no_reserve(n_cores)}); the write-up bound 0-(nproc-1), "
+        "and its VLLM_CPU_NUM_OF_RESERVED_CPU=1 only applies to automatic binding",
+    )
+
+
+def _kv_cache_reason(slots: list[_Slot], chosen: _Choices, kv: _KvFigures) -> Reason:
+    tp, model, first = len(slots), chosen.model, slots[0]
+    return Reason(
+        "kv_cache",
+        f"{kv.kv_gib:.2f} GiB per rank: needed {chosen.max_num_seqs} seqs x {chosen.max_model_len} "
+        f"tokens x {kv.per_rank_token:g} bytes = {_gib(kv.need_all)} GiB; available "
+        f"{_gib(first.memory_bytes)} GiB node share - {_gib(first.headroom_bytes)} OS headroom - "
+        f"{_gib(kv.weights_rank)} weights - {_gib(kv.overhead)} runtime overhead = {_gib(kv.budget)} GiB; "
+        f"planned min(need rounded up, budget rounded down), holding {kv.kv_tokens} tokens. "
+        "The write-up's 75% of RAM allocates KV that is never used and risks the OOM killer"
+        + (
+            f". Per rank of TP {tp}: vLLM keeps max(1, {model.kv_heads} // {tp}) = "
+            f"{model.kv_heads_per_rank(tp)} KV head(s) on every rank"
+            + (" (replicated: TP exceeds the KV heads)" if tp > model.kv_heads else "")
+            if tp > 1
+            else ""
+        ),
+    )
+
+
+def _kv_semantics_reason(version: tuple[int, int, int]) -> Reason:
+    if version >= (0, 20, 0):
+        return Reason(
+            "kv_semantics",
+            f"vLLM {'.'.join(map(str, version))} >= 0.20: "
+            "--kv-cache-memory-bytes (VLLM_CPU_KVCACHE_SPACE is legacy there; without either, "
+            "--gpu-memory-utilization 0.92 x node memory is taken)",
+        )
+    return Reason(
+        "kv_semantics",
+        f"vLLM {'.'.join(map(str, version))} < 0.20: "
+        "VLLM_CPU_KVCACHE_SPACE in GiB (unset means 4 GiB up to 0.11, 50% of RAM per NUMA "
+        "node in 0.14-0.18)",
+    )
+
+
+def _container_reason(container: Mapping[str, Any]) -> Reason:
+    return Reason(
+        "container",
+        f"--shm-size {container['shm_size']} ({SHM_PER_RANK // GIB} GiB per rank) "
+        "instead of the write-up's total-1 GiB (tmpfs only holds what the message queues use); "
+        f"cpuset {container['cpuset_cpus']} on memory node(s) {container['cpuset_mems']} (memory bound to the "
+        "instance's node, as AMD's numactl --membind runs and the NUMA study's --membind=0; serving-layouts.md); "
+        "--cap-add SYS_NICE and seccomp=unconfined instead of --privileged",
+    )
 
 
 def _explain(
     reasons: list[Reason],
     slots: list[_Slot],
-    topo: Topology,
-    platform: str,
-    version: tuple[int, int, int],
-    omp: str,
-    reserved: list[int],
-    container: dict[str, Any],
+    chosen: _Choices,
+    binding: _Binding,
+    container: Mapping[str, Any],
     kv: _KvFigures,
-    max_num_seqs: int,
-    max_model_len: int,
-    model: ModelSpec,
     env: Mapping[str, str],
 ) -> None:
     """The reasons for one instance's numbers (given once: every instance follows the same rules)."""
-    tp = len(slots)
-    kv_gib, need_all, budget, kv_tokens = kv.kv_gib, kv.need_all, kv.budget, kv.kv_tokens
-    weights_rank, overhead, per_rank_token = kv.weights_rank, kv.overhead, kv.per_rank_token
-    first = slots[0]
-    n_cores = len(first.cores)
-    smt = " (SMT siblings left out: one thread per physical core)" if topo.smt_active else ""
-    reasons.append(
-        Reason(
-            "cpus",
-            f"OpenMP threads on {omp}: node {first.node.id}'s {n_cores} physical cores"
-            f"{smt}, minus {len(reserved) // tp or 0} reserved for the API server/engine frontend "
-            f"({format_cpulist(reserved) or _no_reserve(n_cores)}); the write-up bound 0-(nproc-1), "
-            "and its VLLM_CPU_NUM_OF_RESERVED_CPU=1 only applies to automatic binding",
-        )
-    )
-    reasons.append(
-        Reason(
-            "kv_cache",
-            f"{kv_gib:.2f} GiB per rank: needed {max_num_seqs} seqs x {max_model_len} "
-            f"tokens x {per_rank_token:g} bytes = {_gib(need_all)} GiB; available "
-            f"{_gib(first.memory_bytes)} GiB node share - {_gib(first.headroom_bytes)} OS headroom - "
-            f"{_gib(weights_rank)} weights - {_gib(overhead)} runtime overhead = {_gib(budget)} GiB; "
-            f"planned min(need rounded up, budget rounded down), holding {kv_tokens} tokens. "
-            "The write-up's 75% of RAM allocates KV that is never used and risks the OOM killer"
-            + (
-                f". Per rank of TP {tp}: vLLM keeps max(1, {model.kv_heads} // {tp}) = "
-                f"{model.kv_heads_per_rank(tp)} KV head(s) on every rank"
-                + (" (replicated: TP exceeds the KV heads)" if tp > model.kv_heads else "")
-                if tp > 1
-                else ""
-            ),
-        )
-    )
-    if version >= (0, 20, 0):
-        reasons.append(
-            Reason(
-                "kv_semantics",
-                f"vLLM {'.'.join(map(str, version))} >= 0.20: "
-                "--kv-cache-memory-bytes (VLLM_CPU_KVCACHE_SPACE is legacy there; without either, "
-                "--gpu-memory-utilization 0.92 x node memory is taken)",
-            )
-        )
-    else:
-        reasons.append(
-            Reason(
-                "kv_semantics",
-                f"vLLM {'.'.join(map(str, version))} < 0.20: "
-                "VLLM_CPU_KVCACHE_SPACE in GiB (unset means 4 GiB up to 0.11, 50% of RAM per NUMA "
-                "node in 0.14-0.18)",
-            )
-        )
-    reasons.append(
-        Reason(
-            "container",
-            f"--shm-size {container['shm_size']} ({SHM_PER_RANK // GIB} GiB per rank) "
-            "instead of the write-up's total-1 GiB (tmpfs only holds what the message queues use); "
-            f"cpuset {container['cpuset_cpus']} on memory node(s) {container['cpuset_mems']} (memory bound to the "
-            "instance's node, as AMD's numactl --membind runs and the NUMA study's --membind=0; serving-layouts.md); "
-            "--cap-add SYS_NICE and seccomp=unconfined instead of --privileged",
-        )
-    )
+    version = chosen.version
+    reasons.append(_cpus_reason(slots, chosen.topo, binding.omp, binding.reserved))
+    reasons.append(_kv_cache_reason(slots, chosen, kv))
+    reasons.append(_kv_semantics_reason(version))
+    reasons.append(_container_reason(container))
     if "TORCHINDUCTOR_FREEZING" in env:
         reasons.append(
             Reason(
@@ -1539,7 +1648,7 @@ def _explain(
                 "FREEZING without them fails with 'expected OutputCode, got function' on vLLM 0.22/zentorch 2.11.0.1)",
             )
         )
-    if platform == "zen":
+    if chosen.platform == "zen":
         how = (
             "VLLM_PLUGINS=zentorch loads the out-of-tree plugin"
             if version < (0, 18, 0)
@@ -1561,121 +1670,44 @@ def _instance(
     index: int,
     port: int,
     slots: list[_Slot],
-    model: ModelSpec,
-    max_model_len: int,
-    max_num_seqs: int,
-    dtype: str,
-    version: tuple[int, int, int],
-    platform: str,
-    objective: str,
-    topo: Topology,
+    chosen: _Choices,
     reasons: list[Reason] | None,
     warnings: list[str],
 ) -> Instance:
     tp = len(slots)
-    weights = model.weight_bytes(dtype)
-    weights_rank = weights // tp
-    overhead = _overhead(weights_rank)
-    per_rank_token = model.kv_bytes_per_token(dtype, tp)  # vLLM's max(1, kv_heads // tp) heads on every rank
-    # one spare KV block per sequence: vLLM refuses a cache that holds exactly max_model_len tokens per sequence
-    # (measured: the tiny model with --max-num-seqs 1 was planned 1 MiB = 2048 tokens, and vLLM said it cannot
-    # serve one request of 2048)
-    need_all = math.ceil(max_num_seqs * (max_model_len + KV_BLOCK_TOKENS) * per_rank_token)
-    unit = kv_unit(version)
-    budget = min(_kv_budget(s, weights_rank, unit) for s in slots)
-    # the need rounded up to the unit, capped by the budget (already rounded down, and at least one full request)
-    kv_bytes = min(math.ceil(need_all / unit), budget // unit) * unit
-    kv_gib = kv_bytes / GIB
-    kv_tokens = int(kv_bytes // per_rank_token)
+    kv = _kv_figures(slots, chosen)
+    binding = _binding(slots)
+    args, env = _engine(port, slots, chosen, kv, binding.omp)
+    container = _container(slots, binding)
 
-    bind_ranks: list[list[int]] = []
-    reserved: list[int] = []
-    for s in slots:
-        keep = RESERVED_CORES_PER_RANK if len(s.cores) > SMALL_RANK_CORES else 0
-        reserved += [c.primary for c in s.cores[:keep]]
-        bind_ranks.append([c.primary for c in s.cores[keep:]])
-    all_cpus = sorted(c for s in slots for core in s.cores for c in core.cpus)
-    omp = "|".join(format_cpulist(r) for r in bind_ranks)
-    nodes = list(dict.fromkeys(s.node.id for s in slots))  # ranks of one node name it once
-
-    env: dict[str, str] = {"VLLM_CPU_OMP_THREADS_BIND": omp}
-    args = [
-        "--dtype",
-        dtype,
-        "--max-model-len",
-        str(max_model_len),
-        "--max-num-seqs",
-        str(max_num_seqs),
-        "--port",
-        str(port),
-    ]
-    if tp > 1:
-        args += ["--tensor-parallel-size", str(tp)]
-    if version >= (0, 20, 0):
-        args += ["--kv-cache-memory-bytes", str(kv_bytes)]
-        share = max(s.memory_bytes for s in slots) / max(s.node.memory_bytes for s in slots)
-        if share < 1:  # several instances on one node: the startup check must not demand the whole node
-            used = (weights_rank + overhead + kv_bytes) / max(s.node.memory_bytes for s in slots)
-            args += ["--gpu-memory-utilization", f"{math.ceil(used * 100) / 100:.2f}"]
-    else:
-        env["VLLM_CPU_KVCACHE_SPACE"] = str(kv_bytes // GIB)
-    if platform == "zen" and version < (0, 18, 0):
-        env["VLLM_PLUGINS"] = "zentorch"
-    if platform == "zen" and objective == "throughput" and version >= FREEZING_MIN_VLLM:
-        env.update({"TORCHINDUCTOR_FREEZING": "1", "VLLM_USE_AOT_COMPILE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"})
-
-    container: dict[str, Any] = {
-        "cpuset_cpus": format_cpulist(all_cpus),
-        "cpuset_mems": ",".join(str(n) for n in nodes),
-        "shm_size": f"{SHM_PER_RANK * tp // GIB}g",
-        "ipc_mode": None,
-        "cap_add": list(CAPABILITIES),
-        "security_opts": list(SECURITY_OPTS),
-        "privileged": False,
-    }
-
-    if kv_bytes < need_all:
-        held = int(kv_bytes // (max_model_len * per_rank_token))
+    if kv.kv_bytes < kv.need_all:
+        held = int(kv.kv_bytes // (chosen.max_model_len * kv.per_rank_token))
         warnings.append(
-            f"instance {index}: the KV cache ({kv_gib:.2f} GiB) holds {held} full-length sequence(s), "
-            f"fewer than --max-num-seqs {max_num_seqs}; long requests beyond that queue"
+            f"instance {index}: the KV cache ({kv.kv_gib:.2f} GiB) holds {held} full-length sequence(s), "
+            f"fewer than --max-num-seqs {chosen.max_num_seqs}; long requests beyond that queue"
         )
     if reasons is not None:
-        _explain(
-            reasons,
-            slots,
-            topo,
-            platform,
-            version,
-            omp,
-            reserved,
-            container,
-            _KvFigures(kv_gib, need_all, budget, kv_tokens, weights_rank, overhead, per_rank_token),
-            max_num_seqs,
-            max_model_len,
-            model,
-            env,
-        )
+        _explain(reasons, slots, chosen, binding, container, kv, env)
 
     return Instance(
         index=index,
         port=port,
-        numa_nodes=nodes,
+        numa_nodes=binding.nodes,
         tensor_parallel_size=tp,
-        cpus=[c for r in bind_ranks for c in r],
-        omp_threads_bind=omp,
-        reserved_cpus=reserved,
+        cpus=[c for r in binding.bind_ranks for c in r],
+        omp_threads_bind=binding.omp,
+        reserved_cpus=binding.reserved,
         cpuset=container["cpuset_cpus"],
         memory_share_gib=_gib(sum(s.memory_bytes for s in slots)),
-        weights_gib=_gib(weights),
-        overhead_gib=_gib(overhead * tp),
+        weights_gib=_gib(chosen.model.weight_bytes(chosen.dtype)),
+        overhead_gib=_gib(kv.overhead * tp),
         headroom_gib=_gib(sum(s.headroom_bytes for s in slots)),
-        kv_cache_gib=round(kv_gib, 2),
-        kv_cache_bytes=kv_bytes,
-        kv_tokens=kv_tokens,
+        kv_cache_gib=round(kv.kv_gib, 2),
+        kv_cache_bytes=kv.kv_bytes,
+        kv_tokens=kv.kv_tokens,
         env=env,
         args=args,
         container=container,
-        max_num_seqs=max_num_seqs,
-        kv_heads_per_rank=model.kv_heads_per_rank(tp),
+        max_num_seqs=chosen.max_num_seqs,
+        kv_heads_per_rank=chosen.model.kv_heads_per_rank(tp),
     )

@@ -17,6 +17,7 @@ campaign and tuned files; the flag is the same words with dashes, except where n
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ PLAN, UP, ROLLOUT = "plan", "up", "rollout"
 SERVING_COMMANDS = (PLAN, UP, ROLLOUT)
 DTYPES = ("bfloat16", "float16", "float32")
 IMAGE_SOURCES = ("pip", "build", "prebuilt")
+SERVE_PLAN = ("ServeRequest", "PlanOptions")  # the rows whose field the planner takes too (PlanOptions)
 # the most concurrent requests zenops plans for or benchmarks at (--concurrency of plan/up/rollout and bench, a
 # campaign's variants and bench levels): a CPU host serves tens at once; beyond this nothing can mean it
 MAX_CONCURRENCY = 4096
@@ -45,8 +47,8 @@ class Option:
     commands: tuple[str, ...] = SERVING_COMMANDS
     default: Any = None  # `up`'s (and `plan`'s) default; `rollout` has none: what is deployed stays
     choices: tuple[str, ...] = ()
-    minimum: int | None = None  # int and duration: the least value taken
-    maximum: int | None = None  # int: the largest value taken
+    minimum: int | None = None  # int, float and duration: the least value taken
+    maximum: int | None = None  # int and float: the largest value taken
     metavar: str | None = None
     short: str | None = None  # a one-letter flag too (-m)
     changeable: bool = True  # `rollout` may change it (in a rollout's request, from a flag or a tuned file)
@@ -54,11 +56,27 @@ class Option:
     example: str = ""  # for a campaign file's error message: the key with a value
     role_var: str | None = None  # the vllm_server role variable it is passed as, unchanged (role_vars)
     old_keys: tuple[str, ...] = ()  # earlier names of its config key (defaults.<command>.<key>), still taken
+    # --- the rows of zenops.option_table (target, cloud, gateway, batch, gate, bench, consent) use these too ----------
+    group: str = "serve"  # the table's section: serve, target, cloud, gateway, batch, gate, bench, consent
+    requests: tuple[str, ...] = ("ServeRequest",)  # the request classes its field is a field of (request_from_rows)
+    param_name: str | None = None  # the click parameter's name when it is not the field (--gateway: gateway_mode)
+    key: str | None = None  # the row's name in the table when it is not its parameter's (two commands' --concurrency)
+    old_flags: tuple[str, ...] = ()  # earlier spellings of its flag, taken with a deprecation warning
+    service: str | None = None  # the service (zenops.deployment.services) the option configures
+    show_default: bool | None = None  # None: shown unless a flag or empty
+    # command -> what differs there (help, required, metavar, old, envvar, show_envvar): one row, a command's variant
+    variants: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict, compare=False, hash=False)
 
     @property
     def param(self) -> str:
-        """The click parameter's name: the field (--image-ref's is prebuilt_ref, --vllm's is vllm)."""
-        return self.field
+        """The click parameter's name: the field (--image-ref's is prebuilt_ref, --vllm's is vllm), unless the row
+        names another (``param_name``: a config key that predates the field)."""
+        return self.param_name or self.field
+
+    @property
+    def name(self) -> str:
+        """The row's name in the table (zenops.option_table.row): its parameter's, unless ``key`` names it."""
+        return self.key or self.param
 
     def takes(self, command: str) -> bool:
         return command in self.commands
@@ -77,40 +95,48 @@ OPTIONS: tuple[Option, ...] = (
         "platform", "--platform", "choice", default="auto", choices=("auto", "zen", "cpu"),
         help="zen = vLLM + zentorch (AMD with AVX-512), cpu = stock vLLM CPU backend.",
         campaign=("variant",), example="platform: zen",
+        requests=SERVE_PLAN,
     ),
     Option(
         "dtype", "--dtype", "choice", default="bfloat16", choices=DTYPES,
         help="Weights and activations (bfloat16: native on AVX-512 BF16 CPUs; float32: twice the memory).",
         campaign=("variant",), example="dtype: bfloat16",
+        requests=SERVE_PLAN,
     ),
     Option(
         "max_model_len", "--max-model-len", "int", minimum=16, help="Tokens per request (default: what fits).",
         campaign=("variant",), example="max_model_len: 4096",
+        requests=SERVE_PLAN,
     ),
     Option(
         "max_num_seqs", "--max-num-seqs", "int", minimum=1,
         help="Concurrent sequences (default: concurrency + 1).", campaign=("variant",), example="max_num_seqs: 8",
+        requests=SERVE_PLAN,
     ),
     Option(
         "concurrency", "--concurrency", "int", default=4, minimum=1, maximum=MAX_CONCURRENCY,
         help="Expected concurrent requests (sizes max-num-seqs and KV; picks the default objective).",
         campaign=("variant",), example="concurrency: 4  (the load the planner sizes for)",
+        requests=SERVE_PLAN,
     ),
     Option(
         "objective", "--objective", "choice", default="auto", choices=("auto", "latency", "throughput"),
         help="latency: one instance per NUMA node; throughput: big nodes split into several instances "
         "(auto: throughput from concurrency 6).",
         campaign=("variant",), example="objective: throughput",
+        requests=SERVE_PLAN,
     ),
     Option(
         "instances", "--instances", "instances", default=None, metavar="auto|N",
         help="Server instances per host (auto: the plan decides).", campaign=("variant",),
         example="instances: 2  (or auto)",
+        requests=SERVE_PLAN,
     ),
     Option(
         "tensor_parallel", "--tensor-parallel", "int", minimum=1, metavar="N",
         help="Tensor-parallel ranks per instance (default: only when the model fits no NUMA node).",
         campaign=("variant",), example="tensor_parallel: 2",
+        requests=SERVE_PLAN,
     ),
     # --- the engine: its image, its pair, how it runs ---------------------------------------------------------------
     Option(
@@ -181,6 +207,7 @@ OPTIONS: tuple[Option, ...] = (
         "write-up's recipe), amd-skill (AMD's serving-llms-on-epyc skill), vllm-defaults (vLLM's own defaults). "
         "A campaign's `layout: [zenops, writeup, amd-skill, vllm-defaults]` measures them side by side.",
         campaign=("variant",), example="layout: [zenops, writeup, amd-skill, vllm-defaults]",
+        requests=SERVE_PLAN,
     ),
     Option(
         LLAMACPP_KEY, "--llamacpp", "choice", commands=(), changeable=False, choices=LLAMACPP_FORMATS,
@@ -189,9 +216,11 @@ OPTIONS: tuple[Option, ...] = (
         "Face weights converted to this GGUF format (bf16, q8_0, q4_k_m), and benched by the same `vllm bench "
         "serve` client. A campaign variant key only (`variants: engines`); unset: vLLM serves zenops's plan.",
         campaign=("variant",), example="llamacpp: q8_0",
+        requests=(),  # no request field: llama.cpp serves the cell (zenops.llamacpp_serve)
     ),
     Option(
         "metrics", "--metrics", "choice", default="off", choices=("on", "off"), commands=(UP,), changeable=False,
+        service="metrics",
         help="Prometheus and node_exporter (the distribution's packages): Prometheus on the gateway's host (else "
         "the first), on its loopback only, scraping every vLLM instance, every host and the gateway; read it with "
         "`zenops top` and `zenops status`. `down` removes them.",

@@ -202,17 +202,29 @@ def of_up(
     )
 
 
-def of_surge(dep: Deployment) -> Spend:
-    """A rollout's surge: one more server of the deployment's flavor while the new release passes its gates, then
-    the old one is deleted (the deployment costs what it did after)."""
+def of_surge(dep: Deployment, count: int = 1) -> Spend:
+    """A rollout's new servers of the deployment's flavor while the new release passes its gates (a surge: one;
+    blue/green: ``count``, a whole new set), then the old ones are deleted (the deployment costs what it did
+    after)."""
+    one = count == 1
     return Spend(
         command="zenops rollout",
         action="create",
         where=f"cloud {dep.cloud}, deployment {dep.name}",
-        items=(Item("server", dep.flavor, 1, dep.price_per_hour, note="the surge's new server; the old one goes"),),
-        per_hour=dep.price_per_hour,
+        items=(
+            Item(
+                "server",
+                dep.flavor,
+                count,
+                dep.price_per_hour,
+                note="the surge's new server; the old one goes" if one else "the new set; the old one goes",
+            ),
+        ),
+        per_hour=dep.price_per_hour * count if dep.price_per_hour is not None else None,
         unpriced=() if dep.price_per_hour is not None else (dep.flavor,),
-        until="more while both servers run (the old one is deleted once the new one passed its gates)",
+        until="more while both servers run (the old one is deleted once the new one passed its gates)"
+        if one
+        else "more while both sets run (the old set is deleted once the new one passed its gates)",
     )
 
 

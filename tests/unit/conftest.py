@@ -17,7 +17,7 @@ def nothing_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
         return _called
 
-    monkeypatch.setattr("zenops.deploy.up_cloud", record("up_cloud"))
+    monkeypatch.setattr("zenops.deployment.provision.up_cloud", record("up_cloud"))
     monkeypatch.setattr("zenops.serve.serve_inventory", record("serve_inventory"))
     monkeypatch.setattr("zenops.runner.run_playbook", record("run_playbook"))
     return called

@@ -546,7 +546,7 @@ def test_cli_refuses_bad_levels_and_unknown_deployments(run, tmp_path):
 
 def test_a_deployment_gives_its_inventory_flavor_and_price(tmp_path):
     from zenops.cloud import ledger  # noqa: PLC0415
-    from zenops.target import resolve_target  # noqa: PLC0415
+    from zenops.deployment.target import resolve_target  # noqa: PLC0415
 
     config = Config(state_dir=tmp_path / "state")
     inv = tmp_path / "demo.yml"
@@ -555,7 +555,7 @@ def test_a_deployment_gives_its_inventory_flavor_and_price(tmp_path):
                             network_mode="floating", price_per_hour=0.79, inventory=str(inv))  # fmt: skip
     ledger.save(config.state_dir, dep)
     target = resolve_target(config, deployment="demo")
-    path, found = target.inventory, target.deployment
+    path, found = target.inventory, target.entry
     assert path == inv
     assert found is not None
     assert (found.flavor, found.price_per_hour, found.cloud) == ("gp.5.24.96", 0.79, "sandbox")

@@ -25,6 +25,8 @@ from zenops.campaign.report import CellOutcome, build_report
 from zenops.campaign.spec import load_spec
 from zenops.config import Config
 from zenops.context import RunContext
+from zenops.deployment.identity import DeploymentId
+from zenops.deployment.lifecycle import Deployment
 from zenops.deployment.store import Store
 from zenops.errors import RunFailedError, UsageError
 from zenops.report import load as load_results
@@ -116,9 +118,10 @@ def test_serve_cell_picks_the_engine_and_stops_the_other_one_first(monkeypatch: 
     monkeypatch.setattr(llamacpp_serve, "stop_llamacpp", lambda _c, inv: calls.append(("stop llamacpp", inv)))
     monkeypatch.setattr(serve_lib, "serve_inventory", lambda _c, inv, req: calls.append(("vllm", req.model)))
     inv = Path("hosts.yml")
-    engines.serve_cell(None, inv, {"model": "/m", "llamacpp": "q8_0"})  # type: ignore[arg-type]
-    engines.serve_cell(None, inv, {"model": "/m", "gateway": "off"})  # type: ignore[arg-type]
-    engines.serve_cell(None, inv, {"model": "/m"})  # type: ignore[arg-type]
+    deployment = Deployment(None, DeploymentId("hosts", None, inv), check=False)  # type: ignore[arg-type]
+    deployment.serve_engine({"model": "/m", "llamacpp": "q8_0"})
+    deployment.serve_engine({"model": "/m", "gateway": "off"})
+    deployment.serve_engine({"model": "/m"})
     assert calls == [
         ("llamacpp", {"model": "/m", "llamacpp": "q8_0"}),
         ("stop llamacpp", inv),  # before vLLM serves: one engine at a time

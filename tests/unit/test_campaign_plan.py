@@ -231,7 +231,7 @@ def test_durations_from_earlier_campaigns_are_the_median_and_say_whose():
 
 
 def test_only_earlier_campaigns_of_the_same_flavors_and_image_route_count():
-    from zenops.campaign.run import earlier_measurements  # noqa: PLC0415
+    from zenops.campaign.planned import earlier_measurements  # noqa: PLC0415
     from zenops.campaign.state import CellState  # noqa: PLC0415
 
     store = Store(Config())

@@ -8,10 +8,11 @@ import pytest
 from tests.unit.test_campaign_plan import make_spec
 from zenops.bench.run import BenchRequest
 from zenops.campaign import plan as plan_lib
-from zenops.campaign.run import _todo, classify
+from zenops.campaign.planned import _todo
 from zenops.campaign.state import CampaignState, CellState
 from zenops.cloud.errors import CloudAuthError, CloudError, CloudTransientError, QuotaExceededError
 from zenops.compat import IncompatiblePairError
+from zenops.deployment.lifecycle import classify
 from zenops.errors import BenchFailedError, HostFailure, RunFailedError, ZenopsError
 from zenops.planner import PlanRefusedError
 
@@ -75,7 +76,7 @@ def test_bench_request_carries_the_label_and_campaign_into_the_manifest_fields()
 
 
 def test_progress_line_counts_ended_cells_and_spend():
-    from zenops.campaign.run import progress_line  # noqa: PLC0415
+    from zenops.campaign.results import progress_line  # noqa: PLC0415
     from zenops.campaign.state import ServerState  # noqa: PLC0415
 
     state = CampaignState(id="c", name="s", spec_path="/f", spec_digest="d", created_at="2026-01-01T00:00:00+00:00")

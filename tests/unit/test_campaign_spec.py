@@ -284,7 +284,7 @@ def test_flavors_the_catalogue_does_not_know_are_fine_here(campaign_dir: Path):
 
 def test_variant_and_engine_options_are_serve_request_fields(tmp_path: Path):
     """What a variant or the engine section sets must reach `zenops up` (ServeRequest), not vanish; the one
-    exception, llamacpp, picks the engine that serves the cell (zenops.campaign.engines.serve_cell)."""
+    exception, llamacpp, picks the engine that serves the cell (zenops.deployment.lifecycle.Deployment.serve_engine)."""
     fields = {f.name for f in dataclasses.fields(ServeRequest)}
     assert set(VARIANT_OPTIONS) - {"llamacpp"} <= fields
     engine = campaign_schema(tmp_path).root.fields["engine"]

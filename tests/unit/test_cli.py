@@ -68,6 +68,7 @@ def test_up_model_refusals_happen_before_anything_runs(run, isolated_home, inven
 )
 def test_cloud_commands_fail_before_touching_anything(run, isolated_home, monkeypatch, tmp_path, args, code, fragment):
     monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(tmp_path / "clouds.yaml"))
+    monkeypatch.delenv("OS_CLOUD", raising=False)  # an operator's OS_CLOUD would name the cloud `up` refuses without
     (tmp_path / "clouds.yaml").write_text("clouds: {}\n")
     r = run(args)
     assert r.exit_code == code, r.output

@@ -199,7 +199,7 @@ def test_a_wrapped_401_is_still_an_auth_error():
 def test_cloud_inventories_pin_host_keys_per_deployment_by_server_id(tmp_path):
     """Every server of a cloud deployment is reached with its host key pinned in the deployment's known_hosts file
     (accept-new: recorded at the first connection, checked at every later one), under the server's ID."""
-    from zenops.deploy import known_hosts_path, write_inventory  # noqa: PLC0415
+    from zenops.deployment.common import known_hosts_path, write_inventory  # noqa: PLC0415
 
     dep = ledger.Deployment(
         name="demo", cloud="flex", flavor="gp.5.2.8", image="debian-12", count=1, network_mode="provider",

@@ -661,7 +661,7 @@ def test_the_next_arm_removes_the_secret_files_a_killed_run_left(tmp_path: Path)
 
 
 def test_down_forgets_the_secret_files_a_killed_run_left(tmp_path: Path) -> None:
-    from zenops.deploy import teardown  # noqa: PLC0415
+    from zenops.deployment import teardown  # noqa: PLC0415
 
     keys = ledger.keys_dir(tmp_path, "c")
     stale = keys / f"{es.credential_name('d1', 's1')}.secret"

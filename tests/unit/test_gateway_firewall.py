@@ -1,4 +1,4 @@
-"""A cloud deployment's security group follows its gateway (zenops.deploy.firewall): the vLLM ports are open to the
+"""A cloud deployment's security group follows its gateway (zenops.deployment.firewall): the vLLM ports are open to the
 operator only when no gateway fronts the servers, decided by the gateway's one rule (gateway.wanted) on the plan's
 instance count, not on the server count.
 
@@ -18,9 +18,9 @@ from zenops import serve
 from zenops.cloud import ledger
 from zenops.config import load
 from zenops.context import RunContext
-from zenops.deploy import provision
-from zenops.deploy.common import CloudRequest
+from zenops.deployment import provision
 from zenops.deployment import services as services_lib
+from zenops.deployment.common import CloudRequest
 from zenops.deployment.services import gateway as gw_lib
 from zenops.paths import collection_root
 from zenops.runner import RunResult
@@ -147,7 +147,7 @@ def test_up_cloud_with_one_server_and_a_model_asks_for_the_ports_closed(isolated
         asked.append(req)
         raise SystemExit(0)
 
-    monkeypatch.setattr("zenops.deploy.up_cloud", up_cloud)
+    monkeypatch.setattr("zenops.deployment.provision.up_cloud", up_cloud)
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(cli, ["up", "--cloud", "c1", "--flavor", "f1", "--count", "1", "--model", "Qwen/Qwen3-0.6B"])
     assert asked, r.output

@@ -13,14 +13,8 @@ import pytest
 
 from zenops.cloud import ledger
 from zenops.cloud.preflight import Limits, shortfalls
-from zenops.deploy import (
-    CloudRequest,
-    check_count,
-    flavor_name,
-    gateway_server_flavor,
-    inventory_path,
-    serve_request_for,
-)
+from zenops.deployment.common import CloudRequest, check_count, flavor_name, gateway_server_flavor, inventory_path
+from zenops.deployment.provision import serve_request_for
 from zenops.deployment.services.gateway import Gateway, backends_from_endpoints
 from zenops.errors import ExitCode, UsageError
 from zenops.serve import ServeRequest, request_from_dict, request_to_dict

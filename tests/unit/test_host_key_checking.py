@@ -1,6 +1,6 @@
 """No inventory, playbook, role or Ansible configuration zenops ships turns SSH host key checking off (issue 46, N7):
 a host's key is pinned (recorded at the first connection, checked at every later one), as `zenops up` pins a cloud
-server's in its deployment's known_hosts file under the server's ID (zenops.deploy.common.ssh_pinning_args)."""
+server's in its deployment's known_hosts file under the server's ID (zenops.deployment.common.ssh_pinning_args)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import jinja2
 import pytest
 import yaml
 
-from zenops.deploy.common import known_hosts_path, ssh_pinning_args
+from zenops.deployment.common import known_hosts_path, ssh_pinning_args
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ("inventories", "playbooks", "roles", "plugins")

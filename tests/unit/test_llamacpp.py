@@ -22,7 +22,8 @@ def _plan(facts: str, **kw):
 
 
 def _servers(facts: str, concurrency: int = 4, **kw):
-    return llamacpp.servers(_plan(facts, **kw), gguf=GGUF, served_name=MODEL, api_key_file=KEY,
+    p = _plan(facts, **kw)
+    return llamacpp.servers(p.instances, p.max_model_len, gguf=GGUF, served_name=MODEL, api_key_file=KEY,
                             concurrency=concurrency, host="0.0.0.0")  # fmt: skip
 
 
@@ -208,7 +209,15 @@ def test_a_tensor_parallel_instance_is_refused():
     p = _plan("epyc-9755-2s", tensor_parallel=2)
     assert p.instances[0].tensor_parallel_size == 2
     with pytest.raises(PlanRefusedError) as e:
-        llamacpp.servers(p, gguf=GGUF, served_name=MODEL, api_key_file=KEY, concurrency=4, host="127.0.0.1")
+        llamacpp.servers(
+            p.instances,
+            p.max_model_len,
+            gguf=GGUF,
+            served_name=MODEL,
+            api_key_file=KEY,
+            concurrency=4,
+            host="127.0.0.1",
+        )
     assert e.value.code == "llamacpp_tensor_parallel"
     assert e.value.exit_code == ExitCode.PLAN_REFUSED
     assert "no tensor parallelism" in e.value.message

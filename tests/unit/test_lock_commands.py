@@ -18,13 +18,15 @@ import pytest
 
 from tests.unit.test_campaign_plan import make_spec
 from tests.unit.test_lock import SLEEPER, Procs
-from zenops import deploy, lock
+from zenops import lock
 from zenops.campaign import plan as plan_lib
 from zenops.campaign.run import Campaign
 from zenops.campaign.state import CampaignState, Store, deployment_name
 from zenops.cloud import ledger
 from zenops.config import Config, load
 from zenops.context import RunContext
+from zenops.deployment import common as cloud_common
+from zenops.deployment import teardown
 from zenops.deployment.identity import DeploymentId, inventory_name, of_cloud, of_inventory
 from zenops.errors import ExitCode, LockedError
 from zenops.lock import Holder, lock_path
@@ -43,7 +45,7 @@ def config(isolated_home, monkeypatch) -> Config:
 
 def _record(config: Config, name: str, *, campaign: str | None = None) -> Path:
     """A ready cloud deployment in the ledger with the inventory `up --cloud` writes for it; returns the inventory."""
-    inv = deploy.inventory_path(config.state_dir, CLOUD, name)
+    inv = cloud_common.inventory_path(config.state_dir, CLOUD, name)
     inv.parent.mkdir(parents=True, exist_ok=True)
     inv.write_text(f"all:\n  hosts:\n    {name}-1:\n      ansible_host: 10.0.0.1\n")
     ledger.save(config.state_dir, ledger.Deployment(
@@ -86,9 +88,8 @@ def nothing_runs(monkeypatch) -> None:
     for target in (
         "zenops.hosts.up_inventory",
         "zenops.hosts.down_inventory",
-        "zenops.deploy.up_cloud",
-        "zenops.deploy.down",
-        "zenops.deploy.teardown.down",  # what down_locked calls
+        "zenops.deployment.provision.up_cloud",
+        "zenops.deployment.teardown.down",  # what down_locked calls
         "zenops.bench.run.bench_inventory",
         "zenops.rollout.rollout",
         "zenops.cloud.ops.connect",
@@ -172,11 +173,11 @@ def test_a_dry_run_of_down_takes_no_lock(run, config, hold, monkeypatch):
     hold(DeploymentId("camp-a", CLOUD).key)
     seen: list[dict[str, Any]] = []
 
-    def down(config: Config, **kw: Any) -> deploy.DownResult:
+    def down(config: Config, **kw: Any) -> teardown.DownResult:
         seen.append(kw)
-        return deploy.DownResult(CLOUD, [], True, ["camp-a"])
+        return teardown.DownResult(CLOUD, [], True, ["camp-a"])
 
-    monkeypatch.setattr(deploy.teardown, "down", down)  # what down_locked calls
+    monkeypatch.setattr(teardown, "down", down)  # what down_locked calls
     r = run(["down", "--campaign", "camp-1", "--cloud", CLOUD, "--dry-run"])
     assert r.exit_code == 0, r.output
     assert seen[0]["dry_run"] is True

@@ -167,3 +167,28 @@ def test_the_plan_warns_with_the_figure_on_the_measured_kind_and_not_elsewhere()
     assert not [w for w in intel.warnings if w.startswith("Measured faster")]
     assert ZENOPS == "zenops"
     assert zen3.weights == "bfloat16"
+
+
+@pytest.mark.parametrize(("ratio", "a", "b", "want"), [
+    (1.21, 0.2, 0.1, (0.2, 1)),
+    (1.2, 0.2, 0.1, (0.2, 0)),  # on the edge: not beyond
+    (0.79, 0.1, 0.2, (0.2, -1)),
+    (0.8, 0.1, 0.2, (0.2, 0)),
+    (5.0, None, 0.1, (None, None)),  # one run: no spread, whatever the ratio
+    (0.1, 0.1, None, (None, None)),
+])  # fmt: skip
+def test_one_spread_rule_tells_two_rows_apart_only_beyond_the_larger_spread(ratio, a, b, want):
+    assert measured.beyond_spread(ratio, a, b) == want
+
+
+def test_the_llamacpp_table_uses_the_one_spread_rule(monkeypatch):
+    """llama.cpp's verdict follows zenops.measured.beyond_spread (no second copy of the rule)."""
+    calls = []
+
+    def rule(ratio, a, b):
+        calls.append(ratio)
+        return 0.5, 1
+
+    monkeypatch.setattr(measured, "beyond_spread", rule)
+    assert llamacpp.verdict(1.01, 0.0, 0.0) == (0.5, llamacpp.LLAMA_FASTER)
+    assert calls == [1.01]

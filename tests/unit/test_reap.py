@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from zenops.cloud import marks as m
-from zenops.deploy import decide_expiry, select_expired
+from zenops.deployment.provision import decide_expiry
+from zenops.deployment.reaping import select_expired
 from zenops.errors import ExitCode
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)

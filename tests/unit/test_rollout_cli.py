@@ -198,6 +198,20 @@ def test_the_same_model_is_nothing_to_roll_out(run, fleet):
     assert not Ledger(fleet.config, inventory_name(fleet.inventory)).state_path.exists()
 
 
+def test_a_record_of_llama_cpp_serving_is_refused_naming_down(run, fleet):
+    """A campaign's llama.cpp peer cell left serving (the campaign did not finish): its record's request reads as a
+    vLLM request, so a rollout would start vLLM on the ports llama-server holds. Refused before anything."""
+    record = fleet.serve()
+    save_serving_record(
+        fleet.config, fleet.inventory, dataclasses.replace(record, request={**record.request, "llamacpp": "q8_0"})
+    )
+    r = rollout(run, fleet, "--max-num-seqs", "8", "--dry-run")
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert "llama.cpp" in r.output
+    assert f"zenops down -i {fleet.inventory}" in flat(r.output)
+    assert not Ledger(fleet.config, inventory_name(fleet.inventory)).state_path.exists()
+
+
 def test_no_options_is_nothing_to_roll_out(run, fleet):
     fleet.serve()
     r = rollout(run, fleet, "--dry-run")

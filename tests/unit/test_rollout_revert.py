@@ -21,7 +21,7 @@ from zenops.deployment.rollouts import BatchState
 from zenops.deployment.services import gateway as gw_lib
 from zenops.errors import ExitCode, HostFailure, RolloutGateError, RunFailedError
 from zenops.rollout import run as rollout_run
-from zenops.rollout.strategies import InPlace
+from zenops.rollout.strategies.in_place import InPlace
 
 
 class Steps:
@@ -34,7 +34,9 @@ class Steps:
         self.calls: list[str] = []
         self.fail: dict[tuple[str, str], BaseException] = {}
         m = monkeypatch
-        m.setattr(rollout_run.Rollout, "serve", lambda r, request, hosts, *, min_healthy: self.serve(request, hosts))
+        m.setattr(
+            rollout_run.Rollout, "serve_hosts", lambda r, request, hosts, *, min_healthy: self.serve(request, hosts)
+        )
         real_update = services.update
         m.setattr(services, "update", lambda ctx, view, had: self.services(real_update, ctx, view, had))
         m.setattr(gw_lib, "update", lambda *_a, **_k: pytest.fail("the gateway's backends do not change here"))

@@ -1,8 +1,8 @@
 """`zenops rollout` on a one-server cloud deployment: the surge (a new server first, the old one deleted once the new
 one passed the gates). Through the CLI, with a TEST DOUBLE (`Surge` below) for what needs a cloud, Ansible and
-HAProxy: zenops.deploy.add_server / retire_server / surge_preflight, the rollout's serve and bench steps and the
-gateway's update, ready and drain. It records the calls in order and keeps the ledger as the real ones do. The real
-path runs in tests/e2e/test_gateway_server_sandbox.py (sandbox cloud, real vLLM and HAProxy)."""
+HAProxy: zenops.deployment.surge.add_server / retire_server / surge_preflight, the rollout's serve and bench steps
+and the gateway's update, ready and drain. It records the calls in order and keeps the ledger as the real ones do.
+The real path runs in tests/e2e/test_gateway_server_sandbox.py (sandbox cloud, real vLLM and HAProxy)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from tests.unit.test_rollout_cli import Fleet, flat, models, result_of, rollout  # noqa: F401  (models: a fixture)
-from zenops import deploy
 from zenops.cloud import ledger
 from zenops.cloud.errors import QuotaExceededError
 from zenops.config import load
+from zenops.deployment import surge as deploy
 from zenops.deployment.identity import inventory_name
 from zenops.deployment.record import load_serving_record
 from zenops.deployment.rollouts import Ledger
@@ -47,7 +47,9 @@ class Surge:
         m.setattr(deploy, "add_server", self.add_server)
         m.setattr(deploy, "retire_server", self.retire_server)
         m.setattr(deploy, "serving_server_names", lambda dep: sorted(self.in_cloud))
-        m.setattr(rollout_run.Rollout, "serve", lambda r, request, hosts, *, min_healthy: self.serve(request, hosts))
+        m.setattr(
+            rollout_run.Rollout, "serve_hosts", lambda r, request, hosts, *, min_healthy: self.serve(request, hosts)
+        )
         m.setattr(gates.PerfGate, "measure", lambda g, hosts, label, prompts=None: self.bench(hosts, label))
         m.setattr(gw_lib, "update", self.update)
         m.setattr(gw_lib, "ready", lambda ctx, inv, gw, names, timeout=60: self.step("ready", names))
@@ -307,10 +309,10 @@ def test_interrupted_while_switching_then_resumed_makes_no_second_server(run, cl
     state = Ledger(cloud_fleet.config, inventory_name(cloud_fleet.inventory)).load()
     assert state is not None
     assert state.batches[0].status == "switching"
-    assert state.batches[0].surge == {
+    assert state.batches[0].strategy_state == {
         "old": OLD, "new": NEW, "new_address": "10.0.0.2", "retiring": False, "old_retired": False,
     }  # fmt: skip
-    assert state.batches[0].surge["retiring"] is False  # the old server was not being deleted yet
+    assert state.batches[0].strategy_state["retiring"] is False  # the old server was not being deleted yet
     assert state.drained == []
     double.calls.clear()
     r = rollout(run, cloud_fleet, "--model", new_model(cloud_fleet), *ROLL)
@@ -361,8 +363,8 @@ def test_interrupted_while_the_old_server_is_deleted_only_finishes_and_cannot_be
     assert double.calls[-1] == f"retire {OLD}"  # not put back in rotation on the way out: it is being deleted
     state = Ledger(cloud_fleet.config, inventory_name(cloud_fleet.inventory)).load()
     assert state is not None
-    assert state.batches[0].surge is not None
-    assert (state.batches[0].surge["retiring"], state.batches[0].surge["old_retired"]) == (True, False)
+    own = state.batches[0].strategy_state
+    assert (own["retiring"], own["old_retired"]) == (True, False)
     # --abort cannot go back: the old server may be gone; it names the way on
     r = run(["rollout", "-i", str(cloud_fleet.inventory), "--abort"])
     assert r.exit_code == ExitCode.USAGE, r.output
@@ -416,7 +418,7 @@ def test_a_multi_host_cloud_rollout_is_refused_while_up_cloud_holds_the_deployme
     path = lock_path(config, "cloud-c-fle")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(asdict(holder)))
-    monkeypatch.setattr(rollout_run.Rollout, "serve", lambda *a, **k: pytest.fail("nothing may be served"))
+    monkeypatch.setattr(rollout_run.Rollout, "serve_hosts", lambda *a, **k: pytest.fail("nothing may be served"))
     monkeypatch.setattr(gates.PerfGate, "measure", lambda *a, **k: pytest.fail("nothing may be measured"))
     r = rollout(run, fleet, "--model", new_model(fleet), *ROLL)
     assert r.exit_code == ExitCode.LOCKED, r.output

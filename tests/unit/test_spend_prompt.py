@@ -30,7 +30,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
 DRIVER = """
 import sys, types
 from zenops.cloud import ops
-from zenops.deploy import provision
+from zenops.deployment import provision
 ops.connect = lambda cloud: object()
 ops.list_owned = lambda *a, **k: types.SimpleNamespace(servers=[])
 ops.preflight = lambda *a, **k: types.SimpleNamespace(flavor={"vcpus": 24, "ram_mib": 98304})

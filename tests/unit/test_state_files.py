@@ -29,7 +29,7 @@ from zenops.cloud import expiry_switch, ledger, ops
 from zenops.cloud.errors import CloudError
 from zenops.config import Config, load
 from zenops.context import RunContext
-from zenops.deploy import inventory_path, write_inventory
+from zenops.deployment.common import inventory_path, write_inventory
 from zenops.deployment.identity import inventory_name
 from zenops.deployment.record import ServingRecord, ensure_metrics_password, save_serving_record, serving_record_path
 from zenops.deployment.rollouts import Ledger, RolloutState

@@ -54,16 +54,22 @@ def test_top_rows_show_a_hosts_error_and_names_as_text():
     assert "model\\x1b]0;owned\\x07[red]" in out
 
 
+GATEWAY = {"url": "http://gw:8080", "host": f"gw{OSC_TITLE}", "port": 8080}
+BACKENDS = [{"name": f"b{MARKUP}", "status": f"UP{CSI_CLEAR}", "in_flight": f"1{C1_CSI}"}]
+
+
 def forged_status(inventory: Path) -> dict[str, Any]:
     """What `serving_status` returns when the hosts (HAProxy, Prometheus) and the records say hostile things."""
     return {
         "inventory": str(inventory),
         "serving": {"model": f"m{CSI_CLEAR}", "endpoints": {f"h1{OSC_TITLE}": [{"url": f"http://h1/{MARKUP}"}]},
                     "servers": 1, "endpoint": None, "updated_at": ""},
-        "services": {"metrics": {"live": {"url": f"http://p{C1_CSI}", "up": 0, "targets": [
-            {"job": f"vllm{OSC_LINK}", "url": "http://h1:8000", "health": f"down{CSI_CLEAR}", "error": HOSTILE}]}}},
-        "gateway": {"url": "http://gw:8080", "host": f"gw{OSC_TITLE}"},
-        "backends": [{"name": f"b{MARKUP}", "status": f"UP{CSI_CLEAR}", "in_flight": f"1{C1_CSI}"}],
+        "services": {
+            "gateway": {"state": GATEWAY, "live": {"backends": BACKENDS}, "error": HOSTILE},
+            "metrics": {"live": {"url": f"http://p{C1_CSI}", "up": 0, "targets": [
+                {"job": f"vllm{OSC_LINK}", "url": "http://h1:8000", "health": f"down{CSI_CLEAR}", "error": HOSTILE}]}}},
+        "gateway": GATEWAY,  # the gateway's, as before services (zenops.deployment.status)
+        "backends": BACKENDS,
         "gateway_error": HOSTILE,
         "lock": {"pid": 1, "host": f"ctl{OSC_TITLE}", "alive": True, "command": f"zenops up {MARKUP}"},
         "rollout": {"id": "r1", "status": "failed", "message": HOSTILE},
@@ -85,14 +91,14 @@ def test_status_of_a_deployment_shows_what_hosts_say_as_text(run, tmp_path, monk
 
 
 def test_status_list_shows_a_clouds_server_state_as_text(run, monkeypatch, isolated_home):
-    from zenops import deploy  # noqa: PLC0415
+    from zenops.deployment import listing  # noqa: PLC0415
 
     dep = {
         "name": "fleet", "cloud": "c", "status": f"ready{CSI_CLEAR}", "flavor": f"f{MARKUP}", "cost_so_far": None,
         "age_hours": 1.0, "serving": {"model": f"m{OSC_LINK}", "instances": 1, "endpoint": None},
         "servers": [{"name": "fleet-1", "address": f"10.0.0.1{OSC_TITLE}", "status": HOSTILE, "ssh": True}],
     }  # fmt: skip
-    monkeypatch.setattr(deploy, "status", lambda config, cloud: [dep])
+    monkeypatch.setattr(listing, "status", lambda config, cloud: [dep])
     r = run(["status"])
     assert r.exit_code == 0, r.output
     # the table wraps long cells: the pieces, each as text

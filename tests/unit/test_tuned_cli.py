@@ -115,7 +115,7 @@ def test_the_tuned_file_pins_the_engine_pair_the_cells_ran(run, tmp_path):
     """A campaign's state (and so its tuned file) pins the pair and the route its cells ran, as resolved when the
     file named none, and `plan --tuned` plans for that engine, not for the table's default."""
     from zenops import compat  # noqa: PLC0415
-    from zenops.campaign.run import pinned_engine  # noqa: PLC0415
+    from zenops.campaign.planned import pinned_engine  # noqa: PLC0415
 
     ran = compat.engine_of({"vllm": "0.11.0"})
     assert ran.combo != compat.table().default  # else this test could not tell the two apart

@@ -102,6 +102,33 @@ def bench_argv(
         raise ValueError(f"client {client!r} is not one of {', '.join(CLIENTS)}")
     stem = result_stem(platform, run)
     base_url = f"http://{server.get('address') or '127.0.0.1'}:{server['port']}"
+    meta = _run_metadata(server, run_id=run_id, platform=platform, metadata=metadata)
+    argv = _docker_run(
+        server,
+        run_id=run_id,
+        stem=stem,
+        result_dir=result_dir,
+        base_url=base_url,
+        cpuset=cpuset,
+        key_file=key_file,
+        timeout=timeout,
+        docker=docker,
+    )
+    if key_file:  # sh -c SCRIPT $0 $@: the key file is $0, the sampler's program $1, vllm's arguments follow
+        argv += ["-c", KEY_WRAPPER, key_file, SAMPLER]
+    else:
+        argv += ["-c", SAMPLER]
+    if client == "zenops":
+        argv += ["--zenops-load", LOADGEN]
+    argv += _bench_serve(run, server, run_id=run_id, stem=stem, base_url=base_url)
+    argv += ["--metadata", *(f"{k}={v}" for k, v in meta.items())]
+    return argv
+
+
+def _run_metadata(
+    server: Mapping[str, Any], *, run_id: str, platform: str, metadata: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The key=value pairs a run's result carries (``--metadata``): where it ran, against what, and ``metadata``."""
     meta = {
         "platform": platform or "unknown",
         "run_id": run_id,
@@ -113,6 +140,22 @@ def bench_argv(
     }
     if meta["platform"] != "zen":
         meta.pop("zentorch", None)  # installed in the image, but not what served these requests
+    return meta
+
+
+def _docker_run(
+    server: Mapping[str, Any],
+    *,
+    run_id: str,
+    stem: str,
+    result_dir: str,
+    base_url: str,
+    cpuset: str,
+    key_file: str,
+    timeout: int,
+    docker: str,
+) -> list[str]:
+    """`timeout ... docker run ... IMAGE`: the bench container of :func:`bench_argv`, up to its image."""
     argv = [
         # a run that outlasts its time is stopped: the docker CLI passes SIGTERM on to the client (then --rm)
         "timeout",
@@ -151,13 +194,14 @@ def bench_argv(
     if cpuset:
         argv += ["--cpuset-cpus", cpuset]
     argv.append(server.get("client_image") or server.get("image_id") or server["image"])
-    if key_file:  # sh -c SCRIPT $0 $@: the key file is $0, the sampler's program $1, vllm's arguments follow
-        argv += ["-c", KEY_WRAPPER, key_file, SAMPLER]
-    else:
-        argv += ["-c", SAMPLER]
-    if client == "zenops":
-        argv += ["--zenops-load", LOADGEN]
-    argv += [
+    return argv
+
+
+def _bench_serve(
+    run: Mapping[str, Any], server: Mapping[str, Any], *, run_id: str, stem: str, base_url: str
+) -> list[str]:
+    """`bench serve ...`: the client's arguments for one run (vllm's flags, which zenops's load client takes too)."""
+    argv = [
         "bench",
         "serve",
         "--backend",
@@ -202,7 +246,6 @@ def bench_argv(
     warmups = int(run.get("num_warmups") or 0)
     if warmups > 0:
         argv += ["--num-warmups", str(warmups)]
-    argv += ["--metadata", *(f"{k}={v}" for k, v in meta.items())]
     return argv
 
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import zenops
 from zenops import catalog
@@ -21,8 +20,9 @@ from zenops import report as report_lib
 from zenops.bench.client import RUN_ID
 from zenops.bench.profiles import BenchRun, runs_for
 from zenops.context import RunContext
+from zenops.deployment import services
+from zenops.deployment.identity import inventory_label
 from zenops.deployment.record import ServingRecord
-from zenops.deployment.services import gateway as gw_lib
 from zenops.deployment.store import Store
 from zenops.errors import (
     NoBenchResultError,
@@ -160,7 +160,7 @@ def _phase(run: _Run) -> dict[str, Any]:
         "vllm_server_bench_answer_timeout": run.req.answer_timeout,
         "vllm_server_bench_client": run.req.client,
         "vllm_server_bench_known_platforms": dict(run.req.known_platforms),
-        "vllm_server_deployment": run.inventory.stem,
+        "vllm_server_deployment": inventory_label(run.inventory),
     }
     if run.req.one_at_a_time:
         extravars["zenops_bench_serial"] = 1
@@ -170,10 +170,10 @@ def _phase(run: _Run) -> dict[str, Any]:
     if run.api_key_file is not None:
         extravars["vllm_server_api_key_file"] = str(run.api_key_file)
     if run.req.gateway:
-        extravars["vllm_server_bench_endpoint_port"] = int(run.record.gateway["port"])
-        gw = gw_lib.Gateway.from_dict(run.record.gateway)
+        gw = _endpoint(run.record, run.inventory)
+        extravars["vllm_server_bench_endpoint_port"] = gw.port
         if gw.own_server:
-            extravars["vllm_server_bench_endpoint_address"] = gateway_address(gw)
+            extravars["vllm_server_bench_endpoint_address"] = gw.address()
     spec = RunSpec(
         playbook="bench", inventory=run.inventory, extravars=extravars, limit=run.limit, verbosity=run.ctx.verbosity
     )
@@ -206,30 +206,30 @@ def engine_metadata(record: ServingRecord) -> dict[str, Any]:
             "client_vllm": client}  # fmt: skip
 
 
-def _gateway_target(record: ServingRecord, inventory: Path, req: BenchRequest, limit: str | None) -> str:
-    """`zenops bench --through-gateway`: one client on the gateway's host, against the gateway's port."""
-    if not record.gateway:
+def _endpoint(record: ServingRecord, inventory: Path) -> services.Drainable:
+    """The service every request goes through (zenops.deployment.services: the gateway), or refused."""
+    gw = services.drainable(record.services)
+    if gw is None:
         raise UsageError(
             f"the deployment of {inventory} has no gateway to benchmark",
             hint=f"add one with `zenops up -i {inventory} --model ... --gateway on`, or bench each server",
         )
-    if record.gateway.get("tls"):
+    return gw
+
+
+def _gateway_target(record: ServingRecord, inventory: Path, req: BenchRequest, limit: str | None) -> str:
+    """`zenops bench --through-gateway`: one client on the gateway's host, against the gateway's port."""
+    gw = _endpoint(record, inventory)
+    if gw.tls:
         raise UsageError(
             "--gateway with a TLS gateway: the client talks plain HTTP on the gateway's host",
             hint="bench the servers themselves (no --gateway)",
         )
     if limit or req.compare_platforms:
         raise UsageError("--gateway benchmarks the whole deployment: not with --limit or --compare-platforms")
-    gw = gw_lib.Gateway.from_dict(record.gateway)
     if gw.own_server:  # no engine image there: the client runs on a serving host, against the gateway's address
         return sorted(record.plans)[0]
     return gw.host
-
-
-def gateway_address(gw: gw_lib.Gateway) -> str:
-    """The address a serving host reaches the gateway's own server at: its fixed address where known, else the
-    endpoint's host."""
-    return gw.addresses.get(gw.host) or urlsplit(gw.url).hostname or gw.host
 
 
 def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limit: str | None = None) -> BenchOutcome:
@@ -247,21 +247,7 @@ def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limi
         output_len=req.output_len,
         num_warmups=req.num_warmups,
     )
-    store = Store(config, inventory)
-    record = store.record()
-    if record is None:
-        raise NoServerError(
-            f"zenops has not started servers for {inventory} (no serving record {store.record_path})",
-            hint=f"start them with `zenops up --inventory {inventory} --model MODEL`, then benchmark",
-        )
-    api_key_file: Path | None = None
-    if record.api_key_file:
-        api_key_file = Path(record.api_key_file)
-        if not api_key_file.is_file():
-            raise NoServerError(
-                f"the API key file of these servers is gone: {api_key_file}",
-                hint=f"start them again with `zenops up --inventory {inventory} --model ...` (a new key is made)",
-            )
+    record, api_key_file = _serving_record(Store(config, inventory), inventory)
     if req.gateway:
         limit = _gateway_target(record, inventory, req, limit)
     price = req.price_per_hour
@@ -275,7 +261,7 @@ def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limi
     started = _now()
     combo = record.compat
     metadata = {
-        **({"target": "gateway", "endpoint": record.gateway.get("url")} if req.gateway else {}),
+        **({"target": "gateway", "endpoint": _endpoint(record, inventory).url} if req.gateway else {}),
         "flavor": req.flavor,
         "cloud": req.cloud,
         "profile": req.profile,
@@ -303,6 +289,35 @@ def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limi
         if leaked:
             warn(f"secret values were found and hidden in: {', '.join(str(p) for p in leaked)}")
 
+    rep = _read_report(ctx, run_dir, phases, len(runs))
+    _warn_about_ceiling(rep, inventory, warn)
+    return BenchOutcome(run_id, run_dir, runs, phases, rep, manifest, ctx.warnings[first_warning:])
+
+
+def _serving_record(store: Store, inventory: Path) -> tuple[ServingRecord, Path | None]:
+    """The serving record of the servers to bench and their API key file (None: no key); NoServerError, with the fix,
+    when zenops started none or the key file is gone."""
+    record = store.record()
+    if record is None:
+        raise NoServerError(
+            f"zenops has not started servers for {inventory} (no serving record {store.record_path})",
+            hint=f"start them with `zenops up --inventory {inventory} --model MODEL`, then benchmark",
+        )
+    api_key_file: Path | None = None
+    if record.api_key_file:
+        api_key_file = Path(record.api_key_file)
+        if not api_key_file.is_file():
+            raise NoServerError(
+                f"the API key file of these servers is gone: {api_key_file}",
+                hint=f"start them again with `zenops up --inventory {inventory} --model ...` (a new key is made)",
+            )
+    return record, api_key_file
+
+
+def _read_report(ctx: RunContext, run_dir: Path, phases: list[dict[str, Any]], runs: int) -> report_lib.Report:
+    """The finished run directory read back as a report; a warning when it holds fewer results than ``runs`` per
+    server benched."""
+    config = ctx.config
     try:
         rep = report_lib.load([run_dir], price_of=lambda f: catalog.get_flavor(f, config.flavors).price_per_hour)
     except NoBenchResultError as e:
@@ -310,11 +325,10 @@ def bench_inventory(ctx: RunContext, inventory: Path, req: BenchRequest, *, limi
             f"vllm bench serve left no result in {run_dir}",
             hint="look at the *.txt summaries and server-*.log files there, and the run log under the state dir",
         ) from e
-    expected = sum(len(h.get("servers") or []) for p in phases for h in p["hosts"].values()) * len(runs)
+    expected = sum(len(h.get("servers") or []) for p in phases for h in p["hosts"].values()) * runs
     if len(rep.results) < expected:
-        warn(f"{expected} results expected, {len(rep.results)} found in {run_dir}")
-    _warn_about_ceiling(rep, inventory, warn)
-    return BenchOutcome(run_id, run_dir, runs, phases, rep, manifest, ctx.warnings[first_warning:])
+        ctx.warn(f"{expected} results expected, {len(rep.results)} found in {run_dir}")
+    return rep
 
 
 def _warn_about_ceiling(rep: report_lib.Report, inventory: Path, warn: Callable[[str], None]) -> None:
@@ -358,9 +372,9 @@ def _finish(run: _Run, phases: list[dict[str, Any]], started: str, price: float 
         "runs": [r.to_dict() for r in run.runs],
         "compare_platforms": run.req.compare_platforms,
         "target": "gateway" if run.req.gateway else "servers",
-        "endpoint": run.record.gateway.get("url") if run.req.gateway else None,
+        "endpoint": _endpoint(run.record, run.inventory).url if run.req.gateway else None,
         "inventory": str(run.inventory.resolve()),
-        "deployment": run.req.deployment or run.inventory.stem,
+        "deployment": run.req.deployment or inventory_label(run.inventory),
         "cloud": run.req.cloud,
         "flavor": run.req.flavor,
         "price_per_hour": price,

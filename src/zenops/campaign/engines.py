@@ -4,21 +4,19 @@
 * :func:`leave_out`: llama.cpp converts a model from its unquantized Hugging Face weights, so a llama.cpp cell of an
   already-quantized model (its config.json's quantization_config, zenops.quant) or of a catalogue id (no local
   directory) is no measurement: the campaign's plan leaves it out and says why, one line per cell.
-* :func:`serve_cell`: serve a cell with the engine its variant names (zenops.llamacpp_serve or zenops.serve), the
-  other engine's servers stopped first.
+Serving a cell with the engine its variant names, the other engine's servers stopped first, is a step of the
+deployment's lifecycle (zenops.deployment.lifecycle.Deployment.serve_engine).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from zenops.request_options import LLAMACPP_KEY as KEY
 
 if TYPE_CHECKING:
     from zenops.campaign.plan import Cell
-    from zenops.context import RunContext
 
 
 def llamacpp_refusal(model: str) -> str | None:
@@ -59,17 +57,3 @@ def leave_out(
                 continue
         kept.append(c)
     return kept, notes
-
-
-def serve_cell(ctx: RunContext, inventory: Path, request: Mapping[str, Any]) -> None:
-    """Serve a campaign cell's ``request`` with its engine: llama.cpp when it names a GGUF format (the vLLM servers
-    go first), else zenops's plan in vLLM (the deployment's llama.cpp servers go first when its serving record says
-    llama.cpp serves: they hold the plan's ports and cores)."""
-    from zenops import llamacpp_serve, serve  # noqa: PLC0415
-
-    if llamacpp_serve.gguf_of(request):
-        llamacpp_serve.serve_llamacpp(ctx, inventory, request)
-        return
-    if llamacpp_serve.serving(ctx, inventory):
-        llamacpp_serve.stop_llamacpp(ctx, inventory)
-    serve.serve_inventory(ctx, inventory, serve.request_from_dict(request))

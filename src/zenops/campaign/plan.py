@@ -17,12 +17,17 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from zenops.campaign.spec import BenchSpec, CampaignSpec
 from zenops.cloud.preflight import Limits, shortfalls
+from zenops.deployment.identity import inventory_label
 from zenops.errors import OverBudgetError, UsageError
+
+if TYPE_CHECKING:
+    from zenops.bench.run import BenchRequest
 
 # estimates used until the campaign has measured its own (seconds)
 PROVISION_S = 300.0  # server ACTIVE + SSH + Docker (the sandbox: ~2 min; a public cloud: 2-5 min)
@@ -87,7 +92,22 @@ def cells(spec: CampaignSpec, engine_pair: str = "") -> list[Cell]:
 
 
 def _inventory_group(spec: CampaignSpec) -> str:
-    return spec.inventory.stem if spec.inventory is not None else "hosts"
+    return inventory_label(spec.inventory) if spec.inventory is not None else "hosts"
+
+
+def bench_request(
+    spec: CampaignSpec, cell: Cell, run_id: str, runs_dir: Path, *, price: float | None, deployment: str, campaign: str
+) -> BenchRequest:
+    """What one bench run of ``cell`` asks (`zenops bench`'s request): the spec's bench, labelled with the cell's
+    flavor, price, cloud, deployment (its label), variant and campaign."""
+    from zenops.bench.run import BenchRequest  # noqa: PLC0415
+
+    b = spec.bench
+    return BenchRequest(
+        profile="seed", concurrency=b.concurrency, num_prompts=b.prompts, input_len=b.input_len,
+        output_len=b.output_len, runs_dir=runs_dir, run_id=run_id, flavor=cell.flavor, price_per_hour=price,
+        cloud=spec.cloud, deployment=deployment, label=cell.variant, campaign=campaign,
+    )  # fmt: skip
 
 
 def _bench_dict(b: BenchSpec) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """Running a campaign: provision a server per flavor, serve and benchmark its cells one after another, tear it down;
 inside the budget, resumable, and torn down on every path (success, a failed cell, Ctrl-C, the budget reached).
 
-The steps are the ones `zenops up`, `zenops bench` and `zenops down` take (deploy.up_cloud, serve.serve_inventory,
-bench.run.bench_inventory, deploy.down): a campaign is those commands in a loop with a ledger, not a second copy.
+The steps are the ones `zenops up`, `zenops bench` and `zenops down` take, the deployment's lifecycle
+(zenops.deployment.lifecycle: open and lock, provision, serve, bench, down, the leak proof): a campaign sequences
+them per cell, with a ledger and a budget, and holds no copy of them.
 
 * Health: every cell starts with `up`'s host checks (reachable, Docker, facts) and ends its start with the serving
   health gate; a host that does not answer is a transient failure.
@@ -16,210 +17,27 @@ bench.run.bench_inventory, deploy.down): a campaign is those commands in a loop 
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from zenops import catalog, spend
-from zenops.campaign import engines
 from zenops.campaign import plan as plan_lib
+from zenops.campaign.planned import Planned, price_lookup, state_to_run
+from zenops.campaign.results import progress_line
 from zenops.campaign.spec import CampaignSpec
-from zenops.campaign.state import CampaignState, CellState, ServerState, Store, deployment_name, new_id, now_iso
+from zenops.campaign.state import CampaignState, ServerState, Store, deployment_name, now_iso
 from zenops.context import RunContext
-from zenops.errors import (
-    BenchFailedError,
-    CanceledError,
-    CellsFailedError,
-    ExitCode,
-    OverBudgetError,
-    RunFailedError,
-    UsageError,
-    ZenopsError,
-)
+from zenops.deployment.identity import DeploymentId
+from zenops.deployment.lifecycle import Deployment, classify, leak_proof, quota_room
+from zenops.deployment.target import resolve_target
+from zenops.errors import BenchFailedError, CanceledError, ZenopsError
 
-if TYPE_CHECKING:
-    from zenops import compat
-    from zenops.lock import Holder
-    from zenops.spend import Spend
+__all__ = ["Campaign"]
 
 TRANSIENT_RETRIES = 2
-
-
-@dataclass(frozen=True)
-class Planned:
-    """What `campaign plan` shows and `campaign run` checks before creating anything."""
-
-    spec: CampaignSpec
-    cells: list[plan_lib.Cell]
-    todo: list[plan_lib.Cell]
-    projection: plan_lib.Projection
-    engine: compat.Engine  # the pair and image route every cell runs (a variant may name another pair)
-    state: CampaignState | None  # the campaign a run would continue (None: a new one)
-    left_out: tuple[str, ...] = ()  # cells of the file that are no measurement, each with why (campaign.engines)
-
-    @property
-    def engine_pair(self) -> str:
-        return self.engine.combo.id
-
-    def to_dict(self) -> dict[str, Any]:
-        status = {k: c.status for k, c in (self.state.cells.items() if self.state else [])}
-        return {
-            "campaign": self.state.id if self.state else None,
-            "name": self.spec.name,
-            "resumes": self.state is not None,
-            "engine_pair": self.engine_pair,
-            "engine": self.engine.to_dict(),
-            "max_usd": self.spec.budget.max_usd,
-            "ttl_s": self.spec.budget.ttl_s,
-            "cells": [
-                {
-                    "key": c.key,
-                    "group": c.group,
-                    "model": c.model,
-                    "variant": c.variant,
-                    "status": status.get(c.key, "pending"),
-                }
-                for c in self.cells
-            ],
-            "todo": len(self.todo),
-            "left_out": list(self.left_out),
-            "projection": self.projection.to_dict(),
-        }
-
-
-def spec_digest(spec: CampaignSpec) -> str:
-    return hashlib.sha256(spec.path.read_bytes()).hexdigest()[:16]
-
-
-def price_lookup(ctx: RunContext, spec: CampaignSpec) -> plan_lib.PriceOf:
-    flavors = catalog.flavors(ctx.config.flavors)
-
-    def price_of(name: str) -> float | None:
-        if name in spec.prices:
-            return spec.prices[name]
-        f = flavors.get(name)
-        return f.price_per_hour if f else None
-
-    return price_of
-
-
-def campaign_engine(ctx: RunContext, spec: CampaignSpec) -> compat.Engine:
-    """The engine (vLLM/zentorch pair and image route) the file's ``engine:`` asks for, resolved as `up` and `plan`
-    resolve it (zenops.serve.resolve_engine); its pair is part of each cell's key: another engine is another
-    measurement."""
-    from zenops import serve  # noqa: PLC0415
-
-    req = serve.request_from_dict({**dict(spec.engine), "model": spec.models[0]})
-    return serve.resolve_engine(req, ctx.warn)
-
-
-def pinned_engine(engine: Mapping[str, Any], resolved: compat.Engine) -> dict[str, Any]:
-    """The campaign's engine options with what the cells ran pinned: the vLLM/zentorch pair and the image route
-    (``resolved``: from the table when the file named none), so a tuned file deploys what was measured, not the
-    default of whatever zenops reads it later. A variant's own vllm/zentorch still wins over them."""
-    pinned = {"image_source": resolved.image_source, **dict(engine)}
-    pinned.setdefault("vllm", resolved.combo.vllm)
-    pinned.setdefault("zentorch", resolved.combo.zentorch)
-    return pinned
-
-
-def _todo(cells: list[plan_lib.Cell], state: CampaignState | None) -> list[plan_lib.Cell]:
-    """Cells to run: not done, not failed deterministically (a transient failure is tried again)."""
-    if state is None:
-        return list(cells)
-    out = []
-    for c in cells:
-        cs = state.cells.get(c.key)
-        again = cs is None or cs.status in ("pending", "running", "skipped")
-        if again or (cs is not None and cs.status == "failed" and cs.failure == "transient"):
-            out.append(c)
-    return out
-
-
-HISTORY = 5  # earlier campaigns whose measurements project a new one's durations, the latest first
-
-
-def earlier_measurements(
-    store: Store, spec: CampaignSpec, cells: list[plan_lib.Cell], route: str
-) -> list[tuple[str, dict[str, list[float]]]]:
-    """The measured phase durations of the latest earlier campaigns on this controller that ran the same image
-    route (``route``: the image source this one runs) on the same kind of servers (a cloud campaign: a flavor of
-    this one; own hosts: own hosts), newest first, at most HISTORY of them."""
-    groups = {c.group for c in cells}
-    out: list[tuple[str, dict[str, list[float]]]] = []
-    for state in reversed(store.all()):
-        if state.engine.get("image_source", "build") != route:  # campaigns from before the pin: build, then default
-            continue
-        ran = {c.group for c in state.cells.values()}
-        if not ran & groups or not state.samples:
-            continue
-        out.append((state.id, state.samples))
-        if len(out) == HISTORY:
-            break
-    return out
-
-
-def plan_campaign(ctx: RunContext, spec: CampaignSpec, store: Store) -> Planned:
-    from zenops import serve  # noqa: PLC0415
-
-    for model in spec.models:  # an unknown catalogue id is refused now, not after its server is paid for
-        serve.resolve_model(model)
-    engine = campaign_engine(ctx, spec)
-    pair = engine.combo.id
-    cells, left_out = engines.leave_out(plan_lib.cells(spec, pair))
-    state = store.resumable(spec.name)
-    todo = _todo(cells, state)
-    if state is not None:  # a campaign going on: what it measured itself
-        durations = plan_lib.Durations.from_measurements(state.samples)
-    else:  # a new one: what earlier campaigns of the same flavors and image route measured here
-        durations = plan_lib.Durations.from_history(earlier_measurements(store, spec, cells, engine.image_source))
-    started = frozenset(s.group for s in state.running_servers()) if state else frozenset()
-    projection = plan_lib.project(
-        spec,
-        todo,
-        price_lookup(ctx, spec),
-        durations,
-        spent_usd=state.spent() if state else 0.0,
-        started_groups=started,
-    )
-    return Planned(spec, cells, todo, projection, engine, state, tuple(left_out))
-
-
-# --- failures ---------------------------------------------------------------------------------------------------
-
-
-def classify(error: BaseException) -> tuple[str, bool]:
-    """(the failure's class, whether it is transient). Words from the run's own messages decide, in this order."""
-    from zenops.cloud.errors import CloudError  # noqa: PLC0415
-    from zenops.planner import PlanRefusedError  # noqa: PLC0415
-
-    text = str(getattr(error, "message", "") or error)
-    if isinstance(error, PlanRefusedError):
-        return "plan-refused", False
-    if isinstance(error, BenchFailedError):
-        return "bench-failed", False
-    if getattr(error, "exit_code", None) == ExitCode.INCOMPATIBLE:
-        return "engine-pair", False
-    if isinstance(error, CloudError):  # its kind, in the collection's words: quota/auth/not_found stay so
-        return ("transient", True) if error.kind in ("transient", "error") else (f"cloud-{error.kind}", False)
-    if isinstance(error, RunFailedError):
-        if error.exit_code == ExitCode.UNREACHABLE:
-            return "transient", True
-        if "went to ERROR" in text:  # the cloud profile's error_retries already replaced it: not again here
-            return "server-error", False
-        if "KV cache" in text or "serve at least one request" in text:
-            return "kv-cache", False
-        if any("healthy" in f.task or "health gate" in f.task for f in error.failures):
-            return "health-gate", False
-        return "run-failed", False
-    return "error", False
 
 
 # --- the run ------------------------------------------------------------------------------------------------------
@@ -246,32 +64,10 @@ class Campaign:
         self.ctx.note(f"campaign {self.state.id}: {text}")
 
     def open(self, planned: Planned, *, new: bool = False) -> CampaignState:
-        """The state to run: the one in progress for this name (resumed), or a new one."""
-        state = None if new else planned.state
-        if state is None:
-            existing = self.store.ids()  # a damaged campaign's id too
-            state = CampaignState(
-                id=new_id(self.spec.name, existing),
-                name=self.spec.name,
-                spec_path=str(self.spec.path),
-                spec_digest=spec_digest(self.spec),
-                created_at=now_iso(),
-            )
-        else:
-            state.status = "running"
-            state.spec_digest = spec_digest(self.spec)
-        state.max_usd = self.spec.budget.max_usd
-        state.variants = {v.name: _jsonable(v.options) for v in self.spec.variants}
-        state.engine = _jsonable(pinned_engine(self.spec.engine, planned.engine))
-        for c in planned.cells:
-            cs = state.cells.get(c.key)
-            if cs is None:
-                state.cells[c.key] = CellState(c.key, c.group, c.model, c.variant)
-            elif cs.status in ("running", "skipped") or (cs.status == "failed" and cs.failure == "transient"):
-                cs.status, cs.reason = "pending", None
-        self.state = state
+        """The state to run: the one in progress for this name (resumed), or a new one (campaign.planned)."""
+        self.state = state_to_run(self.spec, planned, self.store, new=new)
         self._save()
-        return state
+        return self.state
 
     # --- budget -------------------------------------------------------------------------------------------------
 
@@ -330,16 +126,13 @@ class Campaign:
         """``parallel`` as the quota allows it (cloud): never more servers at once than the project can hold."""
         if not self.spec.cloud:
             return self.spec.parallel
-        from zenops.cloud import ops  # noqa: PLC0415
-
         cloud = str(self.spec.cloud)
         try:
-            limits, sizes = ops.room(ops.connect(cloud), cloud, groups)
+            limits, sizes, floating = quota_room(self.ctx, cloud, groups)
         except ZenopsError as e:  # the limits could not be read: each group's own preflight still checks its room
             self.ctx.warn(f"could not read the quota of {cloud} ({e.message}): running {self.spec.parallel} at once")
             return self.spec.parallel
-        floating = self.ctx.config.cloud_profile(cloud).network_mode == "floating"
-        k = plan_lib.fitting_parallel(self.spec.parallel, list(sizes.values()), limits, floating=floating)
+        k = plan_lib.fitting_parallel(self.spec.parallel, sizes, limits, floating=floating)
         if k < min(self.spec.parallel, len(groups)):
             self._note(
                 f"parallel {self.spec.parallel} -> {max(k, 1)}: the project's quota holds {k} of these servers at once"
@@ -372,7 +165,7 @@ class Campaign:
             if not ok:
                 self._skip(cells, why)
                 return
-        with self._deployment_lock(group):
+        with Deployment.open(self._ctx(), self._identity(group)):  # held from its provisioning to its teardown
             try:
                 try:
                     inventory = self._provision(group, price) if self.spec.cloud else Path(str(self.spec.inventory))
@@ -394,28 +187,20 @@ class Campaign:
                 if self.spec.cloud:
                     self._teardown(group)
                 else:
-                    self._stop_servers(Path(str(self.spec.inventory)))
+                    self._stop_servers(group)
 
-    def _deployment_lock(self, group: str) -> AbstractContextManager[Holder]:
-        """The lock of the group's deployment (its server, or the inventory's hosts), held from its provisioning to
-        its teardown, so no `up`, `bench`, `rollout` or `down` of it runs meanwhile (zenops.lock)."""
-        from zenops.deployment import identity  # noqa: PLC0415
-        from zenops.lock import deployment_lock  # noqa: PLC0415
+    def _identity(self, group: str) -> DeploymentId:
+        """The group's deployment: its server on the cloud, or the inventory's hosts."""
+        if self.spec.cloud:
+            return DeploymentId(deployment_name(self.state.id, group), str(self.spec.cloud))
+        return resolve_target(self.ctx.config, inventory=Path(str(self.spec.inventory)), command="campaign run")
 
-        config = self.ctx.config
-        dep = (
-            identity.DeploymentId(deployment_name(self.state.id, group), str(self.spec.cloud))
-            if self.spec.cloud
-            else identity.of_inventory(config, Path(str(self.spec.inventory)))
-        )
-        return deployment_lock(config, dep.key, note=self.ctx.note)
-
-    def _stop_servers(self, inventory: Path) -> None:
+    def _stop_servers(self, group: str) -> None:
         """Own hosts stay; the servers the campaign started on them go (`zenops down -i`), images kept."""
-        from zenops.hosts import down_inventory  # noqa: PLC0415
-
+        inventory = self.spec.inventory
         try:
-            down_inventory(self._ctx_uncancelled(), inventory)
+            hosts: Deployment = Deployment.held(self._identity(group))
+            hosts.with_ctx(self._ctx_uncancelled()).stop_servers()
         except ZenopsError as e:
             self.ctx.warn(
                 f"could not stop the campaign's servers on {inventory}: {e} (run `zenops down -i {inventory}`)"
@@ -433,7 +218,7 @@ class Campaign:
         return replace(self.ctx, cancel=threading.Event())
 
     def _provision(self, group: str, price: float | None) -> Path:
-        from zenops.deploy import CloudRequest, up_cloud  # noqa: PLC0415
+        from zenops.deployment.common import CloudRequest  # noqa: PLC0415
 
         name = deployment_name(self.state.id, group)
         with self._lock:
@@ -448,19 +233,12 @@ class Campaign:
             cloud=str(self.spec.cloud), flavor=group, count=1, name=name, campaign=self.state.id,
             ttl_s=self.spec.budget.ttl_s,
         )  # fmt: skip
-        last: BaseException | None = None
-        for attempt in range(1 + self.retries):
-            try:
-                _up, dep = up_cloud(self._ctx(), request)
-                break
-            except ZenopsError as e:
-                failure, transient = classify(e)
-                last = e
-                if not transient or attempt == self.retries:
-                    raise
-                self._note(f"{group}: provisioning failed ({failure}: {e.message}); trying again")
-        else:  # pragma: no cover - the loop either breaks or raises
-            raise ZenopsError(str(last))
+
+        def again(failure: str, e: ZenopsError) -> None:
+            self._note(f"{group}: provisioning failed ({failure}: {e.message}); trying again")
+
+        deployment: Deployment = Deployment.held(self._identity(group))
+        _up, dep = deployment.provision(request, retries=self.retries, on_retry=again)
         with self._lock:
             server.inventory = dep.inventory
             self.state.sample("provision_s", time.monotonic() - t0)
@@ -468,14 +246,13 @@ class Campaign:
         return Path(dep.inventory)
 
     def _teardown(self, group: str) -> None:
-        from zenops.deploy import down  # noqa: PLC0415
-
         server = self._server_of(group)
         if server is None:
             return
         self._note(f"{group}: tearing down {server.deployment}")
         t0 = time.monotonic()
-        down(self.ctx.config, cloud=self.spec.cloud, name=server.deployment, note=self.ctx.note)
+        deployment: Deployment = Deployment.held(self._identity(group))
+        deployment.down()
         with self._lock:
             server.deleted_at = now_iso()  # down raised if anything was left: only a confirmed deletion gets here
             self.state.sample("teardown_s", time.monotonic() - t0)
@@ -485,7 +262,7 @@ class Campaign:
         """Every server of the campaign still standing (a group that raised, Ctrl-C): removed, or said loudly."""
         for server in list(self.state.running_servers()):
             try:
-                with self._deployment_lock(server.group):
+                with Deployment.open(self.ctx, self._identity(server.group)):
                     self._teardown(server.group)
             except (ZenopsError, KeyboardInterrupt) as e:
                 self.ctx.warn(
@@ -498,10 +275,7 @@ class Campaign:
         (a transient class is tried again by the next `run`; the provisioning itself was already retried)."""
         failure, _transient = classify(error)
         with self._lock:
-            for c in cells:
-                cs = self.state.cells[c.key]
-                cs.status, cs.failure, cs.reason, cs.finished_at = "failed", failure, error.message[:2000], now_iso()
-                cs.attempts += 1
+            self.state.fail([c.key for c in cells], failure, error.message, attempt=True)
         self._save()
         self._note(
             f"{cells[0].group}: no server ({failure}): {error.message.splitlines()[0][:300]}; "
@@ -511,34 +285,24 @@ class Campaign:
 
     def _skip(self, cells: list[plan_lib.Cell], why: str) -> None:
         with self._lock:
-            for c in cells:
-                cs = self.state.cells[c.key]
-                cs.status, cs.reason = "skipped", why
+            self.state.skip([c.key for c in cells], why)
         self._save()
         self._note(f"{len(cells)} cell(s) skipped: {why}")
 
     # --- one cell -----------------------------------------------------------------------------------------------
 
     def _cell(self, cell: plan_lib.Cell, inventory: Path, price: float | None, *, first: bool) -> None:
-        from zenops.bench.run import BenchRequest, bench_inventory  # noqa: PLC0415
-
-        cs = self.state.cells[cell.key]
+        deployment: Deployment = Deployment.held(self._identity(cell.group))
         runs_dir = self.store.dir(self.state.id) / "runs"
         for attempt in range(1 + self.retries):
             with self._lock:
-                cs.status, cs.attempts, cs.started_at, cs.reason, cs.failure = (
-                    "running",
-                    cs.attempts + 1,
-                    now_iso(),
-                    None,
-                    None,
-                )
+                self.state.start(cell.key)
             self._save()
             self._note(f"{cell.label()}: serving" + (f" (attempt {attempt + 1})" if attempt else ""))
             try:
                 t0 = time.monotonic()
                 request = {**dict(cell.request), "gateway": "off"}
-                engines.serve_cell(self._ctx(), inventory, request)
+                deployment.serve_engine(request)
                 serve_s = time.monotonic() - t0
                 run_dirs = []
                 t1 = time.monotonic()
@@ -546,25 +310,12 @@ class Campaign:
                     run_id = f"{cell.key}-r{r + 1}"
                     shutil.rmtree(runs_dir / run_id, ignore_errors=True)  # a partial run of an interrupted attempt
                     self._note(f"{cell.label()}: bench {r + 1}/{self.spec.bench.repeats}")
-                    outcome = bench_inventory(
-                        self._ctx(),
-                        inventory,
-                        BenchRequest(
-                            profile="seed",
-                            concurrency=self.spec.bench.concurrency,
-                            num_prompts=self.spec.bench.prompts,
-                            input_len=self.spec.bench.input_len,
-                            output_len=self.spec.bench.output_len,
-                            runs_dir=runs_dir,
-                            run_id=run_id,
-                            flavor=cell.flavor,
-                            price_per_hour=price,
-                            cloud=self.spec.cloud,
-                            deployment=inventory.stem,
-                            label=cell.variant,
+                    outcome = deployment.bench(
+                        plan_lib.bench_request(
+                            self.spec, cell, run_id, runs_dir, price=price, deployment=deployment.id.label,
                             campaign=self.state.id,
-                        ),
-                    )
+                        )
+                    )  # fmt: skip
                     run_dirs.append(str(outcome.run_dir))
                     bad = [p for res in outcome.report.results for p in res.problems]
                     if bad:
@@ -572,13 +323,13 @@ class Campaign:
                 bench_s = time.monotonic() - t1
             except (KeyboardInterrupt, CanceledError):
                 with self._lock:
-                    cs.status, cs.reason = "pending", "interrupted"
+                    self.state.interrupt(cell.key)
                 self._save()
                 raise
             except ZenopsError as e:
                 failure, transient = classify(e)
                 with self._lock:
-                    cs.status, cs.failure, cs.reason, cs.finished_at = "failed", failure, e.message[:2000], now_iso()
+                    self.state.fail([cell.key], failure, e.message)
                 self._save()
                 if transient and attempt < self.retries:
                     self._note(f"{cell.label()}: {failure} ({e.message.splitlines()[0][:200]}); trying again")
@@ -586,10 +337,7 @@ class Campaign:
                 self._note(f"{cell.label()}: FAILED ({failure}): {e.message.splitlines()[0][:300]}")
                 return
             with self._lock:
-                cs.status, cs.finished_at, cs.run_dirs = "done", now_iso(), run_dirs
-                cs.serve_s, cs.bench_s = round(serve_s, 1), round(bench_s, 1)
-                self.state.sample("first_serve_s" if first else "serve_s", serve_s)
-                self.state.sample("bench_s", bench_s)
+                self.state.done(cell.key, run_dirs, serve_s, bench_s, first=first)
             self._save()
             self._note(f"{cell.label()}: done (serve {serve_s:.0f}s, bench {bench_s:.0f}s)")
             self._note(self.progress())
@@ -603,203 +351,16 @@ class Campaign:
     # --- the end ------------------------------------------------------------------------------------------------
 
     def _finish(self, interrupted: bool) -> None:
-        counts = self.state.counts()
         if self.spec.cloud:
             try:
                 deployments = [s.deployment for s in self.state.servers.values()]
-                self.state.leaks = len(leftovers(self.ctx.config, str(self.spec.cloud), self.state.id, deployments))
+                self.state.leaks = len(leak_proof(self.ctx.config, str(self.spec.cloud), self.state.id, deployments))
             except ZenopsError as e:
                 self.ctx.warn(f"could not check for leftovers of {self.state.id}: {e}")
-        if interrupted:
-            self.state.status = "interrupted"
-        elif counts.get("skipped"):
-            self.state.status = "over-budget"
-        elif counts.get("pending") or counts.get("running"):
-            self.state.status = "interrupted"
-        elif counts.get("failed"):
-            self.state.status = "partial" if counts.get("done") else "failed"
-        else:
-            self.state.status = "done"
-        self.state.finished_at = now_iso()
+        self.state.finish(interrupted=interrupted)
         self._save()
         if self.state.leaks is not None:
             self._note(
                 f"{self.state.leaks} resource(s) with its mark left on {self.spec.cloud}"
                 + (" (nothing leaked)" if self.state.leaks == 0 else f": `zenops campaign down {self.state.id}`")
             )
-
-
-def leftovers(config: Any, cloud: str, campaign_id: str, deployments: Iterable[str] = ()) -> list[dict[str, Any]]:
-    """Resources on ``cloud`` carrying the campaign's mark (what `zenops leaks` would find of it), and the expiry
-    switches' application credentials of its ``deployments`` (credentials carry no tags: they go by name)."""
-    from zenops.cloud import expiry_switch, ops  # noqa: PLC0415
-
-    conn = ops.connect(cloud)
-    owned = ops.list_owned(conn, cloud, campaign=campaign_id)
-    found = [ops.describe(k, r) for k, r in owned.items()]
-    names = set(deployments)
-    creds = [
-        c
-        for c in expiry_switch.listed(conn, cloud)
-        if expiry_switch.deployment_of(c.name) in names or expiry_switch.campaign_of(c) == campaign_id
-    ]
-    return found + [expiry_switch.describe(c) for c in creds]
-
-
-def run_campaign(
-    ctx: RunContext,
-    spec: CampaignSpec,
-    store: Store,
-    *,
-    new: bool = False,
-    within_budget: bool = False,
-    on_plan: Callable[[Planned], None] | None = None,
-    confirm: Callable[[Spend], bool] | None = None,
-) -> CampaignState:
-    """Plan (refusing over budget before anything is created), then run or continue the campaign. Raises
-    OverBudgetError (17) when the budget stopped it, CellsFailedError (18) when cells failed, after the teardown.
-    ``within_budget``: a projection over the cap does not refuse the start; the checks before each step stop it.
-    ``confirm``: asked what a campaign on a cloud will create and cost (:func:`spend_of`) before anything is
-    created or recorded; False: nothing is (CanceledError)."""
-    planned = plan_campaign(ctx, spec, store)
-    if new:
-        planned = replace(planned, state=None, todo=list(planned.cells))
-    if planned.state is not None and not planned.todo:
-        raise UsageError(
-            f"campaign {planned.state.id} has nothing left to run (every cell is done or failed for good)",
-            hint=f"`zenops campaign report {planned.state.id}`, or `zenops campaign run {spec.path} --new` to "
-            "measure again",
-        )
-    if on_plan is not None:
-        on_plan(planned)
-    if within_budget:
-        if spec.budget.max_usd is not None and planned.projection.usd > spec.budget.max_usd:
-            ctx.note(
-                f"projected ${planned.projection.usd:.2f} is over budget.max_usd ${spec.budget.max_usd:.2f}: "
-                "--within-budget runs the cells the budget covers, in order, and skips the rest"
-            )
-    else:
-        plan_lib.check_budget(planned.projection, spec.budget.max_usd)
-    if confirm is not None and spec.cloud and not confirm(spend_of(planned)):
-        raise CanceledError("nothing was created", hint="pass --yes to run the campaign without asking")
-    campaign = Campaign(ctx, spec, store)
-    campaign.open(planned, new=new)
-    state = campaign.run(planned)
-    counts = state.counts()
-    if counts.get("skipped"):
-        raise OverBudgetError(
-            f"campaign {state.id} stopped at its budget: {counts.get('done', 0)} cell(s) done, "
-            f"{counts['skipped']} skipped"
-            + (f", {counts['failed']} failed (`zenops campaign status {state.id}`)" if counts.get("failed") else "")
-            + f"; spent ${state.spent():.2f} of ${spec.budget.max_usd:.2f}; torn down",
-            hint=f"`zenops campaign report {state.id}` reports what was measured (labelled partial); raise "
-            "budget.max_usd and run again to measure the rest",
-        )
-    if counts.get("failed"):
-        failed = [c for c in state.cells.values() if c.status == "failed"]
-        raise CellsFailedError(
-            f"campaign {state.id}: {len(failed)} cell(s) failed: "
-            + "; ".join(f"{c.group}/{Path(c.model).name}/{c.variant}: {c.failure}" for c in failed[:6]),
-            hint=f"`zenops campaign status {state.id}` shows each reason; the other cells are in the report",
-        )
-    return state
-
-
-def spend_of(planned: Planned) -> Spend:
-    """What a campaign on a cloud creates: a server per flavor group still to run (not those already up), at most
-    ``parallel`` at once; its projected total against budget.max_usd."""
-    from zenops.cloud.marks import format_duration  # noqa: PLC0415
-
-    spec = planned.spec
-    up = {s.group for s in planned.state.running_servers()} if planned.state else set()
-    return spend.of_campaign(
-        str(spec.cloud),
-        [(g.group, g.price_per_hour) for g in planned.projection.groups if g.group not in up],
-        parallel=spec.parallel,
-        projected_usd=planned.projection.usd,
-        cap_usd=spec.budget.max_usd,
-        ttl=format_duration(spec.budget.ttl_s),
-    )
-
-
-def down_campaign(
-    ctx: RunContext, store: Store, campaign_id: str, *, confirm: Callable[[Spend], bool] | None = None
-) -> list[dict[str, Any]]:
-    """Remove whatever the campaign still has on its cloud (its mark), and close its servers in the state.
-    ``confirm``: asked what is deleted before anything is (False: nothing is, CanceledError)."""
-    from zenops.deploy import down_locked  # noqa: PLC0415
-
-    state = store.load(campaign_id)
-    cloud = next((s.cloud for s in state.servers.values() if s.cloud), None)
-    if cloud is None:
-        return []
-    result = down_locked(
-        ctx.config, cloud=cloud, campaign=campaign_id, note=ctx.note, confirm=confirm, command="zenops campaign down"
-    )
-    for s in state.servers.values():
-        if s.deleted_at is None:
-            s.deleted_at = now_iso()
-    state.leaks = len(leftovers(ctx.config, cloud, campaign_id, (s.deployment for s in state.servers.values())))
-    if state.status in ("running",):
-        state.status = "torn-down"
-    store.save(state)
-    return result.removed
-
-
-def _jsonable(options: Any) -> dict[str, Any]:
-    """Options as the state file keeps them: tuples as lists, paths as strings."""
-    return {k: (list(v) if isinstance(v, tuple) else str(v) if isinstance(v, Path) else v) for k, v in options.items()}
-
-
-def load_report(
-    config: Any, store: Store, campaign_id: str, *, max_tpot_ms: float | None = None, api_price: float | None = None
-) -> Any:
-    """The campaign's report (zenops.campaign.report) from its state and the bench runs of its done cells."""
-    from zenops.campaign.report import CellOutcome, build_report  # noqa: PLC0415
-    from zenops.errors import NoBenchResultError  # noqa: PLC0415
-    from zenops.report import loading  # noqa: PLC0415
-
-    state = store.load(campaign_id)
-    cells = [
-        CellOutcome(
-            key=c.key,
-            flavor=c.group,  # the flavor (cloud), or the inventory's name (own hosts)
-            model=c.model,
-            variant=c.variant,
-            status=c.status if c.status in ("done", "failed", "skipped") else "pending",
-            reason=c.reason,
-            run_dir=c.run_dirs[0] if c.run_dirs else None,  # later repeats: <key>-r2... (matched by the key)
-        )
-        for c in state.cells.values()
-    ]
-    run_dirs = [Path(d) for c in state.cells.values() if c.status == "done" for d in c.run_dirs if Path(d).is_dir()]
-    flavors = catalog.flavors(config.flavors)
-    servers = {s.group: s.price_per_hour for s in state.servers.values()}
-
-    def price_of(name: str) -> float | None:
-        if servers.get(name) is not None:
-            return servers[name]
-        f = flavors.get(name)
-        return f.price_per_hour if f else None
-
-    results = []
-    if run_dirs:
-        try:
-            results = list(loading.load(run_dirs, price_of=price_of).results)
-        except NoBenchResultError:
-            results = []
-    return state, build_report(results, cells, max_tpot_ms=max_tpot_ms, api_price=api_price)
-
-
-def progress_line(state: CampaignState, width: int = 20) -> str:
-    counts = state.counts()
-    total = sum(counts.values()) or 1
-    ended = counts.get("done", 0) + counts.get("failed", 0) + counts.get("skipped", 0)
-    filled = int(width * ended / total)
-    others = ", ".join(f"{n} {k}" for k, n in sorted(counts.items()) if k in ("failed", "skipped") and n)
-    cap = f" of ${state.max_usd:.2f}" if state.max_usd is not None else ""
-    return (
-        f"[{'#' * filled}{'.' * (width - filled)}] {counts.get('done', 0)}/{total} cells done"
-        + (f" ({others})" if others else "")
-        + f", ${state.spent():.2f}{cap}"
-    )

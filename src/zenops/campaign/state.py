@@ -96,6 +96,73 @@ class CampaignState:
     def sample(self, name: str, seconds: float) -> None:
         self.samples.setdefault(name, []).append(round(seconds, 1))
 
+    # --- the rules of a cell's status: the run says what happened, these say what the state records ----------------
+
+    def track(self, cells: Iterable[tuple[str, str, str, str]]) -> None:
+        """The plan's cells ``(key, group, model, variant)`` in the state; one left running (a crash), skipped (the
+        budget) or failed for a transient reason runs again: pending."""
+        for key, group, model, variant in cells:
+            cs = self.cells.get(key)
+            if cs is None:
+                self.cells[key] = CellState(key, group, model, variant)
+            elif cs.status in ("running", "skipped") or (cs.status == "failed" and cs.failure == "transient"):
+                cs.status, cs.reason = "pending", None
+
+    def start(self, key: str) -> CellState:
+        """Cell ``key`` running: one attempt more, its last failure cleared."""
+        cs = self.cells[key]
+        cs.status, cs.attempts, cs.started_at, cs.reason, cs.failure = "running", cs.attempts + 1, now_iso(), None, None
+        return cs
+
+    def fail(self, keys: Iterable[str], failure: str, reason: str, *, attempt: bool = False) -> None:
+        """Cells ``keys`` failed, with the failure's class and its words (``attempt``: the failure was an attempt of
+        theirs, as their server that never came is)."""
+        for key in keys:
+            cs = self.cells[key]
+            cs.status, cs.failure, cs.reason, cs.finished_at = "failed", failure, reason[:2000], now_iso()
+            cs.attempts += 1 if attempt else 0
+
+    def skip(self, keys: Iterable[str], why: str) -> None:
+        for key in keys:
+            self.cells[key].status, self.cells[key].reason = "skipped", why
+
+    def interrupt(self, key: str) -> None:
+        """Cell ``key`` stopped by Ctrl-C: pending again (the next `campaign run` runs it)."""
+        self.cells[key].status, self.cells[key].reason = "pending", "interrupted"
+
+    def done(self, key: str, run_dirs: list[str], serve_s: float, bench_s: float, *, first: bool) -> None:
+        """Cell ``key`` measured; its durations sampled for the budget's next projections (``first``: the group's
+        first serve, which pulls the image and the model)."""
+        cs = self.cells[key]
+        cs.status, cs.finished_at, cs.run_dirs = "done", now_iso(), run_dirs
+        cs.serve_s, cs.bench_s = round(serve_s, 1), round(bench_s, 1)
+        self.sample("first_serve_s" if first else "serve_s", serve_s)
+        self.sample("bench_s", bench_s)
+
+    def finish(self, *, interrupted: bool) -> None:
+        """The campaign's status at its end: interrupted (Ctrl-C, or cells left), over-budget (cells skipped),
+        partial or failed (cells failed, some done or none), else done."""
+        counts = self.counts()
+        if interrupted:
+            self.status = "interrupted"
+        elif counts.get("skipped"):
+            self.status = "over-budget"
+        elif counts.get("pending") or counts.get("running"):
+            self.status = "interrupted"
+        elif counts.get("failed"):
+            self.status = "partial" if counts.get("done") else "failed"
+        else:
+            self.status = "done"
+        self.finished_at = now_iso()
+
+    def torn_down(self) -> None:
+        """`campaign down` removed what it had on its cloud: every server deleted, a running campaign torn down."""
+        for s in self.servers.values():
+            if s.deleted_at is None:
+                s.deleted_at = now_iso()
+        if self.status == "running":
+            self.status = "torn-down"
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

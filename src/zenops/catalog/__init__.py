@@ -4,6 +4,9 @@ Both come from YAML files shipped inside the package (``models.yaml``, ``flavors
 importlib.resources, so they work from a wheel). A model that is not in the catalogue can be described by a local
 directory holding its Hugging Face ``config.json``; flavors of your own cloud come from ``flavors:`` in zenops.yaml
 and win over catalogue flavors of the same name.
+
+The CPU catalogue (``cpus.yaml``) is in :mod:`zenops.catalog.cpus`, the reading of the files in
+:mod:`zenops.catalog.resource`; their names are importable from here.
 """
 
 from __future__ import annotations
@@ -16,14 +19,33 @@ import math
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from zenops.catalog.cpus import CpuSpec, cpu_spec
+from zenops.catalog.resource import load_resource
 from zenops.config import check_flavor
 from zenops.errors import ConfigError, UsageError
+
+__all__ = [
+    "DTYPE_BYTES",
+    "GIB",
+    "CpuSpec",
+    "FlavorSpec",
+    "ModelConfigError",
+    "ModelSpec",
+    "check_config_flavor",
+    "cpu_spec",
+    "dtype_bytes",
+    "estimate_params",
+    "flavors",
+    "flavors_that_fit",
+    "get_flavor",
+    "get_model",
+    "load_resource",
+    "model_from_config_json",
+    "models",
+]
 
 GIB = 1024**3
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
@@ -151,17 +173,7 @@ class ModelConfigError(UsageError):
         self.key = key
 
 
-# --- catalogue files --------------------------------------------------------------------------------------------
-
-
-def load_resource(filename: str, top: str) -> tuple[str, dict[str, Any]]:
-    """The mapping under ``top`` in the packaged catalogue file ``filename``, and where it is (for error messages)."""
-    where = f"zenops/catalog/{filename}"
-    data = yaml.safe_load(resources.files(__name__).joinpath(filename).read_text(encoding="utf-8"))
-    entries = data.get(top) if isinstance(data, dict) else None
-    if not isinstance(entries, dict):
-        raise ConfigError(where, top, "missing or not a mapping", hint="the packaged catalogue is damaged; reinstall")
-    return where, entries
+# --- the model catalogue (models.yaml) --------------------------------------------------------------------------------
 
 
 _INT_FIELDS = ("layers", "hidden_size", "attention_heads", "kv_heads", "head_dim", "max_context")
@@ -569,63 +581,3 @@ def flavors_that_fit(
         if f.ram_gib >= required_ram_gib and (not need_avx512 or "avx512f" in f.cpu_flags)
     ]
     return sorted(fitting, key=lambda f: (f.price_per_hour is None, f.price_per_hour or 0.0, f.ram_mib, f.name))
-
-
-# --- CPUs: theoretical roofs ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CpuSpec:
-    """A CPU model's spec-sheet roofs (``cpus.yaml``): upper bounds for the roofline, labelled theoretical."""
-
-    name: str
-    microarchitecture: str
-    cores: int  # per socket
-    memory_channels: int  # per socket
-    memory_mts: int
-    base_ghz: float
-    flops_per_cycle: Mapping[str, int]  # per core, by dtype
-    source: str
-
-    @property
-    def socket_bandwidth_gbps(self) -> float:
-        """channels x MT/s x 8 bytes, in GB/s (10^9 bytes)."""
-        return self.memory_channels * self.memory_mts * 8 / 1000
-
-    def gflops(self, cores: int, dtype: str) -> float:
-        """cores x base clock x FLOPs per cycle for ``dtype`` (float16 counts as bfloat16), in GFLOP/s."""
-        per_cycle = self.flops_per_cycle.get("bfloat16" if dtype == "float16" else dtype)
-        if per_cycle is None:
-            per_cycle = self.flops_per_cycle.get("float32", 0)
-        return cores * self.base_ghz * per_cycle
-
-
-@functools.cache
-def _catalogue_cpus() -> dict[str, CpuSpec]:
-    where, entries = load_resource("cpus.yaml", "cpus")
-    result = {}
-    for name, entry in entries.items():
-        try:
-            result[str(name)] = CpuSpec(
-                name=str(name),
-                microarchitecture=str(entry["microarchitecture"]),
-                cores=int(entry["cores"]),
-                memory_channels=int(entry["memory_channels"]),
-                memory_mts=int(entry["memory_mts"]),
-                base_ghz=float(entry["base_ghz"]),
-                flops_per_cycle={str(k): int(v) for k, v in dict(entry["flops_per_cycle"]).items()},
-                source=str(entry["source"]),
-            )
-        except (KeyError, TypeError, ValueError) as e:
-            raise ConfigError(
-                where, f"cpus.{name}", f"missing or bad field ({e})", hint="fix the catalogue entry"
-            ) from e
-    return result
-
-
-def cpu_spec(model_name: str) -> CpuSpec | None:
-    """The catalogue CPU whose name occurs in ``model_name`` (/proc/cpuinfo's model name), longest name first."""
-    for name in sorted(_catalogue_cpus(), key=len, reverse=True):
-        if name.lower() in (model_name or "").lower():
-            return _catalogue_cpus()[name]
-    return None

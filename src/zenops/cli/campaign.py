@@ -13,13 +13,13 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import OldSpellingOption, json_option, yes_option
+from zenops.cli.options import OldSpellingOption, json_option, option
 from zenops.errors import in_one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from zenops.campaign.run import Planned
+    from zenops.campaign.planned import Planned
     from zenops.campaign.state import CampaignState
 
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -114,7 +114,7 @@ def _print_plan(app: App, planned: Planned, console: Console) -> None:
 def plan_cmd(ctx: click.Context, file: Path) -> None:
     """The cells, what is already done, and the projected cost; exit 17 when over budget.max_usd."""
     from zenops.campaign import plan as plan_lib  # noqa: PLC0415
-    from zenops.campaign.run import plan_campaign  # noqa: PLC0415
+    from zenops.campaign.planned import plan_campaign  # noqa: PLC0415
     from zenops.context import RunContext  # noqa: PLC0415
 
     app = get_app(ctx)
@@ -135,7 +135,7 @@ def plan_cmd(ctx: click.Context, file: Path) -> None:
     help="Start even when the projection is over budget.max_usd, and measure what the budget buys: cells run in "
     "the file's order while the rest of the budget covers the next one; the others are skipped (exit 17).",
 )
-@yes_option
+@option("yes", "campaign run")
 @json_option
 @click.pass_context
 def run_cmd(ctx: click.Context, file: Path, new: bool, within_budget: bool, yes: bool) -> None:
@@ -152,13 +152,13 @@ def run_cmd(ctx: click.Context, file: Path, new: bool, within_budget: bool, yes:
     On a cloud it says what it will create (a server per flavor, $/h, $/month), its projected total and
     budget.max_usd, then asks (default No); without a terminal (scripts, CI) it needs --yes.
     """
-    from zenops.campaign.run import run_campaign  # noqa: PLC0415
+    from zenops.campaign.commands import run_campaign  # noqa: PLC0415
     from zenops.cli.confirm import agree  # noqa: PLC0415
 
     app = get_app(ctx)
     spec = _load(file)
     store = _store(app)
-    with app.run_context(lock=f"campaign-{spec.name}") as run_ctx:
+    with app.run_context(campaign=spec.name) as run_ctx:
         try:
             run_campaign(
                 run_ctx,
@@ -206,7 +206,7 @@ def _print_status(app: App, state: CampaignState, *, final: bool = False) -> Non
             }
         )
         return
-    from zenops.campaign.run import progress_line  # noqa: PLC0415
+    from zenops.campaign.results import progress_line  # noqa: PLC0415
 
     out = app.err if final else app.out
     out.print(f"campaign {state.id} [{state.status}] {escape(progress_line(state))}")
@@ -296,7 +296,7 @@ def report_cmd(
 ) -> None:
     """The campaign's table, the best configuration per model ($ per 1M output tokens under --max-tpot-ms), the
     non-dominated set, break-even volumes, failed and skipped cells with their reasons (partial: labelled)."""
-    from zenops.campaign.run import load_report  # noqa: PLC0415
+    from zenops.campaign.results import load_report  # noqa: PLC0415
 
     app = get_app(ctx)
     store = _store(app)
@@ -346,7 +346,7 @@ def example_cmd() -> None:
 
 @campaign.command("down")
 @click.argument("campaign_id", metavar="ID")
-@yes_option
+@option("yes", "campaign down")
 @json_option
 @click.pass_context
 def down_cmd(ctx: click.Context, campaign_id: str, yes: bool) -> None:
@@ -354,13 +354,13 @@ def down_cmd(ctx: click.Context, campaign_id: str, yes: bool) -> None:
 
     It says what it will delete and what that stops costing, then asks (default No); without a terminal
     (scripts, CI) it needs --yes."""
-    from zenops.campaign.run import down_campaign  # noqa: PLC0415
+    from zenops.campaign.commands import down_campaign  # noqa: PLC0415
     from zenops.cli.confirm import agree  # noqa: PLC0415
 
     app = get_app(ctx)
     store = _store(app)
     name = store.load(campaign_id).name  # an unknown id is refused here, naming the known ones
-    with app.run_context(lock=f"campaign-{name}") as run_ctx:
+    with app.run_context(campaign=name) as run_ctx:
         removed = down_campaign(
             run_ctx,
             store,

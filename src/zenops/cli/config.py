@@ -13,7 +13,7 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import get_app
-from zenops.cli.options import check_defaults, cloud_option_for, dry_run_option, json_option, os_image_option
+from zenops.cli.options import check_defaults, json_option, option
 from zenops.config import EXAMPLE, check_file, read_file, search_paths
 from zenops.errors import ConfigError
 
@@ -102,10 +102,10 @@ def example() -> None:
 
 
 @config.command("init")
-@cloud_option_for("The clouds.yaml entry to write a profile for.", required=True)
-@os_image_option("The Glance image the servers boot (name or ID), instead of the newest Debian 12 image.")
+@option("cloud", "config init")
+@option("os_image", "config init")
 @click.option("--force", is_flag=True, help="Replace the file's profile of this cloud (its other keys are kept).")
-@dry_run_option("Print the profile; write nothing.")
+@option("dry_run", "config init")
 @json_option
 @click.pass_context
 def init(ctx: click.Context, cloud: str, os_image: str | None, force: bool, dry_run: bool) -> None:

@@ -20,7 +20,6 @@ from zenops.errors import ConfigError
 
 if TYPE_CHECKING:  # zenops.progress imports ansible-runner: loaded by the commands that run Ansible, not by --help
     from zenops.context import RunContext
-    from zenops.deployment.identity import DeploymentId
     from zenops.progress import JsonProgress, RichProgress
 
 
@@ -48,19 +47,19 @@ class App:
         return JsonProgress() if self.json else RichProgress(self.err, self.verbose, quiet=quiet)
 
     @contextmanager
-    def run_context(self, *, lock: DeploymentId | str | None = None, read_only: bool = False) -> Iterator[RunContext]:
+    def run_context(self, *, campaign: str | None = None, read_only: bool = False) -> Iterator[RunContext]:
         """The run context of this command (zenops.context.RunContext), built here once: the config, live progress
         while it is open, Ansible's verbosity (-v shows every host result, so Ansible gets the -v after the first),
-        notes on stderr (or as JSON). ``lock``: the deployment (or another lock key: a campaign's) whose lock
-        (zenops.lock) this mutating command holds while the context is open. ``read_only``: a command that changes
+        notes on stderr (or as JSON). ``campaign``: the campaign (its name) whose lock (zenops.lock, key
+        ``campaign-<name>``) `campaign run` and `campaign down` hold while the context is open; a deployment's lock
+        is its lifecycle's (zenops.deployment.lifecycle.Deployment.open). ``read_only``: a command that changes
         nothing prints no Ansible play or task lines unless -v (failures and warnings still)."""
         from contextlib import nullcontext  # noqa: PLC0415
 
         from zenops.context import RunContext  # noqa: PLC0415
         from zenops.lock import deployment_lock  # noqa: PLC0415
 
-        key = lock if isinstance(lock, str) or lock is None else lock.key
-        held = deployment_lock(self.config, key, note=self.note) if key else nullcontext()
+        held = deployment_lock(self.config, f"campaign-{campaign}", note=self.note) if campaign else nullcontext()
         with held, self.progress(quiet=read_only) as sink:
             self._progress = sink
             try:

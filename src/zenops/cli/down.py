@@ -1,7 +1,7 @@
 """`zenops down`: remove what zenops created, in dependency order, and prove it is gone.
 
-Library: zenops.deploy (``down``: a cloud deployment, through openstacksdk) or zenops.hosts (``down_inventory``: the
-servers on your hosts). Playbook: playbooks/down.yml for --inventory; none for a deployment.
+Library: zenops.deployment.teardown (``down``: a cloud deployment, through openstacksdk) or zenops.hosts
+(``down_inventory``: the servers on your hosts). Playbook: playbooks/down.yml for --inventory; none for a deployment.
 """
 
 from __future__ import annotations
@@ -12,28 +12,19 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import (
-    cloud_option_for,
-    deployment_argument,
-    deployment_name_option,
-    dry_run_option,
-    inventory_option,
-    json_option,
-    limit_option,
-    yes_option,
-)
+from zenops.cli.options import deployment_argument, json_option, option
 from zenops.errors import UsageError
 
 
 @click.command()
 @deployment_argument
-@deployment_name_option("The deployment to remove.")
-@click.option("--campaign", metavar="ID", help="Every deployment of this campaign.")
+@option("deployment", "down")
+@option("campaign", "down")
 @click.option("--all-mine", is_flag=True, help="Every resource carrying zenops's marks in the cloud.")
-@cloud_option_for("clouds.yaml entry (default: where the ledger says the deployment is).")
-@dry_run_option("List what would be removed; remove nothing.")
-@yes_option
-@inventory_option
+@option("cloud", "down")
+@option("dry_run", "down")
+@option("yes", "down")
+@option("inventory", "down")
 @click.option("--images", is_flag=True, help="With --inventory: also remove the engine images zenops made.")
 @click.option(
     "--data", is_flag=True, help="With --inventory: also remove models and the model cache (/var/lib/zenops)."
@@ -43,7 +34,7 @@ from zenops.errors import UsageError
     is_flag=True,
     help="Keep the deployment's API key file (by default removed with it, so a deployment made again gets a new key).",
 )
-@limit_option
+@option("limit", "down")
 @json_option
 @click.pass_context
 def down(
@@ -93,7 +84,7 @@ def down(
     if images or data or limit:
         raise UsageError("--images, --data and --limit go with --inventory", hint="zenops down --inventory hosts.yml")
     from zenops.cli.confirm import agree  # noqa: PLC0415
-    from zenops.deploy import down_locked  # noqa: PLC0415
+    from zenops.deployment.teardown import down_locked  # noqa: PLC0415
 
     # each deployment's lock (the one `up --cloud` holds), so a running up, rollout or bench is not cut under it
     result = down_locked(
@@ -125,13 +116,12 @@ def down(
 def _down_inventory(
     app: App, inventory: Path, *, images: bool, data: bool, limit: str | None, keep_secrets: bool
 ) -> None:
-    from zenops.deployment.identity import of_inventory  # noqa: PLC0415
-    from zenops.hosts import down_inventory  # noqa: PLC0415
+    from zenops.deployment.lifecycle import Deployment  # noqa: PLC0415
+    from zenops.deployment.target import resolve_target  # noqa: PLC0415
 
-    with app.run_context(lock=of_inventory(app.config, inventory)) as run_ctx:
-        run, hosts = down_inventory(
-            run_ctx, inventory, images=images, data=data, limit=limit, keep_secrets=keep_secrets
-        )
+    dep = resolve_target(app.config, inventory=inventory, command="down")
+    with app.run_context() as run_ctx, Deployment.open(run_ctx, dep) as deployment:
+        run, hosts = deployment.stop_servers(images=images, data=data, limit=limit, keep_secrets=keep_secrets)
     if app.json:
         app.emit_json(
             {"type": "result", "command": "down", "run": run.to_dict(), "hosts": [h.to_dict() for h in hosts]}

@@ -11,14 +11,14 @@ from typing import Any
 import click
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import OldSpellingOption, inventory_option, json_option, limit_option
+from zenops.cli.options import OldSpellingOption, json_option, option
 from zenops.errors import UsageError
 
 _GIB_IN_KIB = 1024 * 1024
 
 
 @click.command()
-@inventory_option
+@option("inventory", "facts")
 @click.option("--local", is_flag=True, help="Read this machine's topology (no SSH, no inventory).")
 @click.option(
     "--bandwidth",
@@ -36,7 +36,7 @@ _GIB_IN_KIB = 1024 * 1024
     help="With --bandwidth: the engine image (default: newest zenops/vllm-zen). `up --os-image` is the cloud's OS "
     "image.",
 )
-@limit_option
+@option("limit", "facts")
 @json_option
 @click.pass_context
 def facts(

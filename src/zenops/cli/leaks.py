@@ -1,6 +1,6 @@
 """`zenops leaks`: zenops-marked resources that no live deployment accounts for.
 
-Library: zenops.deploy (``leaks``). Playbook: none (openstacksdk).
+Library: zenops.deployment.leakcheck (``leaks``). Playbook: none (openstacksdk).
 """
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import get_app
-from zenops.cli.options import cloud_option_for, json_option
+from zenops.cli.options import json_option, option
 
 
 @click.command()
-@cloud_option_for("clouds.yaml entry to inspect.", required=True, os_cloud=True)
+@option("cloud", "leaks")
 @json_option
 @click.pass_context
 def leaks(ctx: click.Context, cloud: str) -> None:
@@ -21,8 +21,8 @@ def leaks(ctx: click.Context, cloud: str) -> None:
 
     Exits 0 when there are none, 10 when there are (remove them with `zenops down --all-mine` or --deployment).
     """
-    from zenops.deploy import LeaksFoundError  # noqa: PLC0415
-    from zenops.deploy import leaks as leaks_lib  # noqa: PLC0415
+    from zenops.deployment.leakcheck import LeaksFoundError  # noqa: PLC0415
+    from zenops.deployment.leakcheck import leaks as leaks_lib  # noqa: PLC0415
 
     app = get_app(ctx)
     found = leaks_lib(app.config, cloud)

@@ -13,26 +13,17 @@ from pathlib import Path
 import click
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import (
-    DurationType,
-    cloud_option,
-    deployment_argument,
-    deployment_option,
-    inventory_option,
-    json_option,
-    limit_option_for,
-    through_gateway_option,
-)
+from zenops.cli.options import DurationType, deployment_argument, json_option, option
 
 
 @click.command()
 @deployment_argument
-@inventory_option
-@deployment_option
-@cloud_option
-@limit_option_for("Only this host's servers.", old=("--host",), metavar="HOST")
+@option("inventory", "logs")
+@option("deployment", "logs")
+@option("cloud", "logs")
+@option("limit", "logs")
 @click.option("--instance", type=click.IntRange(min=0), metavar="N", help="Only instance N (every host, or --limit).")
-@through_gateway_option("The gateway's HAProxy log instead of the vLLM servers'.")
+@option("through_gateway", "logs")
 @click.option("-f", "--follow", is_flag=True, help="Keep streaming new lines until Ctrl-C.")
 @click.option("--since", type=DurationType(), metavar="DURATION", help="Only lines of the last DURATION (90s, 1h30m).")
 @click.option("--tail", type=click.IntRange(min=0), metavar="N", help="Only the last N lines of each source.")
@@ -64,24 +55,24 @@ def logs(
     """
     from zenops.deployment.access import hosts_from, log_sources, read_inventory  # noqa: PLC0415
     from zenops.deployment.store import Store  # noqa: PLC0415
+    from zenops.deployment.target import resolve_target  # noqa: PLC0415
     from zenops.errors import NoServerError  # noqa: PLC0415
-    from zenops.target import resolve_target  # noqa: PLC0415
 
     app = get_app(ctx)
     target = resolve_target(app.config, inventory=inventory, deployment=deployment, cloud=cloud, command="logs")
-    record = Store(app.config, target.inventory).record()
+    record = Store(app.config, target.hosts).record()
     if record is None:
         raise NoServerError(
-            f"zenops has not started servers for {target.inventory}: no logs to read",
-            hint=f"start them with `zenops up --inventory {target.inventory} --model MODEL`",
+            f"zenops has not started servers for {target.hosts}: no logs to read",
+            hint=f"start them with `zenops up --inventory {target.hosts} --model MODEL`",
         )
     sources = log_sources(record, host=limit, instance=instance, gateway=through_gateway)
-    hosts = hosts_from(read_inventory(target.inventory), app.config.ssh)
+    hosts = hosts_from(read_inventory(target.hosts), app.config.ssh)
     jobs = []
     for s in sources:
         access = hosts.get(s.host)
         if access is None:
-            raise NoServerError(f"{s.host} serves but is not in {target.inventory} any more")
+            raise NoServerError(f"{s.host} serves but is not in {target.hosts} any more")
         cmd = s.command(follow=follow, since_s=since, tail=tail, sudo=access.become)
         jobs.append((s.label, access.run_argv(cmd, batch=True)))
     failed = _stream(app, jobs) if follow else [label for label, argv in jobs if not _print(app, label, argv)]

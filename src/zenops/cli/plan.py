@@ -16,20 +16,20 @@ from rich.markup import escape
 from zenops.cli.context import App, get_app
 from zenops.cli.options import (
     RequestFlags,
-    flavor_option,
-    inventory_option,
+    TunedOptions,
     json_option,
-    limit_option_for,
+    option,
     request_options,
     tuned_fields,
-    tuned_option,
     tuned_options,
 )
 from zenops.errors import UsageError
+from zenops.option_table import request_from_rows
 
 if TYPE_CHECKING:
+    from zenops.catalog import FlavorSpec
     from zenops.compat import Engine
-    from zenops.planner import Plan, PlanCost
+    from zenops.planner import Plan, PlanCost, Topology
 
 
 @click.command("plan")
@@ -39,16 +39,12 @@ if TYPE_CHECKING:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Facts saved by `zenops facts --json` (or one host's topology JSON).",
 )
-@inventory_option
+@option("inventory", "plan")
 @click.option("--local", is_flag=True, help="Gather the facts of this machine.")
 @request_options("plan", model_required=True)
-@flavor_option
-@tuned_option
-@limit_option_for(
-    "Only these hosts: with --inventory, hosts/groups of it (an Ansible pattern); with a multi-host --facts file, "
-    "one host's name.",
-    old=("--host",),
-)
+@option("flavor", "plan")
+@option("tuned_file", "plan")
+@option("limit", "plan")
 @json_option
 @click.pass_context
 def plan_cmd(
@@ -84,8 +80,7 @@ def plan_cmd(
     A refusal (model too big, CPU cannot run zentorch, no AVX2, contradictory options) exits 7 and names the fix.
     """
     from zenops import catalog  # noqa: PLC0415
-    from zenops.facts import gather_facts, load_facts_file  # noqa: PLC0415
-    from zenops.planner import PlanOptions, Topology, plan, plan_cost  # noqa: PLC0415
+    from zenops.planner import PlanOptions, plan  # noqa: PLC0415
 
     app = get_app(ctx)
     sources = [name for name, on in (("--facts", facts_file), ("--inventory", inventory), ("--local", local)) if on]
@@ -112,19 +107,30 @@ def plan_cmd(
 
     compat.check_vllm(values["vllm"])  # a release nothing can deploy: exit 11, naming those it knows
     engine = _engine(app, values)
-    opts = PlanOptions(
-        dtype=values["dtype"],
-        max_model_len=values["max_model_len"],
-        max_num_seqs=values["max_num_seqs"],
-        concurrency=values["concurrency"],
-        instances=values["instances"],
-        platform=values["platform"],
-        vllm_version=engine.combo.vllm,
-        objective=values["objective"],
-        tensor_parallel=values["tensor_parallel"],
-        tuned=tuned.reason if tuned else None,
-        layout=values["layout"],
-    )
+    opts = request_from_rows(PlanOptions, values, vllm_version=engine.combo.vllm, tuned=tuned.reason if tuned else None)
+
+    topologies = _topologies(app, facts_file, inventory, local, limit, flavor_spec)
+    all_flavors = list(catalog.flavors(user_flavors).values())
+    plans = {name: plan(topo, model_spec, opts, all_flavors) for name, topo in topologies.items()}
+    price = flavor_spec.price_per_hour if flavor_spec else None
+    if app.json:
+        _emit_json(app, plans, flavor, price, engine, tuned)
+        return
+    for name, p in plans.items():
+        _print_plan(app, name, p, price, engine)
+
+
+def _topologies(
+    app: App,
+    facts_file: Path | None,
+    inventory: Path | None,
+    local: bool,
+    limit: str | None,
+    flavor_spec: FlavorSpec | None,
+) -> dict[str, Topology]:
+    """The machines to plan for, by name: from the one source of facts given, else projected from the flavor."""
+    from zenops.facts import gather_facts, load_facts_file  # noqa: PLC0415
+    from zenops.planner import Topology  # noqa: PLC0415
 
     topologies: dict[str, Topology] = {}
     if facts_file is not None:
@@ -137,37 +143,43 @@ def plan_cmd(
     else:
         assert flavor_spec is not None
         topologies[flavor_spec.name] = Topology.from_flavor(flavor_spec)
+    return topologies
 
-    all_flavors = list(catalog.flavors(user_flavors).values())
-    plans = {name: plan(topo, model_spec, opts, all_flavors) for name, topo in topologies.items()}
-    price = flavor_spec.price_per_hour if flavor_spec else None
-    if app.json:
-        costs = {name: plan_cost(p, price) for name, p in plans.items()}
-        items = [
-            {
-                "host": name,
-                **p.to_dict(),
-                "zentorch": p.platform == "zen",
-                "cost": c.to_dict() if (c := costs[name]) else None,
-            }
-            for name, p in plans.items()
-        ]
-        out: dict[str, Any] = {
-            "type": "result",
-            "command": "plan",
-            "flavor": flavor,
-            "price_per_hour": price,
-            "engine": engine.to_dict(),
-            "plans": items,
+
+def _emit_json(
+    app: App,
+    plans: Mapping[str, Plan],
+    flavor: str | None,
+    price: float | None,
+    engine: Engine,
+    tuned: TunedOptions | None,
+) -> None:
+    """The --json result: every host's plan (with its zentorch and cost); one host's also at the top level."""
+    from zenops.planner import plan_cost  # noqa: PLC0415
+
+    costs = {name: plan_cost(p, price) for name, p in plans.items()}
+    items = [
+        {
+            "host": name,
+            **p.to_dict(),
+            "zentorch": p.platform == "zen",
+            "cost": c.to_dict() if (c := costs[name]) else None,
         }
-        if tuned is not None:
-            out["tuned"] = tuned.config.to_dict()
-        if len(items) == 1:
-            out.update(items[0])
-        app.emit_json(out)
-        return
-    for name, p in plans.items():
-        _print_plan(app, name, p, price, engine)
+        for name, p in plans.items()
+    ]
+    out: dict[str, Any] = {
+        "type": "result",
+        "command": "plan",
+        "flavor": flavor,
+        "price_per_hour": price,
+        "engine": engine.to_dict(),
+        "plans": items,
+    }
+    if tuned is not None:
+        out["tuned"] = tuned.config.to_dict()
+    if len(items) == 1:
+        out.update(items[0])
+    app.emit_json(out)
 
 
 def _engine(app: App, values: Mapping[str, Any]) -> Engine:

@@ -1,6 +1,7 @@
 """`zenops reap`: remove deployments whose servers have passed their expiry (`zenops up --ttl`).
 
-Library: zenops.deploy (``reap``, ``select_expired``; each removal is ``down``). Playbook: none (openstacksdk).
+Library: zenops.deployment.reaping (``reap``, ``select_expired``; each removal is ``down``). Playbook: none
+(openstacksdk).
 """
 
 from __future__ import annotations
@@ -11,16 +12,16 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import get_app
-from zenops.cli.options import cloud_option_for, dry_run_option, json_option, yes_option
+from zenops.cli.options import json_option, option
 
 if TYPE_CHECKING:
     from zenops.spend import Spend
 
 
 @click.command()
-@cloud_option_for("clouds.yaml entry to reap.", required=True, os_cloud=True)
-@dry_run_option("List the expired deployments and what would be removed; remove nothing.")
-@yes_option
+@option("cloud", "reap")
+@option("dry_run", "reap")
+@option("yes", "reap")
 @json_option
 @click.pass_context
 def reap(ctx: click.Context, cloud: str, dry_run: bool, yes: bool) -> None:
@@ -65,8 +66,8 @@ def reap(ctx: click.Context, cloud: str, dry_run: bool, yes: bool) -> None:
     (a user timer runs while you are logged in; `loginctl enable-linger $USER` keeps it running when you are not.)
     """
     from zenops.cli.confirm import agree  # noqa: PLC0415
-    from zenops.deploy import ReapFailedError  # noqa: PLC0415
-    from zenops.deploy import reap as reap_lib  # noqa: PLC0415
+    from zenops.deployment.reaping import ReapFailedError  # noqa: PLC0415
+    from zenops.deployment.reaping import reap as reap_lib  # noqa: PLC0415
 
     app = get_app(ctx)
 

@@ -14,7 +14,7 @@ import click
 from click.core import ParameterSource
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import flavor_option, json_option, price_option
+from zenops.cli.options import json_option, option
 from zenops.errors import BenchFailedError, UsageError
 
 if TYPE_CHECKING:
@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 
 @click.command("report")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path), metavar="PATH...")
-@price_option
-@flavor_option
+@option("price_per_hour", "report")
+@option("flavor", "report")
 @click.option(
     "--format",
     "output_format",
@@ -47,9 +47,7 @@ if TYPE_CHECKING:
     metavar="OTHER",
     help="A baseline (file or run directory): percent change of tok/s, TTFT, TPOT and cost, by model and concurrency.",
 )
-@click.option(
-    "--allow-failed", is_flag=True, help="Results with failed requests are warned about but do not fail the command."
-)
+@option("allow_failed", "report")
 @json_option
 @click.pass_context
 def report(
@@ -83,12 +81,29 @@ def report(
     A result with failed requests, or none completed, is flagged on stderr and the command exits 12
     (`vllm bench serve` exits 0 even when every request failed); --allow-failed keeps the exit code 0.
     """
-    from zenops import catalog  # noqa: PLC0415
     from zenops import report as lib  # noqa: PLC0415
 
     app = get_app(ctx)
     if app.json:
         output_format = _json_format(ctx, output_format)
+    current, baseline = _read(app, paths, baseline_path, flavor, price_per_hour)
+    comparison = lib.compare(current.results, baseline.results) if baseline is not None else None
+
+    if plot_file is not None:
+        _plot(app, current, baseline, plot_file)
+
+    _write(app, output_format, current, baseline, comparison, baseline_path, plot_file)
+    check_failures(app, current, baseline, allow_failed)
+
+
+def _read(
+    app: App, paths: Sequence[Path], baseline_path: Path | None, flavor: str | None, price_per_hour: float | None
+) -> tuple[lib.Report, lib.Report | None]:
+    """The results at ``paths`` and at the baseline (--compare), priced: --price-per-hour, else --flavor's price, else
+    each result's own (its run manifest's flavor or price); what was skipped and a flavor without a price noted."""
+    from zenops import catalog  # noqa: PLC0415
+    from zenops import report as lib  # noqa: PLC0415
+
     unknown_flavors: set[str] = set()
 
     def price_of(name: str) -> float | None:
@@ -121,10 +136,20 @@ def report(
             f"flavor {lib.clean(name)} (from a run manifest or result) is not in the catalogue or config: "
             "no price for it"
         )
-    comparison = lib.compare(current.results, baseline.results) if baseline is not None else None
+    return current, baseline
 
-    if plot_file is not None:
-        _plot(app, current, baseline, plot_file)
+
+def _write(
+    app: App,
+    output_format: str,
+    current: lib.Report,
+    baseline: lib.Report | None,
+    comparison: lib.Comparison | None,
+    baseline_path: Path | None,
+    plot_file: Path | None,
+) -> None:
+    """The report in ``output_format`` (json, md, csv or the table), with the comparison when there is one."""
+    from zenops import report as lib  # noqa: PLC0415
 
     if output_format == "json":
         out: dict[str, Any] = {
@@ -154,8 +179,6 @@ def report(
         _host_totals(app, current.results, output_format)
         if comparison is not None:
             print_comparison(app, comparison, baseline_path)
-
-    check_failures(app, current, baseline, allow_failed)
 
 
 def _text(value: object) -> str:

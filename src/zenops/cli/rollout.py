@@ -7,7 +7,6 @@ performance gate). Plain Ansible users: playbooks/rollout.yml.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,21 +15,16 @@ from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import (
-    DurationType,
     RequestFlags,
-    cloud_option,
+    Rows,
+    RowValues,
     deployment_argument,
-    deployment_option,
-    dry_run_option,
-    inventory_option,
     json_option,
-    option_group,
-    request_options,
+    options,
     tuned_fields,
-    tuned_option,
     tuned_options,
-    yes_option,
 )
+from zenops.option_table import request_from_rows
 
 if TYPE_CHECKING:
     from zenops.cli.options import TunedOptions
@@ -38,189 +32,19 @@ if TYPE_CHECKING:
     from zenops.rollout import RolloutResult
 
 
-@dataclass(frozen=True)
-class BatchFlags:
-    """How the fleet is cut into batches (one ``batch`` argument)."""
-
-    batch: str
-    canary: int
-    max_unavailable: int | None
-    allow_downtime: bool
-    revert: bool
-
-
-@dataclass(frozen=True)
-class GateFlags:
-    """The drain and the gates of each batch (one ``gate`` argument)."""
-
-    drain_timeout: int
-    min_healthy: int
-    perf_gate: bool
-    max_tps_drop: float
-    max_ttft_rise: float
-    max_spread: float
-    gate_concurrency: int
-    gate_prompts: int
-    gate_seconds: int
-    gate_answer_timeout: int
-    gate_output_len: int
-    gate_warmups: int
-    gate_runs: int
-    runs_dir: Path
-
-
-_batch_options = option_group(
-    "batch",
-    BatchFlags,
-    [
-        click.option(
-            "--batch",
-            default="1",
-            show_default=True,
-            metavar="N|P%",
-            help="Hosts per batch, or a percentage of the fleet.",
-        ),
-        click.option(
-            "--canary",
-            type=click.IntRange(min=0),
-            default=1,
-            show_default=True,
-            help="Hosts of the first batch (0: none).",
-        ),
-        click.option(
-            "--max-unavailable",
-            type=click.IntRange(min=1),
-            metavar="N",
-            help="Instances out of rotation at once, at most (cuts batches). The last serving instance is never "
-            "drained.",
-        ),
-        click.option(
-            "--allow-downtime",
-            is_flag=True,
-            help="Allow a batch that takes every instance out (a one-host fleet that cannot surge: replaced in place).",
-        ),
-        click.option(
-            "--revert/--no-revert", default=True, show_default=True, help="Send changed hosts back when a gate fails."
-        ),
-    ],
-)
-_gate_options = option_group(
-    "gate",
-    GateFlags,
-    [
-        click.option(
-            "--drain-timeout",
-            type=DurationType(0),
-            default=600,
-            show_default=True,
-            help="The longest expected request: how long a drained server's in-flight requests may take to finish.",
-        ),
-        click.option(
-            "--min-healthy",
-            type=DurationType(0),
-            default=10,
-            show_default=True,
-            help="How long a new server must stay healthy after its first good answer.",
-        ),
-        click.option(
-            "--perf-gate/--no-perf-gate",
-            default=True,
-            show_default=True,
-            help="Benchmark new servers against the baseline.",
-        ),
-        click.option(
-            "--max-tps-drop",
-            type=click.FloatRange(0, 1),
-            default=0.10,
-            show_default=True,
-            help="Fail on output tok/s lower by more than this (fraction) beyond the measured spread.",
-        ),
-        click.option(
-            "--max-ttft-rise",
-            type=click.FloatRange(min=0),
-            default=0.25,
-            show_default=True,
-            help="Fail on median TTFT higher by more than this (fraction) beyond the measured spread.",
-        ),
-        click.option(
-            "--max-spread",
-            type=click.FloatRange(min=0),
-            default=0.25,
-            show_default=True,
-            help="Run-to-run spread above which the gate cannot tell: the rollout pauses (exit 16).",
-        ),
-        click.option(
-            "--gate-concurrency",
-            type=click.IntRange(min=1),
-            default=4,
-            show_default=True,
-            help="The gate's concurrency.",
-        ),
-        click.option(
-            "--gate-seconds",
-            type=DurationType(1),
-            default=10,
-            show_default=True,
-            help="Each measured gate run lasts at least this long: its prompts are sized from a first run's pace "
-            "(a fixed count lasts 1 s on a tiny model, too short to tell a change from noise).",
-        ),
-        click.option(
-            "--gate-prompts",
-            type=click.IntRange(min=1),
-            default=32,
-            show_default=True,
-            help="Prompts of the first gate run, which measures the servers' pace (the least any run has).",
-        ),
-        click.option(
-            "--gate-answer-timeout",
-            type=DurationType(1),
-            default=120,
-            show_default=True,
-            help="How long a server may take to answer the gate's first completion; longer: the fleet is too busy "
-            "to measure and the rollout pauses (exit 16), nothing drained.",
-        ),
-        click.option(
-            "--gate-output-len", type=click.IntRange(min=1), default=64, show_default=True, help="Tokens per reply."
-        ),
-        click.option(
-            "--gate-warmups",
-            type=click.IntRange(min=0),
-            default=8,
-            show_default=True,
-            help="Unmeasured requests before each gate run: a server just started answers its first requests slower.",
-        ),
-        click.option(
-            "--gate-runs",
-            type=click.IntRange(min=1),
-            default=3,
-            show_default=True,
-            help="A batch's gate that fails on its figures alone (every request answered) measures again, up to this "
-            "many runs in all, and judges their means: one run's noise is not a regression, a slower release stays "
-            "slower in every run.",
-        ),
-        click.option(
-            "--runs-dir",
-            type=click.Path(file_okay=False, path_type=Path),
-            default=Path("runs"),
-            show_default=True,
-            help="Where the gates' bench artifacts go (<runs-dir>/<rollout id>/).",
-        ),
-    ],
-)
-
-
 @click.command()
 @deployment_argument
-@inventory_option
-@deployment_option
-@cloud_option
-@request_options("rollout")
-@tuned_option
-@_batch_options
-@_gate_options
-@dry_run_option("Print the batches and what changes on each host; change nothing.")
-@click.option("--abort", is_flag=True, help="Send the hosts the rollout in progress changed back, and stop it.")
-@yes_option
+@options(
+    "rollout",
+    "inventory",
+    "deployment",
+    "cloud",
+    Rows("request", group="serve"),
+    "tuned_file",
+    Rows("settings", request="RolloutRequest"),  # the batches, the gates, --runs-dir, --dry-run
+    "abort",
+    "yes",
+)
 @json_option
 @click.pass_context
 def rollout(
@@ -230,9 +54,7 @@ def rollout(
     cloud: str | None,
     request: RequestFlags,
     tuned_file: Path | None,
-    batch: BatchFlags,
-    gate: GateFlags,
-    dry_run: bool,
+    settings: RowValues,
     abort: bool,
     yes: bool,
 ) -> None:
@@ -278,46 +100,26 @@ def rollout(
     noisy, or too busy to measure). History: `zenops status -i fleet.yml`; gate artifacts: <runs-dir>/<rollout id>/.
     """
     from zenops.cli.confirm import agree  # noqa: PLC0415
-    from zenops.deployment.identity import of_inventory  # noqa: PLC0415
-    from zenops.rollout import GateLimits, RolloutRequest  # noqa: PLC0415
+    from zenops.deployment.target import resolve_target  # noqa: PLC0415
+    from zenops.rollout import RolloutRequest  # noqa: PLC0415
     from zenops.rollout import rollout as run_rollout  # noqa: PLC0415
-    from zenops.target import resolve_target  # noqa: PLC0415
 
     app = get_app(ctx)
     target = resolve_target(app.config, inventory=inventory, deployment=deployment, cloud=cloud, command="rollout")
     changes = request.changes()  # only what was given (--instances auto: back to the planner's choice)
     tuned = None
     if tuned_file is not None:
-        tuned = _tuned(ctx, app, tuned_file, request.model, target.inventory)
+        tuned = _tuned(ctx, app, tuned_file, request.model, target.hosts)
         if tuned is not None:
             changes.update(tuned.values)
-    req = RolloutRequest(
-        changes=changes,
-        batch=batch.batch,
-        canary=batch.canary,
-        max_unavailable=batch.max_unavailable,
-        allow_downtime=batch.allow_downtime,
-        revert=batch.revert,
-        drain_timeout=gate.drain_timeout,
-        min_healthy=gate.min_healthy,
-        perf_gate=gate.perf_gate,
-        limits=GateLimits(max_tps_drop=gate.max_tps_drop, max_ttft_rise=gate.max_ttft_rise, max_spread=gate.max_spread),
-        gate_concurrency=gate.gate_concurrency,
-        gate_prompts=gate.gate_prompts,
-        gate_seconds=gate.gate_seconds,
-        answer_timeout=gate.gate_answer_timeout,
-        gate_output_len=gate.gate_output_len,
-        gate_warmups=gate.gate_warmups,
-        gate_runs=gate.gate_runs,
-        dry_run=dry_run,
-        runs_dir=gate.runs_dir,
-        tuned_reason=tuned.reason if tuned is not None else None,
-    )
-    lock = None if dry_run else of_inventory(app.config, target.inventory)
-    with app.run_context(lock=lock) as run_ctx:
+    reason = tuned.reason if tuned is not None else None
+    req = request_from_rows(RolloutRequest, settings.values, changes=changes, tuned_reason=reason)
+    from zenops.deployment.lifecycle import Deployment  # noqa: PLC0415
+
+    with app.run_context() as run_ctx, Deployment.open(run_ctx, target, check=req.dry_run):
         result = run_rollout(
             run_ctx,
-            target.inventory,
+            target.hosts,
             req,
             abort=abort,
             on_plan=None if app.json else lambda s: _print_plan(app, s),

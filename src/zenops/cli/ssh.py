@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from zenops.cli.context import get_app
-from zenops.cli.options import cloud_option, deployment_option, inventory_option, json_option, one_deployment
+from zenops.cli.options import json_option, one_deployment, option
 
 
 class DashDashCommand(click.Command):
@@ -29,9 +29,9 @@ class DashDashCommand(click.Command):
 
 @click.command(cls=DashDashCommand)
 @click.argument("names", nargs=-1, metavar="[DEPLOYMENT] [HOST]")
-@inventory_option
-@deployment_option
-@cloud_option
+@option("inventory", "ssh")
+@option("deployment", "ssh")
+@option("cloud", "ssh")
 @click.option("--print-command", is_flag=True, help="Print the ssh command instead of running it.")
 @json_option
 @click.pass_context
@@ -61,12 +61,12 @@ def ssh(
       zenops ssh -i hosts.yml h1 --print-command         the ssh command, for scripts (--json: its argv)
     """
     from zenops.deployment.access import hosts_from, pick_host, read_inventory  # noqa: PLC0415
-    from zenops.target import resolve_target  # noqa: PLC0415
+    from zenops.deployment.target import resolve_target  # noqa: PLC0415
 
     app = get_app(ctx)
     deployment, host = _names(ctx, names, inventory, deployment)
     target = resolve_target(app.config, inventory=inventory, deployment=deployment, cloud=cloud, command="ssh")
-    access = pick_host(hosts_from(read_inventory(target.inventory), app.config.ssh), host, target.inventory)
+    access = pick_host(hosts_from(read_inventory(target.hosts), app.config.ssh), host, target.hosts)
     command = list(ctx.meta.get("remote_command") or [])
     argv = access.run_argv(command) if command else access.ssh_argv(tty=True)
     if print_command or app.json:

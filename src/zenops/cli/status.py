@@ -1,8 +1,9 @@
 """`zenops status`: the deployments this machine knows, with their servers, age, cost and reachability; with
 --inventory, one deployment's serving state: model, servers, the gateway and its backends, the lock, rollouts.
 
-Library: zenops.deploy (``status``: the cloud's deployments), zenops.deployment.status (``serving_status``: one
-deployment, each of its services read live). Playbook: playbooks/gateway.yml (status) with --inventory.
+Library: zenops.deployment.listing (``status``: the cloud's deployments), zenops.deployment.status
+(``serving_status``: one deployment, each of its services read live). Playbook: playbooks/gateway.yml (status)
+with --inventory.
 """
 
 from __future__ import annotations
@@ -13,16 +14,16 @@ from typing import Any
 import click
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import cloud_option_for, deployment_argument, inventory_option, json_option
+from zenops.cli.options import deployment_argument, json_option, option
 from zenops.cli.text import shown  # text from hosts, clouds and records: cleaned and escaped
 from zenops.errors import UsageError
 
 
 @click.command()
 @deployment_argument
-@cloud_option_for("Only this cloud.")
-@click.option("--deployment", metavar="NAME", help="Only this deployment (a name `zenops up --cloud` gave).")
-@inventory_option
+@option("cloud", "status")
+@option("deployment", "status")
+@option("inventory", "status")
 @click.option("--history", "last", type=click.IntRange(min=0), default=10, show_default=True, help="Rollout events.")
 @json_option
 @click.pass_context
@@ -35,7 +36,7 @@ def status(ctx: click.Context, cloud: str | None, deployment: str | None, invent
     (UP, DRAIN, DOWN, in-flight requests; read live from HAProxy), who holds the deployment's lock, the rollout
     in progress and the last rollout events (--history N).
     """
-    from zenops.deploy import status as status_lib  # noqa: PLC0415
+    from zenops.deployment.listing import status as status_lib  # noqa: PLC0415
 
     app = get_app(ctx)
     if deployment is not None and inventory is not None:
@@ -47,7 +48,7 @@ def status(ctx: click.Context, cloud: str | None, deployment: str | None, invent
     if deployment is not None:
         deps = [d for d in deps if d["name"] == deployment]
         if not deps:
-            from zenops.target import unknown_deployment  # noqa: PLC0415
+            from zenops.deployment.target import unknown_deployment  # noqa: PLC0415
 
             raise unknown_deployment(deployment, cloud)
     if app.json:
@@ -102,27 +103,8 @@ def _expires(expires_at: str | None, switch: dict[str, Any] | None) -> str:
     return f"{expires_at}, {'switch' if switch and switch.get('servers') else 'reap'}"
 
 
-def _print_metrics(app: App, metrics: dict[str, Any] | None) -> None:
-    """The metrics service's line: where Prometheus is, how many targets are up, each one that is not."""
-    if not metrics:
-        return
-    if metrics.get("error"):
-        app.err.print(f"[yellow]metrics status unavailable:[/] {shown(metrics['error'])}")
-        return
-    live = metrics.get("live") or {}
-    targets = live.get("targets") or []
-    app.out.print(
-        f"metrics: Prometheus at {shown(live.get('url'))}, {shown(live.get('up', 0))} of {len(targets)} target(s) up "
-        "(`zenops top` reads it)"
-    )
-    for t in targets:
-        if t.get("health") != "up":
-            app.out.print(
-                f"  {shown(t.get('job'))} {shown(t.get('url'))} {shown(t.get('health'))}: {shown(t.get('error') or '')}"
-            )
-
-
 def _serving_status(app: App, inventory: Path, last: int) -> None:
+    from zenops.deployment import services  # noqa: PLC0415
     from zenops.deployment.status import serving_status  # noqa: PLC0415
 
     with app.run_context(read_only=True) as ctx:
@@ -136,18 +118,13 @@ def _serving_status(app: App, inventory: Path, last: int) -> None:
     else:
         hosts = len(record["endpoints"])
         app.out.print(f"{shown(inventory)}: {shown(record['model'])} on {hosts} host(s), {record['servers']} server(s)")
-        gw_d = out["gateway"]
-        if gw_d:
-            app.out.print(f"endpoint: {shown(str(gw_d['url']))} (gateway on {shown(gw_d['host'])})")
-            for b in out["backends"]:
-                app.out.print(f"  {shown(b['name']):<28} {shown(b['status']):<10} in flight {shown(b['in_flight'])}")
-            if out.get("gateway_error"):
-                app.err.print(f"[yellow]gateway status unavailable:[/] {shown(out['gateway_error'])}")
-        else:
+        states = {name: entry.get("state") or {} for name, entry in out["services"].items()}
+        if services.drainable(states) is None:  # no service fronts the servers: each one's endpoint
             for host, eps in sorted(record["endpoints"].items()):
                 for ep in eps:
                     app.out.print(f"  {shown(host)}: {shown(ep.get('url'))}")
-        _print_metrics(app, out["services"].get("metrics"))
+        for line in services.lines(out["services"]):  # each service's own (the gateway's: the endpoint first)
+            (app.err if line.err else app.out).print(line.text)
     lock = out["lock"]
     if lock:
         state_word = "alive" if lock["alive"] else "dead (the next command takes it over)"

@@ -5,12 +5,12 @@ line)."""
 
 from __future__ import annotations
 
-from rich.markup import escape
-
 
 def shown(value: object, *, newlines: bool = False) -> str:
     """``value`` as text for a rich console's markup: cleaned and escaped (``newlines``: kept, for messages)."""
-    return escape(plain(value, newlines=newlines))
+    from zenops.report.cells import markup  # noqa: PLC0415
+
+    return markup(value, newlines=newlines)
 
 
 def plain(value: object, *, newlines: bool = True) -> str:

@@ -16,14 +16,7 @@ from typing import Any
 import click
 
 from zenops.cli.context import get_app
-from zenops.cli.options import (
-    DurationType,
-    cloud_option,
-    deployment_argument,
-    deployment_option,
-    inventory_option,
-    json_option,
-)
+from zenops.cli.options import DurationType, deployment_argument, json_option, option
 
 SOURCES = ("auto", "prometheus", "direct")
 
@@ -45,9 +38,9 @@ COLUMNS = (
 
 @click.command()
 @deployment_argument
-@inventory_option
-@deployment_option
-@cloud_option
+@option("inventory", "top")
+@option("deployment", "top")
+@option("cloud", "top")
 @click.option(
     "--interval", type=DurationType(minimum=1), default="5s", show_default=True, help="Seconds between reads."
 )
@@ -89,24 +82,24 @@ def top(
     """
     from zenops.deployment.access import hosts_from, read_inventory  # noqa: PLC0415
     from zenops.deployment.store import Store  # noqa: PLC0415
+    from zenops.deployment.target import resolve_target  # noqa: PLC0415
     from zenops.errors import NoServerError, UsageError  # noqa: PLC0415
     from zenops.metrics import probe  # noqa: PLC0415
     from zenops.metrics import top as top_lib  # noqa: PLC0415
-    from zenops.target import resolve_target  # noqa: PLC0415
 
     app = get_app(ctx)
     target = resolve_target(app.config, inventory=inventory, deployment=deployment, cloud=cloud, command="top")
-    record = Store(app.config, target.inventory).record()
+    record = Store(app.config, target.hosts).record()
     if record is None or not record.endpoints:
         raise NoServerError(
-            f"zenops has not started servers for {target.inventory}: nothing to watch",
-            hint=f"start them with `zenops up --inventory {target.inventory} --model MODEL`",
+            f"zenops has not started servers for {target.hosts}: nothing to watch",
+            hint=f"start them with `zenops up --inventory {target.hosts} --model MODEL`",
         )
     metrics_state = record.services.get("metrics")
     if source == "prometheus" and not metrics_state:
         raise UsageError(
-            f"the deployment of {target.inventory} has no Prometheus",
-            hint=f"add it with `zenops up --inventory {target.inventory} --model {record.model} --metrics on`, or "
+            f"the deployment of {target.hosts} has no Prometheus",
+            hint=f"add it with `zenops up --inventory {target.hosts} --model {record.model} --metrics on`, or "
             "read the instances with --source direct",
         )
     instances = probe.instances_of(record.endpoints)
@@ -115,7 +108,7 @@ def top(
         from zenops.metrics import prom  # noqa: PLC0415
 
         m = Metrics.from_dict(metrics_state)
-        prom_inventory = Path(m.inventory) if m.own_server else target.inventory
+        prom_inventory = Path(m.inventory) if m.own_server else target.hosts
         access = hosts_from(read_inventory(prom_inventory), app.config.ssh).get(m.host)
         if access is None:
             raise UsageError(f"Prometheus's host {m.host} is not in {prom_inventory}", hint="try --source direct")
@@ -123,15 +116,15 @@ def top(
         def read_prom() -> list[top_lib.Row]:
             return prom.read(access, m.url, instances, window)
 
-        _show(app, record, target.inventory, read_prom, interval, window, "prometheus", once=True)
+        _show(app, record, target.hosts, read_prom, interval, window, "prometheus", once=True)
         return
     if not record.api_key_file or not Path(record.api_key_file).is_file():
         raise UsageError(
             f"the deployment's API key file {record.api_key_file or '(none recorded)'} is not there: its servers' "
             "/metrics cannot be read",
-            hint=f"start them again with `zenops up --inventory {target.inventory} --model ...` (a new key)",
+            hint=f"start them again with `zenops up --inventory {target.hosts} --model ...` (a new key)",
         )
-    hosts = hosts_from(read_inventory(target.inventory), app.config.ssh)
+    hosts = hosts_from(read_inventory(target.hosts), app.config.ssh)
     key_file = Path(record.api_key_file)
     history: deque[dict[str, Any]] = deque(maxlen=max(3, window // interval + 2))
 
@@ -139,7 +132,7 @@ def top(
         history.append(probe.snapshot(hosts, instances, key_file))
         return top_lib.rows(list(history), instances, window)
 
-    _show(app, record, target.inventory, read, interval, window, "direct", once=False)
+    _show(app, record, target.hosts, read, interval, window, "direct", once=False)
 
 
 def _show(

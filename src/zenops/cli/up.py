@@ -1,7 +1,8 @@
 """`zenops up`: bring hosts to a serving state.
 
-Library: zenops.hosts (``up_inventory``: your hosts), zenops.deploy (``up_cloud``: --cloud, OpenStack servers first),
-zenops.serve (``serve_inventory``: --model). Playbooks: playbooks/up.yml, then playbooks/serve.yml with --model.
+Library: zenops.hosts (``up_inventory``: your hosts), zenops.deployment.provision (``up_cloud``: --cloud, OpenStack
+servers first), zenops.serve (``serve_inventory``: --model). Playbooks: playbooks/up.yml, then
+playbooks/serve.yml with --model.
 """
 
 from __future__ import annotations
@@ -16,28 +17,17 @@ from rich.markup import escape
 
 from zenops.cli.context import App, get_app
 from zenops.cli.options import (
-    DurationType,
-    F,
     GatewayFlags,
     RequestFlags,
+    Rows,
     TunedOptions,
-    cloud_option,
-    deployment_name_option,
-    dry_run_option,
-    flavor_option,
-    gateway_options,
-    inventory_option,
     json_option,
-    limit_option,
-    option_group,
-    os_image_option,
-    request_options,
+    options,
     tuned_fields,
-    tuned_option,
     tuned_options,
-    yes_option,
 )
 from zenops.errors import UsageError
+from zenops.option_table import request_from_rows
 
 if TYPE_CHECKING:
     from zenops.cloud.ledger import Deployment
@@ -79,50 +69,21 @@ class CloudFlags:
     network_mode: str | None
 
 
-def _cloud_options(f: F) -> F:
-    options = [
-        cloud_option,
-        flavor_option,
-        click.option(
-            "--count", type=click.IntRange(1, 100), default=1, show_default=True, help="Servers (with --cloud)."
-        ),
-        deployment_name_option("Deployment name (default: from the flavor). Re-using a name adopts."),
-        os_image_option(
-            "With --cloud: the Glance image the servers boot (default: the cloud profile's, debian-12). The engine "
-            "image is set by --image-source/--image-ref.",
-            old=("--image",),
-        ),
-        click.option("--campaign", metavar="ID", help="Campaign the deployment belongs to (marks its resources)."),
-        click.option(
-            "--ttl",
-            type=DurationType(),
-            help="With --cloud: the servers expire after this long (90m, 2h, 1d; metadata zenops:expires_at) and "
-            "`zenops reap` removes them then; each server also gets a dead-man's switch that deletes it at its expiry "
-            "(where the servers reach Keystone and Nova: the cloud profile's expiry_switch). Default: defaults.up.ttl "
-            "in zenops.yaml, else no expiry; re-running without --ttl keeps the existing one.",
-        ),
-        click.option(
-            "--network-mode",
-            type=click.Choice(["provider", "floating"]),
-            help="provider network, or tenant network + router + floating IPs (default: the cloud profile's).",
-        ),
-    ]
-    return option_group("cloud", CloudFlags, options)(f)
+_CLOUD_ORDER = ("cloud", "flavor", "count", "deployment", "os_image", "campaign", "ttl", "network_mode")
 
 
 @click.command()
-@inventory_option
-@_cloud_options
-@request_options("up")
-@tuned_option
-@gateway_options
-@limit_option
-@dry_run_option(
-    "Report what would change (on the hosts; with --cloud, the servers it would create and their cost); change "
-    "nothing.",
-    old=("--check",),
+@options(
+    "up",
+    "inventory",
+    Rows("cloud", request="CloudFlags", build=CloudFlags, order=_CLOUD_ORDER),
+    Rows("request", group="serve"),
+    "tuned_file",
+    Rows("gateway", group="gateway", build=GatewayFlags),
+    "limit",
+    "dry_run",
+    "yes",
 )
-@yes_option
 @json_option
 @click.pass_context
 def up(
@@ -180,26 +141,30 @@ def up(
 
     Docker settings (source distro|upstream, users, log rotation) come from the `docker:` section of the config.
     """
-    from zenops.hosts import up_inventory  # noqa: PLC0415
-    from zenops.serve import ServeRequest, check_engine_args, check_image_ref, serve_inventory  # noqa: PLC0415
+    from zenops.serve import ServeRequest, check_engine_args, check_image_ref  # noqa: PLC0415
 
     app = get_app(ctx)
     check = dry_run
     where = cloud
-    cloud_name, flavor, ttl = where.cloud, where.flavor, where.ttl
+    flavor, ttl = where.flavor, where.ttl
     model = request.model
-    fields: dict[str, Any] = {k: v for k, v in request.values.items() if k != "model"}
-    fields.update(
-        gateway=gateway.mode,
-        gateway_host=gateway.host,
-        gateway_port=gateway.port,
-        gateway_tls_cert_file=gateway.tls_cert_file,
-    )
+    fields: dict[str, Any] = {**request.values, **vars(gateway)}
     tuned = _apply_tuned(ctx, tuned_file, model, flavor, fields) if tuned_file is not None else None
     check_engine_args(fields["engine_args"])  # before anything is provisioned (and again with the plans)
     check_image_ref(fields["image_source"], fields["prebuilt_ref"])
-    serve_req = ServeRequest(model=model, **fields) if model else None
+    serve_req = request_from_rows(ServeRequest, fields) if model else None
     reason = tuned.reason if tuned else None
+    cloud_name = _cloud_of(app, where, inventory)
+    if cloud_name is not None:
+        _up_cloud(app, where, cloud_name, gateway, serve_req, reason, check=check, yes=yes)
+        return
+    _up_own_hosts(ctx, app, inventory, gateway, ttl, serve_req, reason, limit=limit, check=check)
+
+
+def _cloud_of(app: App, where: CloudFlags, inventory: Path | None) -> str | None:
+    """The cloud `up` makes its servers on (--cloud, or OS_CLOUD with --flavor), checked to go with --flavor and not
+    with --inventory; None: no cloud, your own hosts."""
+    cloud_name, flavor = where.cloud, where.flavor
     if flavor and not cloud_name and inventory is None and os.environ.get("OS_CLOUD"):
         cloud_name = os.environ["OS_CLOUD"]  # the default cloud, as the openstack CLI takes it
         app.note(f"--cloud {cloud_name} (from OS_CLOUD)")
@@ -211,8 +176,23 @@ def up(
                 "--cloud and --flavor go together",
                 hint="e.g. --cloud flex --flavor gp.5.24.96 (OS_CLOUD, when set, is the default --cloud)",
             )
-        _up_cloud(app, where, cloud_name, gateway, serve_req, reason, check=check, yes=yes)
-        return
+        return cloud_name
+    return None
+
+
+def _up_own_hosts(
+    ctx: click.Context,
+    app: App,
+    inventory: Path | None,
+    gateway: GatewayFlags,
+    ttl: int | None,
+    serve_req: ServeRequest | None,
+    reason: str | None,
+    *,
+    limit: str | None,
+    check: bool,
+) -> None:
+    """`up --inventory`: your hosts prepared (zenops.deployment.lifecycle), then, with --model, what serves on them."""
     if gateway.flavor:
         raise UsageError("--gateway-flavor goes with --cloud: on your own hosts, pick one with --gateway-host")
     if ttl and ctx.get_parameter_source("ttl") == click.core.ParameterSource.COMMANDLINE:
@@ -223,16 +203,17 @@ def up(
             hint="pass --inventory hosts.yml, or set defaults.up.inventory in zenops.yaml; "
             "`zenops devhost up` makes a local one to try",
         )
-    from zenops.deployment.identity import of_inventory  # noqa: PLC0415
+    from zenops.deployment.lifecycle import Deployment  # noqa: PLC0415
+    from zenops.deployment.target import resolve_target  # noqa: PLC0415
 
-    key = None if check else of_inventory(app.config, inventory)  # a cloud deployment's inventory: that deployment
+    dep = resolve_target(app.config, inventory=inventory, command="up")  # a cloud deployment's: that deployment
     if serve_req is not None:
-        with app.run_context(lock=key) as run_ctx:
-            served = serve_inventory(run_ctx, inventory, serve_req, limit=limit, check=check, tuned=reason)
+        with app.run_context() as run_ctx, Deployment.open(run_ctx, dep, check=check) as deployment:
+            served = deployment.serve(serve_req, limit=limit, tuned=reason)
         _report_serve(app, served, check)
         return
-    with app.run_context(lock=key) as run_ctx:
-        result = up_inventory(run_ctx, inventory, limit=limit, check=check)
+    with app.run_context() as run_ctx, Deployment.open(run_ctx, dep, check=check) as deployment:
+        result = deployment.prepare(limit=limit)
     _report(app, result, check)
 
 
@@ -247,13 +228,15 @@ def _up_cloud(
     check: bool,
     yes: bool,
 ) -> None:
-    """`up --cloud`: the servers (zenops.deploy.up_cloud; asked first what they cost), then, with --model, what
-    serves on them."""
+    """`up --cloud`: the servers (zenops.deployment.provision.up_cloud; asked first what they cost), then, with
+    --model, what serves on them."""
     from zenops.cli.confirm import agree  # noqa: PLC0415
-    from zenops.deploy import CloudRequest, default_name, serve_request_for, up_cloud  # noqa: PLC0415
-    from zenops.deployment.identity import DeploymentId  # noqa: PLC0415
+    from zenops.deployment.common import CloudRequest  # noqa: PLC0415
+    from zenops.deployment.lifecycle import Deployment  # noqa: PLC0415
+    from zenops.deployment.provision import serve_request_for  # noqa: PLC0415
     from zenops.deployment.services import gateway as gateway_service  # noqa: PLC0415
-    from zenops.serve import check_request, serve_inventory  # noqa: PLC0415
+    from zenops.deployment.target import resolve_target  # noqa: PLC0415
+    from zenops.serve import check_request  # noqa: PLC0415
 
     assert where.flavor is not None
     flavor, name, ttl = where.flavor, where.deployment, where.ttl
@@ -273,15 +256,11 @@ def _up_cloud(
         gateway_port=gateway.port,
         gateway_fronts=serve_req is not None and gateway_service.fronts(gateway.mode, None),  # the plan decides later
     )
-    key = None if check else DeploymentId(name or default_name(flavor), cloud_name)
-    with app.run_context(lock=key) as run_ctx:
-        result, dep = up_cloud(
-            run_ctx, cloud_req, check=check, confirm=lambda spend: agree(app, spend, yes=yes, dry_run=check)
-        )
+    dep_id = resolve_target(app.config, deployment=name, cloud=cloud_name, flavor=flavor, command="up")
+    with app.run_context() as run_ctx, Deployment.open(run_ctx, dep_id, check=check) as deployment:
+        result, dep = deployment.provision(cloud_req, confirm=lambda spend: agree(app, spend, yes=yes, dry_run=check))
         served = (
-            None
-            if serve_req is None or check
-            else serve_inventory(run_ctx, Path(dep.inventory), serve_request_for(serve_req, dep), tuned=reason)
+            None if serve_req is None or check else deployment.serve(serve_request_for(serve_req, dep), tuned=reason)
         )
     if served is None:
         _report(app, result, check, dep)
@@ -393,6 +372,8 @@ def _report_serve(app: App, served: ServeResult, check: bool, dep: Deployment | 
             f"@<(printf 'Authorization: Bearer %s' \"$(<{served.api_key_file})\") ...)",
             highlight=False,
         )
+    for preview in served.previews:  # a dry run: what each service would do
+        app.out.print(f"{preview.name} (dry run): {escape(preview.summary)}")
     if served.gateway:
         gw = served.gateway
         app.out.print(

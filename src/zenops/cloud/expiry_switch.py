@@ -44,6 +44,7 @@ from zenops.cloud import marks as m
 
 if TYPE_CHECKING:
     from zenops.context import RunContext
+    from zenops.runner import RunResult
 
 NAME_PREFIX = "zenops-expiry-"
 DESCRIPTION_PREFIX = "zenops expiry switch; "
@@ -347,6 +348,79 @@ def _credentials(
             f.write(cred.secret)
 
 
+def _credentials_or_why(
+    ctx: RunContext,
+    conn: Any,
+    cloud: str,
+    marks: m.Marks,
+    servers: list[dict[str, Any]],
+    compute_url: str,
+    *,
+    into: dict[str, tuple[Credential, Path]],
+) -> str | None:
+    """:func:`_credentials`, or why the cloud cannot have them (what was made deleted again): a compute endpoint
+    whose path still carries a project id, a policy or access rules refused. None: all made. Any other cloud error
+    raises, classified, after a best-effort delete of those made so far."""
+    from openstack import exceptions as sdk  # noqa: PLC0415
+
+    from zenops.cloud.errors import classify  # noqa: PLC0415
+
+    try:
+        _credentials(ctx, conn, cloud, marks, servers, compute_url, into=into)
+    # a compute endpoint whose path still carries a project id (ValueError); a policy, access rules refused
+    except (ValueError, sdk.ForbiddenException, sdk.BadRequestException, sdk.NotFoundException) as e:
+        delete(conn, deployment=marks.deployment)
+        if isinstance(e, ValueError):
+            return str(e)
+        return f"the cloud refused a restricted application credential ({classify(e, cloud).message})"
+    except Exception as e:
+        with contextlib.suppress(Exception):  # those made so far: best effort, the cloud error is the news
+            delete(conn, deployment=marks.deployment)
+        raise classify(e, cloud) from e
+    return None
+
+
+def _install(
+    ctx: RunContext,
+    inventory: Path,
+    candidates: list[dict[str, str]],
+    made: dict[str, tuple[Credential, Path]],
+    *,
+    mode: str,
+    expires_at: str,
+) -> RunResult:
+    """Run playbooks/expiry_switch.yml: each host gets the endpoints to try and its own credential."""
+    from zenops.runner import RunSpec  # noqa: PLC0415
+
+    return ctx.run(
+        RunSpec(
+            playbook="expiry_switch",
+            inventory=inventory,
+            extravars={
+                "zenops_expiry_endpoints": candidates,
+                "zenops_expiry_switch_required": mode == "required",
+                # host -> its own credential: the id, and the controller-side 0600 file of its secret
+                "zenops_expiry_credentials": {
+                    host: {"id": cred.id, "secret_file": str(path)} for host, (cred, path) in made.items()
+                },
+                "expiry_switch_expires_at": expires_at,
+            },
+            verbosity=ctx.verbosity,
+        )
+    )
+
+
+def _armed_hosts(host_facts: dict[str, dict[str, Any]]) -> tuple[list[str], str]:
+    """The hosts whose play said their switch is armed (sorted), and the Keystone URL the last of them uses."""
+    armed, url = [], ""
+    for host, facts in sorted(host_facts.items()):
+        fact = facts.get("zenops_expiry_switch") or {}
+        if str(fact.get("armed")).lower() == "true":
+            armed.append(host)
+            url = str(fact.get("auth_url") or url)
+    return armed, url
+
+
 def arm(
     ctx: RunContext,
     conn: Any,
@@ -363,11 +437,8 @@ def arm(
     switch with its credential on each server that reaches Keystone and Nova. ``mode`` auto: a cloud or a server
     that cannot have it is said (a warning) and the deployment goes on; required: it raises; off: nothing. None:
     nothing to arm."""
-    from openstack import exceptions as sdk  # noqa: PLC0415
-
-    from zenops.cloud.errors import CloudError, classify  # noqa: PLC0415
+    from zenops.cloud.errors import CloudError  # noqa: PLC0415
     from zenops.errors import RunFailedError  # noqa: PLC0415
-    from zenops.runner import RunSpec  # noqa: PLC0415
 
     expires_at = marks.expires_at
     if mode == "off" or not expires_at or not servers:
@@ -392,35 +463,11 @@ def arm(
     _start_over(ctx, conn, cloud, marks.deployment)
     made: dict[str, tuple[Credential, Path]] = {}  # inventory host -> its server's credential, its secret's file
     try:
+        why = _credentials_or_why(ctx, conn, cloud, marks, servers, candidates[0]["compute_url"], into=made)
+        if why is not None:
+            return without(why)
         try:
-            _credentials(ctx, conn, cloud, marks, servers, candidates[0]["compute_url"], into=made)
-        # a compute endpoint whose path still carries a project id (ValueError); a policy, access rules refused
-        except (ValueError, sdk.ForbiddenException, sdk.BadRequestException, sdk.NotFoundException) as e:
-            delete(conn, deployment=marks.deployment)
-            if isinstance(e, ValueError):
-                return without(str(e))
-            return without(f"the cloud refused a restricted application credential ({classify(e, cloud).message})")
-        except Exception as e:
-            with contextlib.suppress(Exception):  # those made so far: best effort, the cloud error is the news
-                delete(conn, deployment=marks.deployment)
-            raise classify(e, cloud) from e
-        try:
-            run = ctx.run(
-                RunSpec(
-                    playbook="expiry_switch",
-                    inventory=inventory,
-                    extravars={
-                        "zenops_expiry_endpoints": candidates,
-                        "zenops_expiry_switch_required": mode == "required",
-                        # host -> its own credential: the id, and the controller-side 0600 file of its secret
-                        "zenops_expiry_credentials": {
-                            host: {"id": cred.id, "secret_file": str(path)} for host, (cred, path) in made.items()
-                        },
-                        "expiry_switch_expires_at": expires_at,
-                    },
-                    verbosity=ctx.verbosity,
-                )
-            )
+            run = _install(ctx, inventory, candidates, made, mode=mode, expires_at=expires_at)
         except RunFailedError as e:  # auto: a host the role does not support costs the switch, not the deployment
             if mode == "required":
                 raise
@@ -429,12 +476,7 @@ def arm(
     finally:
         for _cred, path in made.values():
             path.unlink(missing_ok=True)  # the servers have them now; a re-run of `up` makes new credentials
-    armed, url = [], ""
-    for host, facts in sorted(run.host_facts.items()):
-        fact = facts.get("zenops_expiry_switch") or {}
-        if str(fact.get("armed")).lower() == "true":
-            armed.append(host)
-            url = str(fact.get("auth_url") or url)
+    armed, url = _armed_hosts(run.host_facts)
     remove(conn, [made[h][0] for h in made if h not in armed])  # a server without its switch: no credential either
     if not armed:
         tried = ", ".join(c["auth_url"] for c in candidates)

@@ -45,7 +45,7 @@ class Deployment:
     gateway_servers: list[dict[str, Any]] = field(default_factory=list)
     gateway_inventory: str = ""
     # the security group: the operator's address range it opens SSH and the gateway's port to, and whether the vLLM
-    # ports are open to it too (only when no gateway fronts the servers; zenops.deploy.firewall); None: not recorded
+    # ports are open to it too (only when no gateway fronts the servers; zenops.deployment.firewall); None: not recorded
     operator_cidr: str = ""
     api_to_operator: bool | None = None
 

@@ -144,6 +144,52 @@ def room(conn: Connection, cloud: str, flavors: list[str]) -> tuple[Limits, dict
         raise classify(e, cloud) from e
 
 
+def _find_flavor(conn: Connection, cloud: str, name: str, option: str) -> Any:
+    """The cloud's flavor ``name`` (given by ``option``), or CloudNotFoundError with the close matches and all names."""
+    fl = retrying(lambda: conn.compute.find_flavor(name, ignore_missing=True))
+    if fl is None:
+        names = [f.name for f in retrying(lambda: list(conn.compute.flavors()))]
+        raise CloudNotFoundError(
+            f"cloud '{cloud}' has no flavor '{name}' ({option})",
+            hint=f"close matches: {close_matches(name, names)} (all: {', '.join(sorted(names))})",
+        )
+    return fl
+
+
+def _find_image(conn: Connection, cloud: str, image: str) -> Any:
+    """The cloud's image ``image``, or CloudNotFoundError with the close matches."""
+    im = retrying(lambda: conn.image.find_image(image, ignore_missing=True))
+    if im is None:
+        names = [i.name for i in retrying(lambda: list(conn.image.images()))]
+        raise CloudNotFoundError(
+            f"cloud '{cloud}' has no image '{image}'",
+            hint=f"close matches: {close_matches(image, names)}; pass --image NAME",
+        )
+    return im
+
+
+def _check_network(conn: Connection, cloud: str, needed: str, network_mode: str) -> None:
+    """CloudNotFoundError with the close matches unless the cloud has the network ``network_mode`` needs."""
+    nets = {n.name: n for n in retrying(lambda: list(conn.network.networks()))}
+    if needed not in nets:
+        raise CloudNotFoundError(
+            f"cloud '{cloud}' has no network '{needed}' ({network_mode} mode)",
+            hint=f"close matches: {close_matches(needed, nets)}; set the cloud profile's network names",
+        )
+
+
+def _flavor_facts(fl: Any) -> dict[str, Any]:
+    """What the preflight reports of a flavor."""
+    return {
+        "name": fl.name,
+        "id": fl.id,
+        "vcpus": fl.vcpus,
+        "ram_mib": fl.ram,
+        "disk_gb": fl.disk,
+        "ephemeral_gb": getattr(fl, "ephemeral", 0) or 0,
+    }
+
+
 def preflight(
     conn: Connection,
     cloud: str,
@@ -164,34 +210,11 @@ def preflight(
     ``adopted`` servers already exist for this deployment and need no new room; so does the gateway's own server
     (``gateway_flavor``) when ``gateway_adopted``.
     """
-
-    def find_flavor(name: str, option: str) -> Any:
-        fl = retrying(lambda: conn.compute.find_flavor(name, ignore_missing=True))
-        if fl is None:
-            names = [f.name for f in retrying(lambda: list(conn.compute.flavors()))]
-            raise CloudNotFoundError(
-                f"cloud '{cloud}' has no flavor '{name}' ({option})",
-                hint=f"close matches: {close_matches(name, names)} (all: {', '.join(sorted(names))})",
-            )
-        return fl
-
     try:
-        fl = find_flavor(flavor, "--flavor")
-        gw = find_flavor(gateway_flavor, "--gateway-flavor") if gateway_flavor else None
-        im = retrying(lambda: conn.image.find_image(image, ignore_missing=True))
-        if im is None:
-            names = [i.name for i in retrying(lambda: list(conn.image.images()))]
-            raise CloudNotFoundError(
-                f"cloud '{cloud}' has no image '{image}'",
-                hint=f"close matches: {close_matches(image, names)}; pass --image NAME",
-            )
-        nets = {n.name: n for n in retrying(lambda: list(conn.network.networks()))}
-        needed = network if network_mode == "provider" else (external_network or "")
-        if needed not in nets:
-            raise CloudNotFoundError(
-                f"cloud '{cloud}' has no network '{needed}' ({network_mode} mode)",
-                hint=f"close matches: {close_matches(needed, nets)}; set the cloud profile's network names",
-            )
+        fl = _find_flavor(conn, cloud, flavor, "--flavor")
+        gw = _find_flavor(conn, cloud, gateway_flavor, "--gateway-flavor") if gateway_flavor else None
+        im = _find_image(conn, cloud, image)
+        _check_network(conn, cloud, network if network_mode == "provider" else (external_network or ""), network_mode)
         limits = _limits(conn)
     except CloudError:
         raise
@@ -204,14 +227,7 @@ def preflight(
     short = shortfalls(limits, int(fl.vcpus), int(fl.ram), new, fips, more=more)
     result = Preflight(
         cloud=cloud,
-        flavor={
-            "name": fl.name,
-            "id": fl.id,
-            "vcpus": fl.vcpus,
-            "ram_mib": fl.ram,
-            "disk_gb": fl.disk,
-            "ephemeral_gb": getattr(fl, "ephemeral", 0) or 0,
-        },
+        flavor=_flavor_facts(fl),
         image={"name": im.name, "id": im.id},
         network_mode=network_mode,
         network=network,

@@ -17,6 +17,27 @@ from typing import Any
 from zenops.cloud.errors import CloudNotFoundError, close_matches
 from zenops.cloud.preflight import Limits, shortfalls
 
+# the written entry (`config init` writing the profile) lives in profile_write; its names stay importable from here
+from zenops.cloud.profile_write import ProfileWrite, existing_profile, prepare_write, render_entry
+
+__all__ = [
+    "DEFAULT_IMAGE_USER",
+    "Choice",
+    "CloudSnapshot",
+    "Flavor",
+    "FlavorFit",
+    "Image",
+    "Network",
+    "ProfilePlan",
+    "ProfileWrite",
+    "Room",
+    "existing_profile",
+    "plan_profile",
+    "prepare_write",
+    "read_snapshot",
+    "render_entry",
+]
+
 DEFAULT_IMAGE_USER = "debian"  # Debian's cloud images log in as debian (the image's os_admin_user wins)
 
 
@@ -173,6 +194,68 @@ def _net_label(n: Network) -> str:
     return f"{n.name} ({', '.join(x for x in (kind, cidrs) if x)})" if kind or cidrs else n.name
 
 
+def _choose_mode(
+    provider: list[Network], external: list[Network], reachable: list[Network], warnings: list[str]
+) -> tuple[str, Network | None, Choice]:
+    """The network mode (provider on a network this machine reaches, else floating, else the only shared network,
+    with a warning added to ``warnings``), the provider network it is on (None: floating), and its Choice."""
+    if reachable:
+        mode, best = "provider", reachable[0]
+        mode_reason = f"servers on provider network {best.name} are reached at their fixed IPs ({_reachable(best)})"
+        mode_alts = [f"floating, from external network {external[0].name}"] if external else []
+    elif external:
+        mode, best = "floating", None
+        why = "nothing says this machine reaches a shared network's addresses" if provider else "no shared network"
+        mode_reason = f"{why}: servers get a tenant network, a router to {external[0].name} and floating IPs from it"
+        mode_alts = [
+            f"provider on {n.name}, if this machine reaches {', '.join(n.ipv4_cidrs)} (then also mark it "
+            f"routes_externally: true under the cloud's networks: in clouds.yaml)"
+            for n in provider
+        ]
+    else:
+        mode, best = "provider", provider[0]
+        mode_reason = f"{best.name} is the only network servers can be reached on (shared; no external network)"
+        mode_alts = []
+        warnings.append(
+            f"nothing says this machine reaches {best.name}'s addresses ({', '.join(best.ipv4_cidrs)}): if `zenops up` "
+            "cannot reach its servers over SSH, run zenops from a machine on that network"
+        )
+    return mode, best, Choice("network_mode", mode, mode_reason, tuple(mode_alts))
+
+
+def _provider_choice(provider: list[Network], chosen: Network, mode: str) -> Choice:
+    why = (
+        "the network servers are created on"
+        if mode == "provider"
+        else "for --network-mode provider (nothing says this machine reaches it)"
+    )
+    return Choice(
+        "provider_network",
+        chosen.name,
+        f"{_net_label(chosen)}: {why}",
+        tuple(_net_label(n) for n in provider if n is not chosen),
+    )
+
+
+def _external_choice(external: list[Network], mode: str) -> Choice:
+    ranked = (
+        "clouds.yaml names it nat_source"
+        if external[0].nat_source
+        else "Neutron's default external network"
+        if external[0].is_default
+        else "the first external network by name"
+        if len(external) > 1
+        else "the only external network"
+    )
+    use = "floating IPs and the router's gateway" if mode == "floating" else "for --network-mode floating"
+    return Choice(
+        "external_network",
+        external[0].name,
+        f"{_net_label(external[0])}: {use} ({ranked})",
+        tuple(_net_label(n) for n in external[1:]),
+    )
+
+
 def _choose_networks(snap: CloudSnapshot) -> tuple[dict[str, Any], list[Choice], list[str]]:
     nets = [n for n in snap.networks if n.active]
     # a network servers get a reachable address on: shared with the project, or one clouds.yaml/its subnet says routes
@@ -196,65 +279,16 @@ def _choose_networks(snap: CloudSnapshot) -> tuple[dict[str, Any], list[Choice],
             hint="ask the cloud's admin for a provider network or an external network, or write the profile by hand "
             "(see `zenops config example`)",
         )
-    if reachable:
-        mode, best = "provider", reachable[0]
-        mode_reason = f"servers on provider network {best.name} are reached at their fixed IPs ({_reachable(best)})"
-        mode_alts = [f"floating, from external network {external[0].name}"] if external else []
-    elif external:
-        mode, best = "floating", None
-        why = "nothing says this machine reaches a shared network's addresses" if provider else "no shared network"
-        mode_reason = f"{why}: servers get a tenant network, a router to {external[0].name} and floating IPs from it"
-        mode_alts = [
-            f"provider on {n.name}, if this machine reaches {', '.join(n.ipv4_cidrs)} (then also mark it "
-            f"routes_externally: true under the cloud's networks: in clouds.yaml)"
-            for n in provider
-        ]
-    else:
-        mode, best = "provider", provider[0]
-        mode_reason = f"{best.name} is the only network servers can be reached on (shared; no external network)"
-        mode_alts = []
-        warnings.append(
-            f"nothing says this machine reaches {best.name}'s addresses ({', '.join(best.ipv4_cidrs)}): if `zenops up` "
-            "cannot reach its servers over SSH, run zenops from a machine on that network"
-        )
+    mode, best, mode_choice = _choose_mode(provider, external, reachable, warnings)
     profile["network_mode"] = mode
-    choices.append(Choice("network_mode", mode, mode_reason, tuple(mode_alts)))
+    choices.append(mode_choice)
     if provider:
         chosen = best or provider[0]
         profile["provider_network"] = chosen.name
-        why = (
-            "the network servers are created on"
-            if mode == "provider"
-            else "for --network-mode provider (nothing says this machine reaches it)"
-        )
-        choices.append(
-            Choice(
-                "provider_network",
-                chosen.name,
-                f"{_net_label(chosen)}: {why}",
-                tuple(_net_label(n) for n in provider if n is not chosen),
-            )
-        )
+        choices.append(_provider_choice(provider, chosen, mode))
     if external:
         profile["external_network"] = external[0].name
-        ranked = (
-            "clouds.yaml names it nat_source"
-            if external[0].nat_source
-            else "Neutron's default external network"
-            if external[0].is_default
-            else "the first external network by name"
-            if len(external) > 1
-            else "the only external network"
-        )
-        use = "floating IPs and the router's gateway" if mode == "floating" else "for --network-mode floating"
-        choices.append(
-            Choice(
-                "external_network",
-                external[0].name,
-                f"{_net_label(external[0])}: {use} ({ranked})",
-                tuple(_net_label(n) for n in external[1:]),
-            )
-        )
+        choices.append(_external_choice(external, mode))
     if mode == "floating":
         choices.append(
             Choice(
@@ -420,111 +454,6 @@ def plan_profile(
         fits_now=fits_now,
         warnings=tuple(warnings),
     )
-
-
-# --- the written entry ------------------------------------------------------------------------------------------
-
-# profile keys init does not decide, shown commented out with their defaults (config.CloudProfile)
-_OTHER_KEYS = (
-    "active_timeout: 900           # seconds until a server is ACTIVE; raise it on a slow cloud",
-    "error_retries: 2              # servers in ERROR are replaced this many times",
-    "operator_cidr: 203.0.113.7/32 # who may reach SSH and the API; default: this machine's address, /32",
-    "keypair: my-key               # an existing keypair (with private_key_file); default: zenops makes one",
-)
-
-
-def _comment(text: str) -> str:
-    return "# " + " ".join(text.split())
-
-
-def render_entry(plan: ProfilePlan, kept: Mapping[str, Any] | None = None) -> list[str]:
-    """The ``clouds.<cloud>`` entry's lines (unindented): each key with its reason and alternatives as comments.
-    ``kept``: keys of a replaced profile that init does not decide, written again as they were."""
-    from zenops.config_edit import yaml_scalar  # noqa: PLC0415
-
-    out = [_comment(f"written by `zenops config init --cloud {plan.cloud}` from what the cloud listed; edit freely")]
-    for c in plan.choices:
-        out.append(_comment(f"{c.what}: {c.reason}"))
-        if c.alternatives:
-            out.append(_comment(f"  alternatives: {'; '.join(c.alternatives)}"))
-        if c.what == "image":
-            out += [
-                f"image: {yaml_scalar(plan.profile['image'])}",
-                f"image_user: {yaml_scalar(plan.profile['image_user'])}",
-            ]
-        elif c.what in plan.profile:
-            out.append(f"{c.what}: {yaml_scalar(plan.profile[c.what])}")
-    room = ", ".join(str(r) for r in plan.room)
-    if plan.flavor is not None:
-        room += "; " + (
-            f"room for {plan.fits_now} server(s) of {plan.flavor} now"
-            if plan.fits_now is not None
-            else f"no limit on servers of {plan.flavor}"
-        )
-    out.append(_comment(f"quota: {room}"))
-    out += [_comment(f"warning: {w}") for w in plan.warnings]
-    if kept:
-        out.append(_comment("kept from the profile this one replaced:"))
-        out += [f"{k}: {yaml_scalar(v)}" for k, v in kept.items()]
-    out.append(_comment("other keys (see `zenops config example`), with their defaults:"))
-    out += [f"# {line}" for line in _OTHER_KEYS if line.split(":")[0] not in (kept or {})]
-    return out
-
-
-@dataclass(frozen=True)
-class ProfileWrite:
-    """What `config init` writes: the file's new text, the entry's own lines, the entry as data."""
-
-    path: str
-    text: str
-    entry: list[str]
-    data: dict[str, Any]
-    replaced: bool
-    comments_kept: bool
-
-
-def existing_profile(
-    path: Any, cloud: str, *, force: bool, data: Mapping[str, Any] | None = None
-) -> Mapping[str, Any] | None:
-    """The profile of ``cloud`` the config file at ``path`` has (None: none, or no file). Without ``force`` one is
-    refused (UsageError, exit 2: nothing is written); a file zenops cannot read is a ConfigError (exit 3)."""
-    from pathlib import Path  # noqa: PLC0415
-
-    from zenops.config_edit import read_document  # noqa: PLC0415
-    from zenops.errors import UsageError  # noqa: PLC0415
-
-    target = Path(path)
-    if data is None:
-        _, data = read_document(target)
-    old: Mapping[str, Any] | None = (data.get("clouds") or {}).get(cloud)
-    if old is not None and not force:
-        raise UsageError(
-            f"{target} already has a profile for cloud '{cloud}' (clouds.{cloud}); nothing was written",
-            hint="pass --force to replace it (its keys init does not decide, such as keypair, are kept), or "
-            "--dry-run to see the new one",
-        )
-    return old
-
-
-def prepare_write(path: Any, plan: ProfilePlan, *, force: bool) -> ProfileWrite:
-    """The config file at ``path`` with ``clouds.<cloud>`` set to the plan's profile (read, merged, checked; not
-    written). An existing profile of that cloud is refused without ``force``; with it, the old profile's keys init
-    does not decide (keypair, server_metadata, ...) are kept."""
-    from pathlib import Path  # noqa: PLC0415
-
-    from zenops.config_edit import checked, read_document, with_entry  # noqa: PLC0415
-
-    target = Path(path)
-    text, data = read_document(target)
-    clouds = dict(data.get("clouds") or {})
-    old = existing_profile(target, plan.cloud, force=force, data=data)
-    kept = {k: v for k, v in (old or {}).items() if k not in plan.profile}
-    entry = render_entry(plan, kept)
-    new_text, comments_kept = with_entry(text, "clouds", plan.cloud, entry)
-    value = {**plan.profile, **kept}
-    clouds[plan.cloud] = value
-    checked(new_text, target, {**data, "clouds": clouds})
-    return ProfileWrite(str(target), new_text, entry, value, old is not None, comments_kept)
 
 
 # --- reading the cloud ------------------------------------------------------------------------------------------

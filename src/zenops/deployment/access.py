@@ -4,7 +4,7 @@
 How to reach a host is what Ansible uses: the inventory's ``ansible_host``, ``ansible_user``, ``ansible_port``,
 ``ansible_ssh_private_key_file`` and ``ansible_ssh_common_args`` / ``ansible_ssh_extra_args``, read through
 ``ansible-inventory --list`` (so YAML, INI and group vars all work, and nothing in it is rendered as a template). A
-cloud deployment's inventory carries its generated key and its pinned known_hosts file (zenops.deploy.common), so
+cloud deployment's inventory carries its generated key and its pinned known_hosts file (zenops.deployment.common), so
 `zenops ssh` checks the host key exactly as `up` pinned it. A login user other than root reads the Docker and systemd
 logs through ``sudo -n`` (the become of every cloud image).
 

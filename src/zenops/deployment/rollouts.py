@@ -31,15 +31,28 @@ def ledger_dir(config: Config, key: str) -> Path:
 class BatchState:
     hosts: list[str]
     strategy: str = "in-place"  # how the batch goes to the new release: zenops.rollout.strategies
-    status: str = "pending"  # pending | surging | draining | replacing | gating | switching | done | reverted
+    # pending | surging | provisioning | draining | replacing | gating | switching | done | reverted
+    status: str = "pending"
     started_at: str | None = None
     finished_at: str | None = None
     wall_s: float | None = None
     phases: dict[str, float] = field(default_factory=dict)  # phase -> seconds (drain, replace, gate, ready)
     verdicts: list[dict[str, Any]] = field(default_factory=list)
-    # a surge (a one-server cloud deployment): {"old": host, "new": the new server's name once made (None before),
-    # "new_address": its fixed address, "old_retired": the old server deleted}
-    surge: dict[str, Any] | None = None
+    # what the batch's strategy keeps of its own (its typed state reads it: zenops.rollout.strategies), kept in the
+    # ledger under the strategy's name (``"surge": {...}``); {}: nothing
+    strategy_state: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        own = out.pop("strategy_state")
+        return {**out, self.strategy: own} if own else out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BatchState:
+        # a state written before strategies were named: a batch with a surge's state surges
+        strategy = str(data.get("strategy") or ("surge" if data.get("surge") else "in-place"))
+        values = {k: data[k] for k in cls.__dataclass_fields__ if k in data and k != "strategy_state"}
+        return cls(**{**values, "strategy": strategy, "strategy_state": dict(data.get(strategy) or {})})
 
 
 @dataclass
@@ -62,7 +75,7 @@ class RolloutState:
     baseline_s: float | None = None  # the baseline's wall time (each batch keeps its own phases)
     drained: list[str] = field(default_factory=list)  # gateway servers zenops drained and has not put back
     served: dict[str, Any] = field(default_factory=dict)  # host -> {plan, endpoints, image} after its batch
-    retired: list[str] = field(default_factory=list)  # hosts a surge replaced (their servers are deleted)
+    retired: list[str] = field(default_factory=list)  # hosts a strategy replaced by new servers (deleted)
     # the deployment's services as the rollout applied them ({}: as recorded): zenops.deployment.services
     services: dict[str, dict[str, Any]] = field(default_factory=dict)
     run_dir: str = ""
@@ -73,18 +86,14 @@ class RolloutState:
         return self.status in ("running", "paused")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "batches": [b.to_dict() for b in self.batches]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RolloutState:
         values = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         if data.get("gateway") and not data.get("services"):  # a state written before services existed
             values["services"] = {"gateway": data["gateway"]}
-        values["batches"] = [
-            # a state written before strategies were named: a batch with a surge's state surges
-            BatchState(**{"strategy": "surge" if b.get("surge") else "in-place", **b})
-            for b in data.get("batches", [])
-        ]
+        values["batches"] = [BatchState.from_dict(b) for b in data.get("batches", [])]
         return cls(**values)
 
 

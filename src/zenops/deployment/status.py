@@ -11,10 +11,9 @@ from zenops import statefile
 from zenops.config import Config
 from zenops.context import RunContext
 from zenops.deployment import services
-from zenops.deployment.identity import of_inventory
+from zenops.deployment.identity import lock_holder, of_inventory
 from zenops.deployment.rollouts import RolloutState
 from zenops.deployment.store import Store
-from zenops.lock import describe_lock
 
 
 def current_rollout(store: Store) -> RolloutState | None:
@@ -80,7 +79,7 @@ def serving_status(ctx: RunContext, inventory: Path, *, last: int = 10) -> dict[
             out["backends"] = (gw.get("live") or {}).get("backends") or []
             if gw.get("error"):
                 out["gateway_error"] = gw["error"]
-    out["lock"] = describe_lock(ctx.config, of_inventory(ctx.config, inventory).key)
+    out["lock"] = lock_holder(ctx.config, of_inventory(ctx.config, inventory))
     state = current_rollout(store)
     out["rollout"] = {k: v for k, v in state.to_dict().items() if k not in ("from_record", "served")} if state else None
     out["history"] = store.rollouts.history(last) if last else []

@@ -33,6 +33,14 @@ def clean(text: str, *, newlines: bool = False) -> str:
     return (_CONTROL_BUT_NEWLINE if newlines else _ANY_CONTROL).sub(_escape, text)
 
 
+def markup(value: object, *, newlines: bool = False) -> str:
+    """``value`` for a rich console's markup: :func:`clean`\\ ed and its markup escaped (``[red]`` shows as
+    written, ``[/]`` cannot break the line); ``newlines``: kept, for messages."""
+    from rich.markup import escape  # noqa: PLC0415
+
+    return escape(clean(str(value), newlines=newlines))
+
+
 def csv_cell(value: object) -> object:
     """A CSV cell: None empty, numbers (and booleans) as they are, text :func:`clean`\\ ed with a ``'`` before a
     leading ``=``, ``+``, ``-``, ``@``, tab or carriage return, unless the text is a plain number (``-12.5``)."""

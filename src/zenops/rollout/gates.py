@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,7 +32,7 @@ from zenops.rollout.plan import (
 )
 
 if TYPE_CHECKING:
-    from zenops.rollout.run import Rollout
+    from zenops.rollout.steps import GateDriver
 
 STOP = "stop"  # not a gate: the old container could not be stopped (what health_verdict tells from the health gate)
 # what Docker says when a container cannot be stopped (a zombie PID 1: a container started without an init)
@@ -107,7 +107,7 @@ class PerfGate:
     """The performance gate of one rollout invocation: measures through zenops's light load client (zenops.bench,
     client "zenops") and returns verdicts."""
 
-    def __init__(self, driver: Rollout) -> None:
+    def __init__(self, driver: GateDriver) -> None:
         self.d = driver
         self._told_apart = False  # the note on hosts that share a machine, once per invocation
 
@@ -320,36 +320,44 @@ class PerfGate:
 
         return self.gated(i, hosts, f"batch {i + 1}'s new servers", judge)
 
-    def surge(self, i: int, old: str, new: str) -> list[Verdict]:
-        """A surge's new server against the old one's baseline; the old one, measured at the same time, is the
-        control (their instances paired in port order)."""
+    def pairs(self, i: int, against: Mapping[str, str]) -> list[Verdict]:
+        """Each new host against its old host's baseline (``against``: new -> old); the old ones, measured at the
+        same time, are the controls (their instances paired in port order). A surge: one pair; blue/green: the whole
+        new set against the old."""
         d = self.d
         base = self._base()
-        olds = sorted((s for s in base if s.startswith(f"{old}-")), key=port_key)
+        olds = {old: sorted((s for s in base if s.startswith(f"{old}-")), key=port_key) for old in against.values()}
 
         def judge(runs: dict[str, list[Sample]]) -> list[Verdict]:
-            news = sorted((s for s in runs if s.startswith(f"{new}-")), key=port_key)
             verdicts = []
-            for k, server in enumerate(news):
-                if not olds:
-                    if len(runs[server]) == 1:
-                        d.ctx.warn(f"{server}: no baseline of {old}: the performance gate only checks it answered")
-                    continue
-                ref = olds[min(k, len(olds) - 1)]
-                verdicts.append(
-                    verdict(
-                        server,
-                        base[ref],
-                        runs[server],
-                        d.req.limits,
-                        fleet_spread=d.state.baseline_spread or 0.0,
-                        control_baseline=base[ref],
-                        control_now=runs.get(ref),
+            for new, old in sorted(against.items()):
+                news = sorted((s for s in runs if s.startswith(f"{new}-")), key=port_key)
+                for k, server in enumerate(news):
+                    if not olds[old]:
+                        if len(runs[server]) == 1:
+                            d.ctx.warn(f"{server}: no baseline of {old}: the performance gate only checks it answered")
+                        continue
+                    ref = olds[old][min(k, len(olds[old]) - 1)]
+                    verdicts.append(
+                        verdict(
+                            server,
+                            base[ref],
+                            runs[server],
+                            d.req.limits,
+                            fleet_spread=d.state.baseline_spread or 0.0,
+                            control_baseline=base[ref],
+                            control_now=runs.get(ref),
+                        )
                     )
-                )
             return verdicts
 
-        return self.gated(i, [new, old], f"the surge's new server {new}", judge)
+        hosts = [*sorted(against), *sorted(set(against.values()) - set(against))]
+        who = (
+            f"the surge's new server {next(iter(against))}"
+            if len(against) == 1
+            else f"the new servers {', '.join(sorted(against))}"
+        )
+        return self.gated(i, hosts, who, judge)
 
 
 def port_key(server: str) -> int:

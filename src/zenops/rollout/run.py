@@ -17,89 +17,50 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from zenops import compat, request_options, spend
+from zenops import spend
 from zenops.context import RunContext
 from zenops.deployment import services
 from zenops.deployment.rollouts import BatchState, RolloutState, now
-from zenops.deployment.services import gateway as gw_lib
 from zenops.deployment.store import Store
 from zenops.errors import (
     CanceledError,
     NoServerError,
     RolloutGateError,
     RolloutPausedError,
+    RunFailedError,
     UsageError,
     ZenopsError,
     in_one_line,
 )
-from zenops.rollout.gates import STOP, UNSETTLED, PerfGate
-from zenops.rollout.plan import GateLimits, GateSizing, Verdict, host_change, make_batches
-from zenops.rollout.strategies import InPlace, Surge, strategy_for
-from zenops.rollout.strategies.surge import surge_addresses
+from zenops.rollout import strategies
+from zenops.rollout.gates import STOP, UNSETTLED, PerfGate, health_verdict
+from zenops.rollout.plan import Verdict, make_batches
+from zenops.rollout.prepare import (
+    CHANGEABLE,
+    RolloutRequest,
+    changes_dict,
+    describe_changes,
+    host_changes,
+    new_plans,
+    new_rollout_id,
+    old_request,
+    refuse_peer,
+    refuse_without_gateway,
+    resumed,
+    target_request,
+)
+from zenops.rollout.servers import CloudServers
+from zenops.rollout.strategies import strategy_for
 
 if TYPE_CHECKING:
     from zenops.spend import Spend
 
-# ServeRequest fields a rollout may change (the same model/engine/plan options as `zenops up`)
-# what a rollout may change: the table's changeable options (zenops.request_options, one declaration each)
-CHANGEABLE = request_options.CHANGEABLE
-
-
-def old_request(request: Mapping[str, Any], deployed: Mapping[str, Any]) -> dict[str, Any]:
-    """The request a serving record holds, as a rollout starts from it (``deployed``: the record's pair). A record
-    from before --engine-arg has none; one from before the default became the tested pair (no --vllm then meant
-    another pair, built from source) gets the pair it deployed pinned, so a rollout of another setting keeps it."""
-    old = {"engine_args": [], **request}
-    if old.get("vllm") is None and deployed.get("vllm") and deployed.get("id") != compat.table().default.id:
-        old["vllm"], old["zentorch"] = deployed["vllm"], deployed.get("zentorch")
-    return old
-
-
-@dataclass(frozen=True)
-class RolloutRequest:
-    changes: Mapping[str, Any]  # ServeRequest field -> new value (only what the operator asked to change)
-    batch: str = "1"
-    canary: int = 1
-    max_unavailable: int | None = None
-    allow_downtime: bool = False
-    revert: bool = True
-    drain_timeout: int = 600  # the longest expected request, seconds
-    min_healthy: int = 10
-    perf_gate: bool = True
-    limits: GateLimits = field(default_factory=GateLimits)
-    gate_concurrency: int = 4
-    gate_prompts: int = 32  # the first (sizing) run's prompts; the measured runs last at least gate_seconds
-    gate_seconds: float = 10.0
-    gate_input_len: int = 64
-    gate_output_len: int = 64
-    # unmeasured requests before each gate run: a server just started (the new ones, and every server of a fleet
-    # whose `up` just ended) answers its first requests slower, which read as a regression or as run-to-run spread
-    gate_warmups: int = 8
-    baseline_repeats: int = 2  # the baseline is the last this many runs, once they agree within --max-spread
-    baseline_max_repeats: int = 5
-    baseline_time_limit: float = 300.0
-    gate_runs: int = 3  # a batch's gate that fails on its figures alone measures again, up to this many runs in all
-    # how long a server may take to answer the gate's first check: longer and the fleet is too busy to measure
-    answer_timeout: int = 120
-    dry_run: bool = False
-    runs_dir: Path = Path("runs")
-    tuned_reason: str | None = None  # --tuned: the campaign and figures behind the changes (the new plans' reason)
-
-    @property
-    def sizing(self) -> GateSizing:
-        return GateSizing(
-            first_prompts=self.gate_prompts,
-            min_seconds=self.gate_seconds,
-            repeats=self.baseline_repeats,
-            max_repeats=max(self.baseline_repeats, self.baseline_max_repeats),
-            time_limit_s=self.baseline_time_limit,
-            gate_runs=max(1, self.gate_runs),
-        )
+# the planning's names that others import from here (zenops.rollout, the CLI)
+__all__ = ["CHANGEABLE", "Rollout", "RolloutRequest", "RolloutResult", "describe_changes", "old_request", "rollout"]
 
 
 @dataclass
@@ -116,12 +77,8 @@ class RolloutResult:
             **state,
             "dry_run": self.dry_run,
             "batches": self.batches_planned,
-            "batch_states": [dataclasses.asdict(b) for b in self.state.batches],
+            "batch_states": [b.to_dict() for b in self.state.batches],
         }
-
-
-def _rollout_id() -> str:
-    return "rollout-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
 
 
 class Rollout:
@@ -151,87 +108,39 @@ class Rollout:
 
     # --- planning (nothing changes) ---------------------------------------------------------------------------
 
-    def gateway(self) -> gw_lib.Gateway | None:
-        """The gateway as the serving record keeps it, with the address of a surge's new server (the record is
-        written at the end)."""
-        data = self._services().get("gateway")
-        return gw_lib.with_addresses(gw_lib.Gateway.from_dict(data), self._surge_addresses()) if data else None
+    def gateway(self) -> services.Drainable | None:
+        """The service the servers are drained through (the gateway), as the serving record keeps it, with the
+        addresses of the servers a strategy made (the record is written at the end)."""
+        return services.drainable(self._services(), self._new_addresses())
 
     def _services(self) -> dict[str, dict[str, Any]]:
         """The deployment's services (zenops.deployment.services) as the rollout applied them, else as recorded."""
         state = getattr(self, "state", None)
         return {k: dict(v) for k, v in ((state.services if state else None) or self.record.services).items()}
 
-    def _surge_addresses(self) -> dict[str, str]:
-        """The fixed address of each surge's new server (the record has them once the rollout finished)."""
+    def _new_addresses(self) -> dict[str, str]:
+        """The fixed address of each server the strategies made (the record has them once the rollout finished)."""
         state = getattr(self, "state", None)
-        return surge_addresses(state.batches if state else [])
+        return strategies.addresses(state.batches if state else [])
 
     def prepare(self) -> RolloutState:
         """The state to run: the one in progress (same target: resumed), or a new one, checked and planned before
         any host is touched (refusals: unknown pair, plan refused, no gateway, a batch that would take all)."""
+        refuse_peer(self.record.request, self.inventory)
         current = self.ledger.load()
         old = old_request(self.record.request, self.record.compat)
+        given = changes_dict(self.req.changes)
         if current is not None and current.active:
-            wanted = {**current.from_request, **self._changes_dict()}
-            if self.req.changes and wanted != current.to_request:
-                raise UsageError(
-                    f"rollout {current.id} to another target is {current.status} on this deployment "
-                    f"({describe_changes(current.from_request, current.to_request)})",
-                    hint="re-run it with the same options to finish it, or `zenops rollout --abort` to send the "
-                    "changed hosts back first",
-                )
-            self.ctx.note(
-                f"resuming {current.id} ({current.status}): batch "
-                f"{next((i + 1 for i, b in enumerate(current.batches) if b.status != 'done'), len(current.batches))}"
-                f" of {len(current.batches)}"
-            )
-            return current
-        new = {**old, **self._changes_dict()}
-        if "prebuilt_ref" in self._changes_dict():  # the image source given, or the one deployed
-            self.serve_lib.check_image_ref(new.get("image_source"), new["prebuilt_ref"])
-        if new == old:
-            raise UsageError(
-                "nothing to roll out: the options ask for what the deployment already serves",
-                hint="pass what should change, e.g. --model DIR, --max-num-seqs N, --vllm VERSION",
-            )
-        new_req = self.serve_lib.request_from_dict(new)
-        # refused here, before anything: an unknown or broken pair, a model the hosts cannot serve
-        combo = self.serve_lib.resolve_engine(new_req, self.ctx.warn).combo
-        model, _dir = self.serve_lib.resolve_model(new_req.model)
-        new_plans = self._plans_from_facts(new_req, model, combo.vllm)
-        changes = {
-            h: dict(zip(("kind", "diffs"), host_change(self.record.plans.get(h), p, old, new), strict=True))
-            for h, p in new_plans.items()
-        }
-        hosts = [h for h in sorted(self.record.plans) if changes.get(h, {}).get("kind") != "none"]
-        if not hosts:
-            raise UsageError(
-                "nothing to roll out: every host's plan for the new options is the one it serves "
-                f"({describe_changes(old, new)} changes no container)",
-                hint="pass a change that reaches the servers, e.g. --model DIR or --max-num-seqs N",
-            )
-        gw = self.gateway()
-        if gw is None and not self.req.allow_downtime:
-            raise UsageError(
-                f"{self.inventory}'s deployment has no gateway: a rollout drains servers through it so that no "
-                "request fails",
-                hint=f"add it with `zenops up -i {self.inventory} --model ... --gateway on` (same options as before), "
-                "or pass --allow-downtime",
-            )
-        surge = None
-        if not self.req.allow_downtime and len(hosts) == len(self.record.plans) == 1:
-            surge = Surge.plan(self, hosts[0])
-        instances = {h: len(self.record.plans[h].get("instances") or []) for h in hosts}
-        batches = make_batches(
-            hosts,
-            batch=self.req.batch,
-            canary=min(self.req.canary, max(len(hosts) - 1, 0)) if len(hosts) > 1 else self.req.canary,
-            instances=instances,
-            max_unavailable=self.req.max_unavailable,
-            allow_downtime=self.req.allow_downtime or surge is not None or len(hosts) < len(self.record.plans),
+            return resumed(self.ctx, current, given, asked=bool(self.req.changes))
+        new = target_request(old, given)
+        plans = new_plans(self.ctx, self.inventory, sorted(self.record.plans), new, tuned=self.req.tuned_reason)
+        changes, hosts = host_changes(self.record.plans, plans, old, new)
+        refuse_without_gateway(self.gateway(), self.inventory, allow_downtime=self.req.allow_downtime)
+        name = strategies.choose(
+            self.req.strategy, hosts, len(self.record.plans), allow_downtime=self.req.allow_downtime
         )
-        rid = _rollout_id()
+        batches = strategies.get(name)(self).plan(hosts)
+        rid = new_rollout_id()
         return RolloutState(
             id=rid,
             deployment=self.key,
@@ -239,12 +148,7 @@ class Rollout:
             from_request=old,
             to_request=new,
             from_record=self.record.to_dict(),
-            batches=[
-                BatchState(hosts=b, strategy=Surge.name, surge=dict(surge))
-                if surge
-                else BatchState(hosts=b, strategy=InPlace.name)
-                for b in batches
-            ],
+            batches=batches,
             changes=changes,
             run_dir=str((self.req.runs_dir / rid).resolve()),
         )
@@ -255,37 +159,6 @@ class Rollout:
         self.record = self.record.with_services(applied)
         self.state.services = {k: dict(v) for k, v in self.record.services.items()}
         self.save()
-
-    def _changes_dict(self) -> dict[str, Any]:
-        """The changes as the serving record keeps them: paths absolute (a model directory too), as `up` records."""
-        out = {}
-        for k, given in self.req.changes.items():
-            value = given
-            if isinstance(given, Path):
-                value = str(given.resolve())
-            elif isinstance(given, tuple):
-                value = list(given)  # as the record keeps it (JSON)
-            elif k == "model" and isinstance(given, str) and Path(given).expanduser().is_dir():
-                value = str(Path(given).expanduser().resolve())
-            out[k] = value
-        return out
-
-    def _plans_from_facts(self, new_req: Any, model: Any, vllm: str) -> dict[str, dict[str, Any]]:
-        from zenops.facts import facts_path, load_facts_file  # noqa: PLC0415
-
-        topologies = {}
-        for host in sorted(self.record.plans):
-            path = facts_path(self.ctx.config, host)
-            if not path.is_file():
-                raise ZenopsError(
-                    f"no saved facts for {host} ({path}): the rollout plans before it changes anything",
-                    hint=f"gather them: zenops facts -i {self.inventory}",
-                )
-            topologies[host] = load_facts_file(path, host)
-        opts = self.serve_lib.plan_options(new_req, vllm, tuned=self.req.tuned_reason)
-        plans = {h: p.to_dict() for h, p in self.serve_lib.make_plans(topologies, model, opts, self.ctx.config).items()}
-        self.serve_lib.check_engine_args(new_req.engine_args, plans)
-        return plans
 
     # --- the run ----------------------------------------------------------------------------------------------
 
@@ -321,6 +194,53 @@ class Rollout:
     def note(self, text: str) -> None:
         self.ctx.note(f"rollout: {text}")
 
+    # --- the steps a strategy sees (zenops.rollout.steps.BatchSteps) ---------------------------------------------
+
+    @property
+    def perf_gate(self) -> bool:
+        return self.req.perf_gate
+
+    def label(self, i: int) -> str:
+        n = len(self.state.batches)
+        return "canary batch" if i == 0 and self.req.canary and n > 1 else f"batch {i + 1}/{n}"
+
+    def event(self, kind: str, **data: Any) -> None:
+        self.ledger.event(self.state.id, kind, **data)
+
+    def cut(self, hosts: list[str]) -> list[list[str]]:
+        return make_batches(
+            hosts,
+            batch=self.req.batch,
+            canary=min(self.req.canary, max(len(hosts) - 1, 0)) if len(hosts) > 1 else self.req.canary,
+            instances={h: len(self.record.plans[h].get("instances") or []) for h in hosts},
+            max_unavailable=self.req.max_unavailable,
+            allow_downtime=self.req.allow_downtime or len(hosts) < len(self.record.plans),
+        )
+
+    def servers(self) -> CloudServers | None:
+        if self.store.cloud_entry() is None:
+            return None
+        return CloudServers(self.ctx, self.store, gateway_port=int((self.record.gateway or {}).get("port") or 8080))
+
+    def names_on(self, hosts: list[str]) -> list[str]:
+        gw = self.gateway()
+        return gw.names_on(hosts) if gw else []
+
+    def serve(self, i: int, batch: BatchState, hosts: list[str]) -> None:
+        try:
+            served = self.serve_hosts(self.state.to_request, hosts, min_healthy=self.req.min_healthy)
+        except RunFailedError as e:
+            self.decide(i, batch, [health_verdict(e, hosts[0])])
+        self.keep_served(served)
+
+    def serve_previous(self, hosts: list[str]) -> None:
+        self.serve_hosts(self.state.from_request, hosts, min_healthy=0)
+        for host in hosts:
+            self.state.served.pop(host, None)
+
+    def gate(self, i: int, batch: BatchState, against: Mapping[str, str] | None = None) -> list[Verdict]:
+        return self.perf.pairs(i, against) if against else self.perf.batch(i, batch)
+
     @contextlib.contextmanager
     def phase(self, batch: BatchState, name: str) -> Iterator[None]:
         """Time a phase of a batch into its state (what a rollout's time goes on: `zenops status`, the note)."""
@@ -338,7 +258,8 @@ class Rollout:
         if run_dir.is_dir():
             (run_dir / "rollout.json").write_text(json.dumps(self.state.to_dict(), indent=2, sort_keys=True))
 
-    def serve(self, request: Mapping[str, Any], hosts: list[str], *, min_healthy: int) -> Any:
+    def serve_hosts(self, request: Mapping[str, Any], hosts: list[str], *, min_healthy: int) -> Any:
+        """playbooks/serve.yml with ``request`` on these hosts (their health gate), the serving record unchanged."""
         req = self.serve_lib.request_from_dict(request)
         return self.serve_lib.serve_inventory(
             self.ctx.quiet(),
@@ -358,14 +279,14 @@ class Rollout:
         self.state.drained = sorted(set(self.state.drained) | set(names))
         self.save()
         t0 = time.monotonic()
-        gw_lib.drain(self.ctx.quiet(), self.inventory, gw, names, timeout=self.req.drain_timeout)
+        gw.drain(self.ctx.quiet(), self.inventory, names, timeout=self.req.drain_timeout)
         self.note(f"drained {', '.join(names)} in {time.monotonic() - t0:.0f}s (in-flight requests finished)")
 
     def ready(self, names: list[str], *, wait: int = 60, ctx: RunContext | None = None) -> None:
         gw = self.gateway()
         if gw is None or not names:
             return
-        gw_lib.ready(ctx or self.ctx.quiet(), self.inventory, gw, names, timeout=wait)
+        gw.ready(ctx or self.ctx.quiet(), self.inventory, names, timeout=wait)
         self.state.drained = sorted(set(self.state.drained) - set(names))
         self.save()
 
@@ -480,13 +401,13 @@ class Rollout:
                 out[host] = seen.pop()
         return out
 
-    def update_services(self, hosts: list[str]) -> list[str]:
+    def follow(self, hosts: list[str]) -> list[str]:
         """Every service of the deployment (the gateway...) following the servers of the rollout's view (the
         record's, the served ones, not the retired ones): a service changes what it must, e.g. the gateway's
-        backends when a batch's hosts serve on other ports or a surge's server joins or goes. Returns the gateway's
-        server names on ``hosts`` now."""
+        backends when a batch's hosts serve on other ports or a strategy's new server joins or an old one goes.
+        Returns the gateway's server names on ``hosts`` now."""
         had = self._services()
-        view = services.View(self.inventory, self._endpoints_now(), addresses=self._surge_addresses())
+        view = services.View(self.inventory, self._endpoints_now(), addresses=self._new_addresses())
         applied = services.update(self.ctx.quiet(), view, had)
         if applied != had:
             self._set_services(applied)
@@ -511,7 +432,7 @@ class Rollout:
         images = dict(rec.images)
         for host, s in self.state.served.items():
             plans[host], endpoints[host], images[host] = s["plan"], s["endpoints"], s["image"]
-        for host in self.state.retired:  # a surge's old server: deleted
+        for host in self.state.retired:  # an old server a strategy replaced: deleted
             for d in (plans, endpoints, images):
                 d.pop(host, None)
         target = str(self.state.to_request["model"])
@@ -600,11 +521,6 @@ class Rollout:
             self._reconcile_drained()
 
 
-def describe_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
-    diffs = [f"{k}: {old.get(k)} -> {new.get(k)}" for k in CHANGEABLE if old.get(k) != new.get(k)]
-    return "; ".join(diffs) or "no change"
-
-
 def rollout(
     ctx: RunContext,
     inventory: Path,
@@ -615,8 +531,9 @@ def rollout(
     confirm: Callable[[Spend], bool] | None = None,
 ) -> RolloutResult:
     """Plan, then run (or with ``dry_run`` only plan) a rollout; ``abort``: revert the one in progress.
-    ``confirm``: asked, before anything changes, what a surge creates (a new cloud server; an in-place rollout
-    creates nothing and is not asked about); False: nothing changes (CanceledError)."""
+    ``confirm``: asked, before anything changes, what the strategies create (new cloud servers: a surge's, a
+    blue/green set; an in-place rollout creates nothing and is not asked about); False: nothing changes
+    (CanceledError)."""
     r = Rollout(ctx, inventory, req)
     if abort:
         current = r.ledger.load()
@@ -630,9 +547,9 @@ def rollout(
         on_plan(state)
     if req.dry_run:
         return RolloutResult(state, batches, dry_run=True)
-    surging = [b for b in state.batches if b.strategy == Surge.name and not (b.surge or {}).get("new")]
-    dep = r.store.cloud_entry() if confirm is not None and surging else None
-    if confirm is not None and dep is not None and not confirm(spend.of_surge(dep)):
+    creating = strategies.creates(state.batches)
+    dep = r.store.cloud_entry() if confirm is not None and creating else None
+    if confirm is not None and dep is not None and not confirm(spend.of_surge(dep, count=creating)):
         raise CanceledError("nothing was changed", hint="pass --yes to roll out without asking")
     try:
         r.run(state)

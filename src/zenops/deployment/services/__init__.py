@@ -8,22 +8,27 @@ commands call every service through the functions below, never one by name:
 - `zenops rollout`: :func:`update` whenever the deployment's servers change (a batch on other ports, a surge's new
   server, a revert);
 - `zenops down`: :func:`remove`, before the servers go (clients are refused, not half-served);
-- `zenops status`: :func:`status`, read live.
+- `zenops status`: :func:`status`, read live, then :func:`lines`, each service's own lines;
+- `zenops up --dry-run`: :func:`plan`, what each service would do (nothing runs);
+- `zenops rollout` and `zenops bench --through-gateway`: :func:`drainable`, the service every client request goes
+  through (a :class:`Drainable`: it takes servers out of rotation and puts them back), whichever service that is.
 
 What a service applied is kept in the serving record (``services.<name>``: zenops.deployment.record), so that the
 next command updates or removes what is there. A new service: a module here with its object, its line in
-:func:`services`, its role (roles/<name>) and playbook, and its options in zenops.request_options.
+:func:`services`, its role (roles/<name>) and playbook, and its options: rows of zenops.option_table (or
+zenops.request_options) tagged ``service="<name>"`` (:func:`rows` reads them by that tag).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from zenops.context import RunContext
+    from zenops.request_options import Option
 
 State = dict[str, Any]  # what a service keeps of itself in the serving record (JSON)
 
@@ -49,6 +54,68 @@ class View:
         return sum(len(v) for v in self.endpoints.values())
 
 
+@dataclass(frozen=True)
+class Line:
+    """One line a service shows in `zenops status`: rich markup, with what hosts and records said escaped
+    (zenops.report.cells.markup); on stderr when ``err`` (the service could not be read)."""
+
+    text: str
+    err: bool = False
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What a service would do (`zenops up --dry-run`): ``summary`` is its line, ``details`` what `--json` adds;
+    ``state`` the state it would keep, as far as a dry run knows it (a later service may follow it: the metrics
+    go where the gateway goes)."""
+
+    name: str
+    on: bool
+    summary: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+    state: State | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"on": self.on, "summary": self.summary, **self.details}
+
+
+class Drainable(Protocol):
+    """The service every client request goes through, seen by the rollout and bench: it names the servers behind
+    it, takes some out of rotation (their in-flight requests finish) and puts them back, and is the deployment's
+    one endpoint."""
+
+    @property
+    def host(self) -> str: ...  # the host it runs on
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def tls(self) -> bool: ...
+
+    @property
+    def own_server(self) -> bool: ...  # on a server of its own (no engine image there)
+
+    def names_on(self, hosts: Iterable[str]) -> list[str]:
+        """Its names of the servers on ``hosts``."""
+        ...
+
+    def address(self) -> str:
+        """The address a serving host reaches it at."""
+        ...
+
+    def drain(self, ctx: RunContext, inventory: Path, names: list[str], *, timeout: int) -> None:
+        """Take ``names`` out of rotation; back once their in-flight requests finished (``timeout`` s at most)."""
+        ...
+
+    def ready(self, ctx: RunContext, inventory: Path, names: list[str], *, timeout: int = 60) -> None:
+        """Put ``names`` back in rotation; back once their health checks pass."""
+        ...
+
+
 class Service(Protocol):
     name: str
 
@@ -66,6 +133,16 @@ class Service(Protocol):
 
     def status(self, ctx: RunContext, inventory: Path, had: State) -> dict[str, Any]:
         """What it shows in `zenops status`, read live (a failure raises; status() reports it as the service's)."""
+
+    def lines(self, entry: Mapping[str, Any]) -> list[Line]:
+        """Its lines in `zenops status`, from its :func:`status` entry ({state, live} or {state, error})."""
+
+    def plan(self, view: View, had: State | None) -> Preview:
+        """`up --dry-run`: what :meth:`apply` would do with ``view`` (nothing runs, nothing is written)."""
+
+    def drainable(self, had: State, addresses: Mapping[str, str]) -> Drainable | None:
+        """The service as a :class:`Drainable` (reaching ``addresses``' hosts by those addresses too: a surge's new
+        server), or None: clients do not go through it."""
 
 
 def services() -> tuple[Service, ...]:
@@ -124,3 +201,38 @@ def status(ctx: RunContext, inventory: Path, had: Mapping[str, Mapping[str, Any]
             entry["error"] = str(e)
         out[s.name] = entry
     return out
+
+
+def lines(entries: Mapping[str, Mapping[str, Any]]) -> list[Line]:
+    """The lines of every service in ``entries`` (what :func:`status` returned), in the services' order."""
+    return [line for s in services() if entries.get(s.name) for line in s.lines(entries[s.name])]
+
+
+def plan(view: View, had: Mapping[str, Mapping[str, Any]]) -> list[Preview]:
+    """What every service would do after `up` (``view.request``) served ``view.endpoints`` (`--dry-run`)."""
+    out: list[Preview] = []
+    planned: dict[str, State] = {}
+    for s in services():
+        p = s.plan(replace(view, services=dict(planned)), dict(had[s.name]) if had.get(s.name) else None)
+        if p.state:
+            planned[s.name] = p.state
+        out.append(p)
+    return out
+
+
+def drainable(had: Mapping[str, Mapping[str, Any]], addresses: Mapping[str, str] | None = None) -> Drainable | None:
+    """The deployment's :class:`Drainable` service (``had``: the services' states, as recorded), or None: no
+    service of it fronts its servers."""
+    for s in services():
+        if had.get(s.name):
+            d = s.drainable(dict(had[s.name]), addresses or {})
+            if d is not None:
+                return d
+    return None
+
+
+def rows(service: Service) -> tuple[Option, ...]:
+    """The options of ``service``: the table's rows tagged with its name (zenops.option_table), the one source."""
+    from zenops.option_table import service_rows  # noqa: PLC0415
+
+    return service_rows(service.name)

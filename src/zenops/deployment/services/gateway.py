@@ -18,12 +18,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from zenops.context import RunContext
-from zenops.deployment.services import State, View
+from zenops.deployment.services import Line, Preview, State, View
 from zenops.errors import UsageError, ZenopsError
+from zenops.option_table import row
 from zenops.runner import RunSpec
 
-DEFAULT_PORT = 8080
-MODES = ("auto", "on", "off")
+# its options' rows (zenops.option_table: ``service="gateway"``) say its modes and its default port
+MODES: tuple[str, ...] = row("gateway_mode").choices
+DEFAULT_PORT = int(row("gateway_port").default)
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,19 @@ class Gateway:
     @property
     def own_server(self) -> bool:
         return bool(self.inventory)
+
+    # --- a Drainable (zenops.deployment.services): what the rollout and bench see of it -------------------------
+
+    def address(self) -> str:
+        """The address a serving host reaches the gateway at: its own server's fixed address where known, else the
+        endpoint's host."""
+        return self.addresses.get(self.host) or urlsplit(self.url).hostname or self.host
+
+    def drain(self, ctx: RunContext, inventory: Path, names: list[str], *, timeout: int) -> None:
+        drain(ctx, inventory, self, names, timeout=timeout)
+
+    def ready(self, ctx: RunContext, inventory: Path, names: list[str], *, timeout: int = 60) -> None:
+        ready(ctx, inventory, self, names, timeout=timeout)
 
 
 def backend_name(host: str, port: int) -> str:
@@ -324,11 +339,54 @@ class GatewayService:
             ],
         }
 
+    def lines(self, entry: Mapping[str, Any]) -> list[Line]:
+        """The endpoint, then each backend as HAProxy sees it; a line on stderr when it could not be read."""
+        from zenops.report.cells import markup  # noqa: PLC0415
+
+        state = entry.get("state") or {}
+        out = [Line(f"endpoint: {markup(str(state.get('url')))} (gateway on {markup(state.get('host'))})")]
+        for b in (entry.get("live") or {}).get("backends") or []:
+            out.append(Line(f"  {markup(b['name']):<28} {markup(b['status']):<10} in flight {markup(b['in_flight'])}"))
+        if entry.get("error"):
+            out.append(Line(f"[yellow]gateway status unavailable:[/] {markup(entry['error'])}", err=True))
+        return out
+
+    def plan(self, view: View, had: State | None) -> Preview:
+        """What :meth:`apply` would do: off (and removed when there is one), or on which host and port, with TLS
+        or not, balancing how many servers."""
+        req = view.request
+        old = Gateway.from_dict(had) if had else None
+        details: dict[str, Any] = {"mode": req.gateway}
+        if not fronts(req.gateway, view.instances):
+            why = "one instance; --gateway on adds one" if req.gateway == "auto" else f"--gateway {req.gateway}"
+            gone = f"; would be removed from {old.host}" if old is not None else ""
+            return Preview(self.name, False, f"off ({why}){gone}", {**details, "remove_from": old and old.host})
+        host = req.gateway_host or (old.host if old else sorted(view.endpoints)[0])
+        own = req.gateway_inventory
+        if own is None and old is not None and old.host == host and old.own_server:
+            own = Path(old.inventory)
+        backends = backends_from_endpoints(view.endpoints, dict(req.gateway_addresses))
+        tls = req.gateway_tls_cert_file is not None
+        why = "--gateway on" if req.gateway == "on" else f"{view.instances} instances"
+        where = "its own server " if own is not None else ""
+        summary = (
+            f"on ({why}); HAProxy on {where}{host}, port {req.gateway_port}, {'HTTPS' if tls else 'plain HTTP'}, "
+            f"balancing {len(backends)} server(s)"
+        )
+        details.update(host=host, port=req.gateway_port, tls=tls, own_server=own is not None,
+                       backends=[b.name for b in backends])  # fmt: skip
+        state = Gateway(host, req.gateway_port, "", backends, tls, inventory=str(own or ""))
+        return Preview(self.name, True, summary, details, state.to_dict())
+
+    def drainable(self, had: State, addresses: Mapping[str, str]) -> Gateway:
+        """The gateway as recorded, reaching ``addresses``' hosts by those addresses too (a surge's new server)."""
+        return with_addresses(Gateway.from_dict(had), addresses)
+
 
 def _firewall(ctx: RunContext, view: View, *, fronted: bool) -> None:
     """A cloud deployment's security group follows the gateway: the vLLM ports open to the operator only when no
-    gateway fronts the servers (zenops.deploy.firewall; nothing for your own hosts)."""
-    from zenops.deploy.firewall import follow_gateway  # noqa: PLC0415
+    gateway fronts the servers (zenops.deployment.firewall; nothing for your own hosts)."""
+    from zenops.deployment.firewall import follow_gateway  # noqa: PLC0415
 
     follow_gateway(ctx, view.inventory, fronted=fronted, gateway_port=int(view.request.gateway_port))
 

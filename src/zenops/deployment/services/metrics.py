@@ -26,17 +26,18 @@ from pathlib import Path
 from typing import Any
 
 from zenops.context import RunContext
-from zenops.deployment.services import State, View
+from zenops.deployment.services import Line, Preview, State, View
 from zenops.deployment.services.gateway import Gateway, backends_from_endpoints
 from zenops.deployment.store import Store
 from zenops.errors import UsageError, ZenopsError
+from zenops.option_table import row
 from zenops.runner import RunSpec
 
 PROMETHEUS_PORT = 9090  # roles/metrics: metrics_prometheus_port, on the loopback
 NODE_PORT = 9100  # roles/metrics: metrics_node_exporter_port (roles/provision opens it inside the deployment's group)
 HAPROXY_PORT = 8405  # roles/gateway: gateway_metrics_port, on the loopback
 LOOPBACK = "127.0.0.1"
-MODES = ("on", "off")
+MODES: tuple[str, ...] = row("metrics").choices  # its option's row (``service="metrics"``)
 
 
 @dataclass(frozen=True)
@@ -322,6 +323,63 @@ class MetricsService:
             "targets": found,
             "up": sum(1 for t in found if t["health"] == "up"),
         }
+
+    def lines(self, entry: Mapping[str, Any]) -> list[Line]:
+        """Where Prometheus is, how many targets are up, each one that is not; a line on stderr when it could not be
+        read."""
+        from zenops.report.cells import markup  # noqa: PLC0415
+
+        if entry.get("error"):
+            return [Line(f"[yellow]metrics status unavailable:[/] {markup(entry['error'])}", err=True)]
+        live = entry.get("live") or {}
+        found = live.get("targets") or []
+        out = [
+            Line(
+                f"metrics: Prometheus at {markup(live.get('url'))}, {markup(live.get('up', 0))} of {len(found)} "
+                "target(s) up (`zenops top` reads it)"
+            )
+        ]
+        for t in found:
+            if t.get("health") != "up":
+                out.append(
+                    Line(
+                        f"  {markup(t.get('job'))} {markup(t.get('url'))} {markup(t.get('health'))}: "
+                        f"{markup(t.get('error') or '')}"
+                    )
+                )
+        return out
+
+    def plan(self, view: View, had: State | None) -> Preview:
+        """What :meth:`apply` would do: off (and removed when it is there), or where Prometheus runs and what it
+        scrapes (the metrics password is not made: a dry run writes nothing)."""
+        req = view.request
+        old = Metrics.from_dict(had) if had else None
+        if not wanted(req.metrics):
+            gone = f"; would be removed from {_hosts(old)}" if old is not None else ""
+            return Preview(self.name, False, f"off (--metrics {req.metrics}){gone}", {"mode": req.metrics})
+        gw = view.services.get("gateway")
+        new = plan(view.endpoints, gateway=Gateway.from_dict(gw) if gw else None)
+        where = "the gateway's own server " if new.own_server else ""
+        scraped = [f"{t['address']}:{t['port']}" for t in new.vllm]
+        summary = (
+            f"on; Prometheus on {where}{new.host} ({LOOPBACK}:{PROMETHEUS_PORT}), node_exporter on "
+            f"{len(new.node_targets())} host(s), scraping {', '.join(scraped) or 'no server'}"
+        )
+        details = {
+            "mode": req.metrics,
+            "prometheus_host": new.host,
+            "own_server": new.own_server,
+            "targets": {
+                "vllm": scraped,
+                "node": [f"{t['address']}:{t['port']}" for t in new.node_targets()],
+                "haproxy": [f"{t['address']}:{t['port']}" for t in new.haproxy_targets()],
+            },
+        }
+        return Preview(self.name, True, summary, details, new.to_dict())
+
+    def drainable(self, had: State, addresses: Mapping[str, str]) -> None:
+        """Clients do not go through the metrics."""
+        return None
 
 
 def _hosts(m: Metrics) -> str:

@@ -8,47 +8,42 @@ import time
 from typing import TYPE_CHECKING, ClassVar
 
 from zenops.deployment.rollouts import BatchState, now
-from zenops.errors import RunFailedError
-from zenops.rollout.gates import health_verdict
 
 if TYPE_CHECKING:
-    from zenops.rollout.run import Rollout
+    from zenops.rollout.steps import BatchSteps
 
 
 class InPlace:
     name: ClassVar[str] = "in-place"
 
-    def __init__(self, driver: Rollout) -> None:
-        self.d = driver
+    def __init__(self, steps: BatchSteps) -> None:
+        self.d = steps
+
+    def plan(self, hosts: list[str]) -> list[BatchState]:
+        return [BatchState(hosts=b, strategy=self.name) for b in self.d.cut(hosts)]
 
     def run(self, i: int, batch: BatchState) -> None:
         d = self.d
-        n = len(d.state.batches)
-        what = "canary batch" if i == 0 and d.req.canary and n > 1 else f"batch {i + 1}/{n}"
+        what = d.label(i)
         d.note(f"{what}: {', '.join(batch.hosts)}")
         t0 = time.monotonic()
         batch.started_at = batch.started_at or now()
-        gw = d.gateway()
-        names = gw.names_on(batch.hosts) if gw else []
+        names = d.names_on(batch.hosts)
         batch.status = "draining"
         d.save()
         with d.phase(batch, "drain"):
             d.drain(names)
         batch.status = "replacing"
         d.save()
-        try:
-            with d.phase(batch, "replace"):  # stop the old container, start the new, its health gate
-                served = d.serve(d.state.to_request, batch.hosts, min_healthy=d.req.min_healthy)
-        except RunFailedError as e:
-            d.decide(i, batch, [health_verdict(e, batch.hosts[0])])
-        d.keep_served(served)
+        with d.phase(batch, "replace"):  # stop the old container, start the new, its health gate
+            d.serve(i, batch, batch.hosts)
         with d.phase(batch, "services"):
-            new_names = d.update_services(batch.hosts)
-        if d.req.perf_gate:
+            new_names = d.follow(batch.hosts)
+        if d.perf_gate:
             batch.status = "gating"
             d.save()
             with d.phase(batch, "perf gate"):
-                verdicts = d.perf.batch(i, batch)
+                verdicts = d.gate(i, batch)
             d.decide(i, batch, verdicts, ready_on_pause=new_names)
         with d.phase(batch, "ready"):
             d.ready(new_names)
@@ -56,24 +51,32 @@ class InPlace:
         batch.finished_at = now()
         batch.wall_s = round(time.monotonic() - t0, 1)
         d.save()
-        d.ledger.event(d.state.id, "batch done", batch=i + 1, hosts=batch.hosts, wall_s=batch.wall_s)
+        d.event("batch done", batch=i + 1, hosts=batch.hosts, wall_s=batch.wall_s)
         phases = ", ".join(f"{k} {v:.0f}s" for k, v in batch.phases.items())
         d.note(f"{what} done in {batch.wall_s:.0f}s ({phases}): {', '.join(batch.hosts)} serve the new release")
 
     def revert(self, batch: BatchState) -> None:
         d = self.d
-        gw = d.gateway()
-        names = gw.names_on(batch.hosts) if gw else []
+        names = d.names_on(batch.hosts)
         d.note(f"reverting {', '.join(batch.hosts)} to the previous release")
         if not set(names) <= set(d.state.drained):
             d.drain(names)
-        d.serve(d.state.from_request, batch.hosts, min_healthy=0)
-        for host in batch.hosts:
-            d.state.served.pop(host, None)
-        d.ready(d.update_services(batch.hosts))  # the services follow the old servers; back in rotation
+        d.serve_previous(batch.hosts)
+        d.ready(d.follow(batch.hosts))  # the services follow the old servers; back in rotation
         batch.status = "reverted"
         d.save()
 
     @staticmethod
     def describe(batch: BatchState) -> list[str]:
         return []
+
+    @staticmethod
+    def addresses(batch: BatchState) -> dict[str, str]:
+        return {}
+
+    @staticmethod
+    def creates(batch: BatchState) -> int:
+        return 0
+
+
+STRATEGY = InPlace

@@ -10,16 +10,15 @@ import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from zenops.deployment.rollouts import BatchState, now
-from zenops.errors import RunFailedError, UsageError, ZenopsError
-from zenops.rollout.gates import health_verdict
+from zenops.errors import ExitCode, UsageError, ZenopsError
 
 if TYPE_CHECKING:
-    from zenops.rollout.run import Rollout
+    from zenops.rollout.steps import BatchSteps, Servers
 
 
 class SurgeState:
-    """A surge batch's state, typed, over the dict the ledger keeps (``BatchState.surge``): every change is in the
-    state the driver saves next."""
+    """A surge batch's state, typed, over the dict the ledger keeps under "surge" (``BatchState.strategy_state``):
+    every change is in the state the driver saves next."""
 
     def __init__(self, data: dict[str, Any]) -> None:
         self._d = data
@@ -30,9 +29,7 @@ class SurgeState:
 
     @classmethod
     def of(cls, batch: BatchState) -> SurgeState:
-        if batch.surge is None:
-            batch.surge = {}
-        return cls(batch.surge)
+        return cls(batch.strategy_state)
 
     @property
     def old(self) -> str:
@@ -69,39 +66,32 @@ class SurgeState:
         self._d["old_retired"] = value
 
 
-def surge_addresses(batches: list[BatchState]) -> dict[str, str]:
-    """The fixed address of each surge's new server (the serving record has them once the rollout finished)."""
-    out = {}
-    for b in batches:
-        if b.strategy == Surge.name and b.surge:
-            s = SurgeState(b.surge)
-            if s.new_server and s.new_address:
-                out[s.new_server] = s.new_address
-    return out
-
-
 class Surge:
     name: ClassVar[str] = "surge"
 
-    def __init__(self, driver: Rollout) -> None:
-        self.d = driver
+    def __init__(self, steps: BatchSteps) -> None:
+        self.d = steps
 
-    @staticmethod
-    def plan(driver: Rollout, host: str) -> dict[str, Any]:
+    def plan(self, hosts: list[str]) -> list[BatchState]:
         """Whether a one-host deployment can surge, checked before anything changes: only a cloud deployment whose
         gateway has a server of its own (it outlives the old server), with room for one more server. Otherwise
-        refused, naming the way out. Returns the batch's initial state."""
-        from zenops import deploy  # noqa: PLC0415
-        from zenops.cloud.errors import QuotaExceededError  # noqa: PLC0415
-
-        dep = driver.store.cloud_entry()
-        if dep is None:
+        refused, naming the way out. One batch: the host."""
+        d = self.d
+        if len(hosts) != 1:
+            raise UsageError(
+                f"a surge rolls a one-server deployment: this rollout changes {len(hosts)} hosts",
+                hint="roll them in place (--strategy in-place, the default for several hosts), or a cloud deployment "
+                "blue-green (--strategy blue-green)",
+            )
+        servers = d.servers()
+        if servers is None:
             raise UsageError(
                 "a one-host deployment cannot roll without downtime: its only instance would be drained",
                 hint="add a host to the inventory first (then `zenops up`), or pass --allow-downtime (a cloud "
                 "deployment with its gateway on a server of its own rolls by surging: a new server, then the old "
                 "one goes)",
             )
+        dep = servers.entry
         if not dep.gateway_servers:
             raise UsageError(
                 f"deployment '{dep.name}' has one server and its gateway on it: a rollout surges (a new server, then "
@@ -111,79 +101,78 @@ class Surge:
                 "--allow-downtime (the only server is replaced in place: clients are refused meanwhile)",
             )
         serving = sorted(str(s["name"]) for s in dep.servers)
-        if serving != [host]:
+        if serving != hosts:
             raise UsageError(
-                f"deployment '{dep.name}' has the servers {', '.join(serving) or 'none'} and serves on {host}: "
-                "a surge starts from one server that serves",
+                f"deployment '{dep.name}' has the servers {', '.join(serving) or 'none'} and serves on "
+                f"{', '.join(hosts)}: a surge starts from one server that serves",
                 hint="a rollout left a surge's server (`zenops rollout --abort` deletes it), or `zenops up` did "
-                "not finish (re-run it)",
+                "not finish (re-run it); a deployment of several servers rolls in place or blue-green "
+                "(--strategy)",
             )
+        host = hosts[0]
         try:
-            deploy.surge_preflight(driver.ctx, dep)
-        except QuotaExceededError as e:
-            raise QuotaExceededError(
+            servers.preflight(1)
+        except ZenopsError as e:
+            if e.exit_code != ExitCode.QUOTA:
+                raise
+            raise type(e)(
                 f"no room for the surge's new server: {e.message}",
                 hint="free resources (zenops status) or raise the project's quota, or pass --allow-downtime (the "
                 "only server is replaced in place: clients are refused meanwhile)",
             ) from e
         price = dep.price_per_hour
-        driver.ctx.note(
+        d.note(
             f"one server: the rollout surges: a new {dep.flavor} server serves the new release, and {host} is "
             "deleted once it passed the gates" + (f" (${price}/h more meanwhile)" if price is not None else "")
         )
-        return SurgeState.new(host)
+        return [BatchState(hosts=[host], strategy=self.name, strategy_state=SurgeState.new(host))]
 
-    def _cloud_deployment(self) -> Any:
-        d = self.d
-        dep = d.store.cloud_entry()
-        if dep is None:
+    def _servers(self) -> Servers:
+        servers = self.d.servers()
+        if servers is None:
             raise ZenopsError(
-                f"the cloud deployment of {d.inventory} is no longer in this controller's ledger: the surge "
-                "cannot go on",
+                "the cloud deployment is no longer in this controller's ledger: the surge cannot go on",
                 hint="`zenops status` lists the deployments; `zenops rollout --abort` sends the fleet back",
             )
-        return dep
+        return servers
 
     def run(self, i: int, batch: BatchState) -> None:
         """New server (up --count 2) -> the new release on it -> health gate -> performance gate -> into the
         gateway -> the old one drained and deleted."""
-        from zenops import deploy  # noqa: PLC0415
-
         d = self.d
         st = SurgeState.of(batch)
         old = st.old
         t0 = time.monotonic()
         batch.started_at = batch.started_at or now()
         d.note(f"surge: a new server for the new release, then {old} goes")
-        dep = self._cloud_deployment()
+        servers = self._servers()
         if not st.new_server:
             batch.status = "surging"
             d.save()
-            port = int((d.record.gateway or {}).get("port") or 8080)
             with d.phase(batch, "new server"):
-                name, dep = deploy.add_server(d.ctx.quiet(), dep, keep=old, gateway_port=port)
-            st.made(name, next((s.get("fixed_ip") or s.get("address") for s in dep.servers if s["name"] == name), None))
+                ((name, address),) = servers.add([old], 1).items()
+            st.made(name, address)
             d.save()
-            d.ledger.event(d.state.id, "surge server", batch=i + 1, server=name)
+            d.event("surge server", batch=i + 1, server=name)
             d.note(f"new server {name} is up ({time.monotonic() - t0:.0f}s)")
         new = str(st.new_server)
         if not st.retiring:
             self._gates_and_switch(i, batch, st, new)
         if not st.old_retired:
             with d.phase(batch, "old server deleted"):
-                deploy.retire_server(d.ctx.quiet(), self._cloud_deployment(), old)
+                servers.retire(old)
             st.old_retired = True
             d.state.retired = sorted(set(d.state.retired) | {old})
             d.state.drained = [n for n in d.state.drained if not n.startswith(f"{old}-")]
             d.save()
-            d.ledger.event(d.state.id, "surge retired", batch=i + 1, server=old)
+            d.event("surge retired", batch=i + 1, server=old)
             d.note(f"{old} drained and deleted")
-        d.update_services([])  # the gateway balances what is left: the new server's
+        d.follow([])  # the gateway balances what is left: the new server's
         batch.status = "done"
         batch.finished_at = now()
         batch.wall_s = round(time.monotonic() - t0, 1)
         d.save()
-        d.ledger.event(d.state.id, "batch done", batch=i + 1, hosts=[new], wall_s=batch.wall_s)
+        d.event("batch done", batch=i + 1, hosts=[new], wall_s=batch.wall_s)
         d.note(f"surge done in {batch.wall_s:.0f}s: {new} serves the new release in place of {old}")
 
     def _gates_and_switch(self, i: int, batch: BatchState, st: SurgeState, new: str) -> None:
@@ -192,24 +181,19 @@ class Surge:
         old = st.old
         batch.status = "replacing"
         d.save()
-        try:
-            with d.phase(batch, "replace"):
-                served = d.serve(d.state.to_request, [new], min_healthy=d.req.min_healthy)
-        except RunFailedError as e:
-            d.decide(i, batch, [health_verdict(e, new)])
-        d.keep_served(served)
-        if d.req.perf_gate:
+        with d.phase(batch, "replace"):
+            d.serve(i, batch, [new])
+        if d.perf_gate:
             batch.status = "gating"
             d.save()
             with d.phase(batch, "perf gate"):
-                verdicts = d.perf.surge(i, old, new)
+                verdicts = d.gate(i, batch, against={new: old})
             d.decide(i, batch, verdicts, ready_on_pause=[])
         batch.status = "switching"
         d.save()
         with d.phase(batch, "switch"):
-            d.ready(d.update_services([new]))  # in rotation once its health checks pass
-            gw = d.gateway()
-            d.drain(gw.names_on([old]) if gw else [])
+            d.ready(d.follow([new]))  # in rotation once its health checks pass
+            d.drain(d.names_on([old]))
         st.retiring = True  # from here on the old server goes, whatever happens: no way back to it
         # ... and it stays drained: an interrupted run must not put a server that is being deleted back in rotation
         d.state.drained = [n for n in d.state.drained if not n.startswith(f"{old}-")]
@@ -220,8 +204,6 @@ class Surge:
         one is drained if it was in rotation, taken out of the gateway and deleted: every serving server of the
         deployment but the old one, as the cloud, the ledger and the state know them. Refused once the old server's
         deletion began: the surge can only finish then."""
-        from zenops import deploy  # noqa: PLC0415
-
         d = self.d
         st = SurgeState.of(batch)
         old = st.old
@@ -231,27 +213,26 @@ class Surge:
                 hint="re-run the same `zenops rollout` to finish it; then roll the previous release out with "
                 "`zenops rollout` (it surges again)",
             )
-        dep = self._cloud_deployment()
-        extra = set(deploy.serving_server_names(dep)) | {str(s["name"]) for s in dep.servers}
+        servers = self._servers()
+        extra = set(servers.in_cloud())
         if st.new_server:
             extra.add(st.new_server)
         extra.discard(old)
         gone = sorted(extra)
         d.note(f"reverting the surge: {old} serves on; {', '.join(gone) or 'no new server'} goes")
-        gw = d.gateway()
-        drained_old = set(gw.names_on([old])) & set(d.state.drained) if gw else set()
+        drained_old = set(d.names_on([old])) & set(d.state.drained)
         if drained_old:
             d.ready(sorted(drained_old))
-        in_rotation = [n for n in (gw.names_on(gone) if gw else []) if n not in d.state.drained]
+        in_rotation = [n for n in d.names_on(gone) if n not in d.state.drained]
         if in_rotation:
             d.drain(in_rotation)  # its in-flight requests finish first
         for name in gone:
             d.state.served.pop(name, None)
-        d.update_services([])
+        d.follow([])
         d.state.drained = [n for n in d.state.drained if not any(n.startswith(f"{g}-") for g in gone)]
         d.save()
         for name in gone:
-            dep = deploy.retire_server(d.ctx.quiet(), dep, name)
+            servers.retire(name)
         batch.status = "reverted"
         d.save()
 
@@ -261,3 +242,15 @@ class Surge:
             f"surge: a new server serves the new release and passes the gates, then {batch.hosts[0]} is drained and "
             "deleted"
         ]
+
+    @staticmethod
+    def addresses(batch: BatchState) -> dict[str, str]:
+        st = SurgeState.of(batch)
+        return {st.new_server: st.new_address} if st.new_server and st.new_address else {}
+
+    @staticmethod
+    def creates(batch: BatchState) -> int:
+        return 0 if SurgeState.of(batch).new_server else 1
+
+
+STRATEGY = Surge

@@ -4,6 +4,7 @@ record it leaves is zenops.deployment.record.
 
 The plan is made between the two runs, so a refusal (model too big, CPU without AVX2, a broken vLLM/zentorch pair)
 stops zenops before an image is built or a container started. Secrets go to Ansible only as paths of 0600 files.
+The --engine-arg values a request may carry: zenops.serve.engine_args.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import secrets
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -26,13 +27,14 @@ from zenops.catalog import ModelSpec
 from zenops.config import Config
 from zenops.context import RunContext
 from zenops.deployment import services as services_lib
+from zenops.deployment.identity import inventory_label
 from zenops.deployment.record import ServingRecord
 from zenops.deployment.store import Store
 from zenops.errors import UsageError, ZenopsError
 from zenops.facts import FACT_NAME, check_topology, save_facts
 from zenops.hosts import UpResult, up_inventory
+from zenops.option_table import request_from_rows
 from zenops.planner import (
-    ENGINE_FLAGS,
     Plan,
     PlanOptions,
     PlanRefusedError,
@@ -41,6 +43,10 @@ from zenops.planner import (
     plan,
 )
 from zenops.runner import RunResult, RunSpec
+from zenops.serve.engine_args import OWN_ENGINE_FLAGS as OWN_ENGINE_FLAGS
+from zenops.serve.engine_args import check_engine_args as check_engine_args
+from zenops.serve.engine_args import engine_arg_conflict as engine_arg_conflict
+from zenops.serve.engine_args import engine_arg_refusal as engine_arg_refusal
 
 IMAGE_SOURCES = request_options.IMAGE_SOURCES
 HF_TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
@@ -74,8 +80,8 @@ class ServeRequest:
     gateway_host: str | None = None  # the inventory host running it (default: the first host)
     gateway_port: int = 8080
     gateway_tls_cert_file: Path | None = None
-    # cloud mode (zenops.deploy): the gateway's own server's inventory (`up --gateway-flavor`; gateway_host is in
-    # it), and the servers' fixed addresses, which the gateway reaches them by
+    # cloud mode (zenops.deployment.provision): the gateway's own server's inventory (`up --gateway-flavor`;
+    # gateway_host is in it), and the servers' fixed addresses, which the gateway reaches them by
     gateway_inventory: Path | None = None
     gateway_addresses: Mapping[str, str] = field(default_factory=dict)
     engine_args: tuple[str, ...] = ()  # more `vllm serve` arguments, after the planned ones (check_engine_args)
@@ -96,6 +102,7 @@ class ServeResult:
     inventory: Path
     warnings: list[str] = field(default_factory=list)
     services: dict[str, dict[str, Any]] = field(default_factory=dict)  # zenops.deployment.services: name -> state
+    previews: list[services_lib.Preview] = field(default_factory=list)  # a dry run: what each service would do
 
     @property
     def combo(self) -> compat.Combo:
@@ -126,6 +133,7 @@ class ServeResult:
             "warnings": self.warnings,
             "services": self.services,
             "gateway": self.gateway,
+            **({"service_plans": {p.name: p.to_dict() for p in self.previews}} if self.previews else {}),
         }
 
 
@@ -261,53 +269,6 @@ def request_from_dict(data: Mapping[str, Any]) -> ServeRequest:
     return ServeRequest(**values)
 
 
-# `vllm serve` flags zenops sets itself, and the zenops option that sets each; the plan's (planner.ENGINE_FLAGS) too
-OWN_ENGINE_FLAGS = {
-    "--model": "--model",
-    "--served-model-name": "--served-model-name",
-    "--host": "the plan (the bind address)",
-    "--port": "the plan (one port per instance)",
-    "--api-key": "--api-key-file (the key stays out of argv)",
-    "--shutdown-timeout": "--shutdown-timeout",
-    "--max-model-len": "--max-model-len",
-    "--max-num-seqs": "--max-num-seqs",
-    "--tensor-parallel-size": "--instances / the plan's layout",
-    "-tp": "--instances / the plan's layout",
-}
-_PLANNED = "the plan (see `zenops plan`)"
-
-
-def engine_arg_conflict(arg: str, planned: Iterable[str] = ()) -> tuple[str, str] | None:
-    """The flag zenops sets that the `vllm serve` argument ``arg`` would set again, read as vLLM's parser reads it,
-    and the zenops way to set it instead; None when it sets nothing zenops sets. vLLM reads ``_`` as ``-`` in a
-    flag (``--api_key``), the value after ``=`` (``--max_num_seqs=99``), and argparse takes any prefix of a flag
-    for the flag (``--api-k``; an ambiguous one vLLM refuses, so zenops may too). ``planned``: more flags to refuse
-    (a plan's args)."""
-    if not arg.startswith("-") or arg in ("-", "--"):
-        return None  # a value, or the end of the options
-    flags = {**{f: _PLANNED for f in (*ENGINE_FLAGS, *planned) if f.startswith("-")}, **OWN_ENGINE_FLAGS}
-    name = arg.split("=", 1)[0]
-    if name.startswith("--"):
-        name = "--" + name[2:].replace("_", "-")
-        hits = [f for f in flags if f.startswith("--") and f.startswith(name)]
-    else:  # -tp, -tp=2, and an abbreviation -t: argparse matches single-dash flags among themselves
-        hits = [f for f in flags if not f.startswith("--") and (f.startswith(name) or name.startswith(f))]
-    flag = name if name in hits else min(hits, default=None)
-    return (flag, flags[flag]) if flag else None
-
-
-def engine_arg_refusal(arg: str, planned: Iterable[str] = ()) -> tuple[str, str] | None:
-    """Why ``arg`` may not be an engine argument, and the fix (None: it may): see :func:`engine_arg_conflict`. The
-    flag is named, never the value: it may be a secret."""
-    hit = engine_arg_conflict(arg, planned)
-    if hit is None:
-        return None
-    flag, how = hit
-    given = arg.split("=", 1)[0]
-    read = f" (vLLM reads {given} as {flag})" if given != flag else ""
-    return f"{given}: zenops sets {flag} itself{read}", f"use {how}" if how.startswith("--") else f"it comes from {how}"
-
-
 def check_image_ref(image_source: str | None, prebuilt_ref: str | None) -> None:
     """--image-ref names the image of --image-source prebuilt; with another source nothing would use it: refused."""
     if prebuilt_ref and image_source != "prebuilt":
@@ -318,34 +279,10 @@ def check_image_ref(image_source: str | None, prebuilt_ref: str | None) -> None:
         )
 
 
-def check_engine_args(engine_args: Sequence[str], plans: Mapping[str, Mapping[str, Any]] | None = None) -> None:
-    """Refuse --engine-arg values that set what zenops sets (a second --max-num-seqs would silently win over the
-    plan's, and the KV cache sized for the first; --api_key would put the key on argv): name the zenops option to
-    use instead. Needs no plan (every flag a plan may set is refused), so it runs before anything is provisioned;
-    ``plans``: their args are refused too."""
-    planned = {a for p in (plans or {}).values() for inst in p.get("instances") or [] for a in inst.get("args") or []}
-    for arg in engine_args:
-        refused = engine_arg_refusal(arg, planned)
-        if refused is not None:
-            raise UsageError(f"--engine-arg {refused[0]}", hint=refused[1])
-
-
 def plan_options(req: ServeRequest, vllm_version: str, *, tuned: str | None = None) -> PlanOptions:
     """The planner's options of a serve request (what `up` plans with, and what `rollout` plans ahead with);
     ``tuned``: the reason of the tuned file the request's options came from (the plans' first reason)."""
-    return PlanOptions(
-        dtype=req.dtype,
-        tensor_parallel=req.tensor_parallel,
-        max_model_len=req.max_model_len,
-        max_num_seqs=req.max_num_seqs,
-        concurrency=req.concurrency,
-        objective=req.objective,
-        instances=req.instances,
-        platform=req.platform,
-        vllm_version=vllm_version,
-        tuned=tuned,
-        layout=req.layout,
-    )
+    return request_from_rows(PlanOptions, vars(req), vllm_version=vllm_version, tuned=tuned)
 
 
 def make_plans(
@@ -423,6 +360,48 @@ def serve_inventory(
             warn(f"{host}: {w}")
 
     # image -> server -> health
+    extravars = _serve_extravars(inventory, req, combo, plans, topologies, model, model_dir, api_key, min_healthy)
+    serve_run = _serve_run(ctx, inventory, req, model, model_dir, extravars, limit=limit, check=check)
+    endpoints = {h: list(serve_run.host_facts.get(h, {}).get("zenops_endpoints") or []) for h in plans}
+    images = {h: dict(serve_run.host_facts.get(h, {}).get("zenops_image") or {}) for h in plans}
+    if req.measure and not check:
+        plans = measure_missing(ctx, inventory, topologies, images, lambda t: make_plans(t, model, opts, config), plans)
+    served_name = req.served_model_name or (model_dir.name if model_dir else model.name)
+    services = _services_step(
+        ctx, store, req, endpoints, limit, apply=gateway and record and not check, api_key_file=api_key
+    )
+    previews = _services_preview(store, req, plans, limit) if check and gateway and record else []
+    result = ServeResult(
+        up=up_result,
+        serve=serve_run,
+        engine=engine,
+        plans=plans,
+        endpoints=endpoints,
+        images=images,
+        api_key_file=api_key,
+        model=served_name,
+        inventory=inventory,
+        warnings=ctx.warnings[first_warning:],
+        services=services,
+        previews=previews,
+    )
+    if record and not check:  # not for a temporary state (`zenops bench --compare-platforms`'s other platform)
+        _save_record(store, result, req, model, model_dir)
+    return result
+
+
+def _serve_extravars(
+    inventory: Path,
+    req: ServeRequest,
+    combo: compat.Combo,
+    plans: Mapping[str, Plan],
+    topologies: Mapping[str, Mapping[str, Any]],
+    model: ModelSpec,
+    model_dir: Path | None,
+    api_key: Path,
+    min_healthy: int,
+) -> dict[str, Any]:
+    """playbooks/serve.yml's extra vars: the plans, the image (built on the first host) and the servers' settings."""
     builder = sorted(plans)[0]
     flags = Topology.from_facts(topologies[builder]).flags
     extravars: dict[str, Any] = {
@@ -434,7 +413,7 @@ def serve_inventory(
         "vllm_server_api_key_file": str(api_key),
         "vllm_server_model": model.name if model_dir is None else str(model_dir),
         "vllm_server_model_dir": str(model_dir) if model_dir else "",
-        "vllm_server_deployment": inventory.stem,
+        "vllm_server_deployment": inventory_label(inventory),
         "vllm_server_health_min_healthy": min_healthy,
         # the pass-through options (health and shutdown timeouts, engine args, served model name): from the table
         **request_options.role_vars(vars(req)),
@@ -447,11 +426,29 @@ def serve_inventory(
             extravars["vllm_image_pip_base_image"] = req.base_image
     if req.image_source == "prebuilt" and req.prebuilt_ref:
         extravars["vllm_image_prebuilt_ref"] = req.prebuilt_ref
+    return extravars
+
+
+def _serve_run(
+    ctx: RunContext,
+    inventory: Path,
+    req: ServeRequest,
+    model: ModelSpec,
+    model_dir: Path | None,
+    extravars: dict[str, Any],
+    *,
+    limit: str | None,
+    check: bool,
+) -> RunResult:
+    """playbooks/serve.yml with ``extravars`` and the Hugging Face token's file (a gated model without one: a
+    warning)."""
     with hf_token_file(req.hf_token_file) as token:
         if token is not None:
             extravars["vllm_server_hf_token_file"] = str(token)
         elif model.hf_token_required and model_dir is None:
-            warn(f"{model.name} is gated on Hugging Face: set HF_TOKEN or pass --hf-token-file, or the download fails")
+            ctx.warn(
+                f"{model.name} is gated on Hugging Face: set HF_TOKEN or pass --hf-token-file, or the download fails"
+            )
         serve_spec = RunSpec(
             playbook="serve",
             inventory=inventory,
@@ -460,44 +457,28 @@ def serve_inventory(
             check=check,
             verbosity=ctx.verbosity,
         )
-        serve_run = ctx.run(serve_spec)
-    endpoints = {h: list(serve_run.host_facts.get(h, {}).get("zenops_endpoints") or []) for h in plans}
-    images = {h: dict(serve_run.host_facts.get(h, {}).get("zenops_image") or {}) for h in plans}
-    if req.measure and not check:
-        plans = measure_missing(ctx, inventory, topologies, images, lambda t: make_plans(t, model, opts, config), plans)
-    served_name = req.served_model_name or (model_dir.name if model_dir else model.name)
-    services = _services_step(
-        ctx, store, req, endpoints, limit, apply=gateway and record and not check, api_key_file=api_key
-    )
-    if record and not check:  # not for a temporary state (`zenops bench --compare-platforms`'s other platform)
-        store.save_record(
-            ServingRecord(
-                inventory=str(inventory.resolve()),
-                request=request_to_dict(req, hf_token_given=req.hf_token_file is not None, model_dir=model_dir),
-                compat=combo.to_dict(),
-                model=served_name,
-                model_spec=model.name,
-                plans={h: p.to_dict() for h, p in plans.items()},
-                endpoints=endpoints,
-                images=images,
-                api_key_file=str(api_key),
-                deployment=inventory.stem,
-                updated_at=datetime.now(UTC).isoformat(timespec="seconds"),
-                services=services,
-            ),
-        )
-    return ServeResult(
-        up=up_result,
-        serve=serve_run,
-        engine=engine,
-        plans=plans,
-        endpoints=endpoints,
-        images=images,
-        api_key_file=api_key,
-        model=served_name,
-        inventory=inventory,
-        warnings=ctx.warnings[first_warning:],
-        services=services,
+        return ctx.run(serve_spec)
+
+
+def _save_record(
+    store: Store, result: ServeResult, req: ServeRequest, model: ModelSpec, model_dir: Path | None
+) -> None:
+    """The serving record of what ``result`` serves."""
+    store.save_record(
+        ServingRecord(
+            inventory=str(result.inventory.resolve()),
+            request=request_to_dict(req, hf_token_given=req.hf_token_file is not None, model_dir=model_dir),
+            compat=result.combo.to_dict(),
+            model=result.model,
+            model_spec=model.name,
+            plans={h: p.to_dict() for h, p in result.plans.items()},
+            endpoints=result.endpoints,
+            images=result.images,
+            api_key_file=str(result.api_key_file),
+            deployment=inventory_label(result.inventory),
+            updated_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            services=result.services,
+        ),
     )
 
 
@@ -522,6 +503,18 @@ def _services_step(
     everything.update(endpoints)
     view = services_lib.View(store.inventory, everything, request=req, api_key_file=api_key_file)
     return services_lib.apply(ctx, view, had)
+
+
+def _services_preview(
+    store: Store, req: ServeRequest, plans: Mapping[str, Plan], limit: str | None
+) -> list[services_lib.Preview]:
+    """`up --dry-run`: what each service would do once the planned servers serve (nothing runs): the servers are
+    the plans' (a --limit run keeps the other hosts' servers of the record)."""
+    previous = store.record()
+    had = {k: dict(v) for k, v in previous.services.items()} if previous else {}
+    everything: dict[str, Any] = dict(previous.endpoints) if previous and limit else {}
+    everything.update({h: [{"instance": i.index, "port": i.port} for i in p.instances] for h, p in plans.items()})
+    return services_lib.plan(services_lib.View(store.inventory, everything, request=req), had)
 
 
 def measure_missing(

@@ -43,7 +43,7 @@ class CloudRequest:
     gateway_port: int = 8080  # opened to the operator in the security group
     # a gateway fronts (or, before the plan counts the instances, may front) the servers: the vLLM ports are then open
     # only between the deployment's servers, not to the operator (a gateway's own server, the ledger's too, implies
-    # it); once recorded, the gateway service's decision wins (zenops.deploy.provision.api_to_operator)
+    # it); once recorded, the gateway service's decision wins (zenops.deployment.provision.api_to_operator)
     gateway_fronts: bool = False
 
 

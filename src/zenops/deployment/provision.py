@@ -15,11 +15,12 @@ from zenops.cloud import marks as m
 from zenops.errors import CanceledError, RunFailedError, UsageError
 
 if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functions that use them: the CLI starts fast
+    from zenops.config import CloudProfile, Config
     from zenops.context import RunContext
     from zenops.hosts import UpResult
     from zenops.serve import ServeRequest
     from zenops.spend import Spend
-from zenops.deploy.common import (
+from zenops.deployment.common import (
     CloudRequest,
     Note,
     check_count,
@@ -69,7 +70,7 @@ def decide_expiry(
 def api_to_operator(req: CloudRequest, dep: ledger.Deployment) -> bool:
     """Whether provisioning opens the vLLM ports to the operator: never behind a gateway's own server, nor while a
     gateway may front the servers (``req.gateway_fronts``: the gateway service opens them after the plan if it turns
-    out off); else what the gateway service last decided from the plan's instances (zenops.deploy.firewall), so
+    out off); else what the gateway service last decided from the plan's instances (zenops.deployment.firewall), so
     that `up --cloud` without --model keeps it; open on a deployment that has no decision yet."""
     if dep.gateway_flavor or req.gateway_fronts:
         return False
@@ -235,6 +236,68 @@ def _consent(req: CloudRequest, dep: ledger.Deployment, owned: Any, confirm: Cal
         raise CanceledError("nothing was created", hint="pass --yes to create it without asking")
 
 
+def _keypair(config: Config, profile: CloudProfile, cloud: str, name: str) -> tuple[str, bool, Path, Path]:
+    """The servers' keypair: the profile's (the operator's key), or one zenops creates for the deployment (its key
+    files in the state dir). Returns its name, whether zenops creates it, the private and the public key's files."""
+    if profile.keypair:
+        keypair, keypair_created = profile.keypair, False
+        private_key = Path(profile.private_key_file).expanduser()
+        public_key = Path("")
+    else:
+        keypair, keypair_created = m.keypair_name(name), True
+        private_key, public_key = ensure_key(config.state_dir, cloud, name)
+    return keypair, keypair_created, private_key, public_key
+
+
+def _up_extravars(
+    config: Config,
+    profile: CloudProfile,
+    req: CloudRequest,
+    dep: ledger.Deployment,
+    mk: m.Marks,
+    *,
+    name: str,
+    image: str,
+    mode: str,
+    public_key: Path,
+) -> dict[str, Any]:
+    """playbooks/up.yml's extra vars for the cloud: the servers, their network and keypair (as ``dep``, the ledger
+    entry, records them), the marks, the gateway's server, Docker's settings."""
+    extravars: dict[str, Any] = {
+        "provision_cloud": req.cloud,
+        "provision_deployment": name,
+        # the operator's extra metadata first: zenops's own marks always win
+        "provision_server_metadata": {
+            **{str(k): str(v) for k, v in profile.server_metadata.items()},
+            **mk.server_metadata(),
+        },
+        "provision_tags": mk.tags(),
+        "provision_count": req.count,
+        "provision_flavor": req.flavor,
+        "provision_image": image,
+        "provision_image_user": profile.image_user,
+        "provision_network_mode": mode,
+        "provision_provider_network": profile.provider_network,
+        "provision_tenant_network": profile.tenant_network,
+        "provision_external_network": profile.external_network,
+        "provision_tenant_cidr": profile.tenant_cidr or tenant_cidr(name),
+        "provision_operator_cidr": dep.operator_cidr,
+        "provision_keypair_name": dep.keypair,
+        "provision_keypair_create": dep.keypair_created,
+        "provision_public_key_file": str(public_key) if dep.keypair_created else "",
+        "provision_private_key_file": dep.private_key_file,
+        "provision_known_hosts_file": str(known_hosts_path(config.state_dir, req.cloud, name)),
+        "provision_active_timeout": profile.active_timeout,
+        "provision_error_retries": profile.error_retries,
+        "provision_gateway_flavor": dep.gateway_flavor or "",
+        "provision_gateway_port": req.gateway_port,
+        "provision_api_to_operator": dep.api_to_operator,
+        "zenops_hosts": "zenops_targets",
+        **config.docker.role_vars(),
+    }
+    return extravars
+
+
 def up_cloud(
     ctx: RunContext, req: CloudRequest, *, check: bool = False, confirm: Callable[[Spend], bool] | None = None
 ) -> tuple[UpResult, ledger.Deployment]:
@@ -256,13 +319,7 @@ def up_cloud(
         ctx, conn, req, existing, owned, name=name, campaign=campaign, image=image, mode=mode, confirm=confirm
     )
 
-    if profile.keypair:
-        keypair, keypair_created = profile.keypair, False
-        private_key = Path(profile.private_key_file).expanduser()
-        public_key = Path("")
-    else:
-        keypair, keypair_created = m.keypair_name(name), True
-        private_key, public_key = ensure_key(config.state_dir, req.cloud, name)
+    keypair, keypair_created, private_key, public_key = _keypair(config, profile, req.cloud, name)
     mk = m.Marks(name, campaign, _expiry(conn, req, owned.servers, note, check=check))
     # the security group's range, and the vLLM ports to it or not: recorded, the gateway service changes them after
     dep.count, dep.keypair, dep.keypair_created, dep.private_key_file, dep.operator_cidr, dep.api_to_operator = (
@@ -276,38 +333,7 @@ def up_cloud(
     if not check:
         ledger.save(config.state_dir, dep)
 
-    extravars: dict[str, Any] = {
-        "provision_cloud": req.cloud,
-        "provision_deployment": name,
-        # the operator's extra metadata first: zenops's own marks always win
-        "provision_server_metadata": {
-            **{str(k): str(v) for k, v in profile.server_metadata.items()},
-            **mk.server_metadata(),
-        },
-        "provision_tags": mk.tags(),
-        "provision_count": req.count,
-        "provision_flavor": req.flavor,
-        "provision_image": image,
-        "provision_image_user": profile.image_user,
-        "provision_network_mode": mode,
-        "provision_provider_network": profile.provider_network,
-        "provision_tenant_network": profile.tenant_network,
-        "provision_external_network": profile.external_network,
-        "provision_tenant_cidr": profile.tenant_cidr or tenant_cidr(name),
-        "provision_operator_cidr": dep.operator_cidr,
-        "provision_keypair_name": keypair,
-        "provision_keypair_create": keypair_created,
-        "provision_public_key_file": str(public_key) if keypair_created else "",
-        "provision_private_key_file": str(private_key),
-        "provision_known_hosts_file": str(known_hosts_path(config.state_dir, req.cloud, name)),
-        "provision_active_timeout": profile.active_timeout,
-        "provision_error_retries": profile.error_retries,
-        "provision_gateway_flavor": dep.gateway_flavor or "",
-        "provision_gateway_port": req.gateway_port,
-        "provision_api_to_operator": dep.api_to_operator,
-        "zenops_hosts": "zenops_targets",
-        **config.docker.role_vars(),
-    }
+    extravars = _up_extravars(config, profile, req, dep, mk, name=name, image=image, mode=mode, public_key=public_key)
     env = {k: os.environ[k] for k in ("OS_CLIENT_CONFIG_FILE",) if k in os.environ}
     spec = RunSpec(
         playbook="up", inventory=None, extravars=extravars, check=check, verbosity=ctx.verbosity, envvars=env

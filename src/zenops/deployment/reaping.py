@@ -13,8 +13,8 @@ from zenops.errors import CanceledError, ExitCode, UsageError, ZenopsError
 
 if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functions that use them: the CLI starts fast
     from zenops.spend import Spend
-from zenops.deploy.common import Note, ignore
-from zenops.deploy.teardown import down
+from zenops.deployment.common import Note, ignore
+from zenops.deployment.teardown import down
 
 
 @dataclass(frozen=True)
@@ -118,8 +118,7 @@ def reap(
     knows it. A deployment that fails is reported in ``failed`` and the others go on; ``confirm`` declining one
     keeps it."""
     from zenops.cloud import ops  # noqa: PLC0415
-    from zenops.deployment.identity import DeploymentId  # noqa: PLC0415
-    from zenops.lock import deployment_lock  # noqa: PLC0415
+    from zenops.deployment.identity import DeploymentId, locked  # noqa: PLC0415
 
     now = now or datetime.now(UTC)
     result = ReapResult(cloud, m.format_expiry(now), dry_run)
@@ -133,7 +132,7 @@ def reap(
             if dry_run:
                 res = down(config, cloud=cloud, name=exp.deployment, dry_run=True, note=note)
             else:
-                with deployment_lock(config, DeploymentId(exp.deployment, cloud).key, note=note):
+                with locked(config, [DeploymentId(exp.deployment, cloud)], note=note):
                     # read again under the lock: an `up --ttl` that held it may have moved the expiry
                     again = select_expired(ops.owned_servers(conn, cloud, deployment=exp.deployment), now)
                     if not (again and again[0].expired):

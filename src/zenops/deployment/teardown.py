@@ -10,12 +10,13 @@ from zenops import spend
 from zenops.cloud import ledger
 from zenops.cloud import marks as m
 from zenops.config import Config
+from zenops.deployment.target import cloud_for
 from zenops.errors import CanceledError, UnknownDeploymentError, UsageError
-from zenops.target import cloud_for
 
 if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functions that use them: the CLI starts fast
+    from zenops.deployment.identity import DeploymentId
     from zenops.spend import Spend
-from zenops.deploy.common import Note, ignore, inventory_path, known_hosts_path
+from zenops.deployment.common import Note, ignore, inventory_path, known_hosts_path
 
 
 @dataclass(frozen=True)
@@ -155,19 +156,20 @@ def down_locked(
 ) -> DownResult:
     """down() holding the lock of each deployment it removes, so none is cut from under a running `up`, `rollout` or
     `bench`. A dry run changes nothing and takes none."""
-    from zenops.lock import deployment_locks  # noqa: PLC0415
+    from zenops.deployment.identity import locked  # noqa: PLC0415
 
-    keys = [] if dry_run else _lock_keys(config, cloud, name, campaign, all_mine)
-    with deployment_locks(config, keys, note=note):
+    with locked(config, [] if dry_run else _removed(config, cloud, name, campaign, all_mine), note=note):
         return down(
             config, cloud=cloud, name=name, campaign=campaign, all_mine=all_mine, dry_run=dry_run, confirm=confirm,
             note=note, keep_secrets=keep_secrets, command=command,
         )  # fmt: skip
 
 
-def _lock_keys(config: Config, cloud: str | None, name: str | None, campaign: str | None, all_mine: bool) -> list[str]:
-    """The lock keys of what down() removes: the named deployment (known to the ledger or not), or those of the
-    campaign (all of mine) this machine's ledger records, the only ones a command here can be working on."""
+def _removed(
+    config: Config, cloud: str | None, name: str | None, campaign: str | None, all_mine: bool
+) -> list[DeploymentId]:
+    """The deployments down() removes, whose locks it holds: the named one (known to the ledger or not), or those of
+    the campaign (all of mine) this machine's ledger records, the only ones a command here can be working on."""
     from zenops.deployment.identity import DeploymentId  # noqa: PLC0415
 
     try:
@@ -175,6 +177,6 @@ def _lock_keys(config: Config, cloud: str | None, name: str | None, campaign: st
     except (UsageError, UnknownDeploymentError):
         return []  # not in the ledger and no --cloud: down() says so
     if name:
-        return [DeploymentId(name, where).key]
+        return [DeploymentId(name, where)]
     deps = _selected(ledger.all_deployments(config.state_dir, where), name, campaign, all_mine)
-    return [DeploymentId(d.name, where).key for d in deps]
+    return [DeploymentId(d.name, where) for d in deps]

@@ -10,13 +10,13 @@ from zenops.errors import ZenopsError
 
 if TYPE_CHECKING:  # openstacksdk and ansible-runner are imported by the functions that use them: the CLI starts fast
     from zenops.context import RunContext
-from zenops.deploy.common import CloudRequest, is_gateway, write_inventory
-from zenops.deploy.provision import up_cloud
+from zenops.deployment.common import CloudRequest, is_gateway, write_inventory
+from zenops.deployment.provision import up_cloud
 
 
-def surge_preflight(ctx: RunContext, dep: ledger.Deployment) -> None:
-    """Room for one more serving server of the deployment's flavor (a rollout's surge); raises QuotaExceededError
-    (or the cloud's error) before anything changes."""
+def surge_preflight(ctx: RunContext, dep: ledger.Deployment, *, more: int = 1) -> None:
+    """Room for ``more`` serving servers of the deployment's flavor (a rollout's surge: one; blue/green: as many as
+    it has); raises QuotaExceededError (or the cloud's error) before anything changes."""
     from zenops.cloud import ops  # noqa: PLC0415
 
     profile = ctx.config.cloud_profile(dep.cloud)
@@ -27,7 +27,7 @@ def surge_preflight(ctx: RunContext, dep: ledger.Deployment) -> None:
         dep.cloud,
         flavor=dep.flavor,
         image=dep.image,
-        count=len(dep.servers) + 1,
+        count=len(dep.servers) + more,
         network_mode=dep.network_mode,
         network=profile.provider_network,
         external_network=profile.external_network,
@@ -65,6 +65,36 @@ def add_server(
             hint=f"see `zenops status --cloud {dep.cloud}`",
         )
     return new[0], now
+
+
+def add_servers(
+    ctx: RunContext, dep: ledger.Deployment, *, keep: list[str], more: int, gateway_port: int = 8080
+) -> tuple[list[str], ledger.Deployment]:
+    """``more`` serving servers beside ``keep`` (a rollout's blue/green: a whole new set), as :func:`add_server`
+    makes one: returns their names and the deployment as it is now. Idempotent: servers an interrupted call made are
+    adopted and finished, never more made."""
+    req = CloudRequest(
+        cloud=dep.cloud,
+        flavor=dep.flavor,
+        count=len(keep) + more,
+        name=dep.name,
+        image=dep.image,
+        campaign=dep.campaign,
+        network_mode=dep.network_mode,
+        gateway_flavor=dep.gateway_flavor,
+        gateway_port=gateway_port,
+        gateway_fronts=True,  # the new set runs behind the deployment's gateway
+    )
+    _result, now = up_cloud(ctx, req)
+    names = {str(s["name"]) for s in now.servers}
+    new = sorted(names - set(keep))
+    if len(new) != more or not set(keep) <= names:
+        raise ZenopsError(
+            f"deployment '{dep.name}' was to have {', '.join(keep)} and {more} server(s) more, it has "
+            + ", ".join(sorted(names)),
+            hint=f"see `zenops status --cloud {dep.cloud}`",
+        )
+    return new, now
 
 
 def serving_server_names(dep: ledger.Deployment) -> list[str]:

@@ -1,7 +1,7 @@
 """A cloud deployment's security group follows its gateway: the vLLM ports are open to the operator only when no
 gateway fronts the servers (then the operator reaches them through the gateway's port; the servers reach each other
 on every port). The gateway service (zenops.deployment.services.gateway) decides from the plan's instance count and
-calls :func:`follow_gateway` each time it is applied; provisioning (zenops.deploy.provision.api_to_operator) keeps
+calls :func:`follow_gateway` each time it is applied; provisioning (zenops.deployment.provision.api_to_operator) keeps
 the recorded decision. The rules themselves are the provision role's (roles/provision/tasks/security_group.yml, run
 alone by playbooks/firewall.yml)."""
 
@@ -43,7 +43,7 @@ def set_api_to_operator(ctx: RunContext, dep: ledger.Deployment, open_: bool, *,
     cidr = dep.operator_cidr or ctx.config.cloud_profile(dep.cloud).operator_cidr
     if not cidr:
         from zenops.cloud import ops  # noqa: PLC0415
-        from zenops.deploy.common import operator_cidr  # noqa: PLC0415
+        from zenops.deployment.common import operator_cidr  # noqa: PLC0415
 
         cidr = operator_cidr(ops.connect(dep.cloud))
     extravars = {

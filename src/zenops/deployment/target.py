@@ -1,30 +1,21 @@
-"""From flags to hosts: the inventory a command runs on, given --inventory (hosts you have) or --deployment (what
-`zenops up --cloud` made, found in the ledger, in --cloud or wherever the ledger says it is).
+"""From flags to a deployment: the one identity (zenops.deployment.identity.DeploymentId) a command works on, given
+--inventory (hosts you have, or the inventory `up --cloud` wrote), --deployment (what `zenops up --cloud` made, found
+in the ledger, in --cloud or wherever the ledger says it is), or --cloud with --flavor (what `up --cloud` makes).
 
-`zenops bench` and `zenops rollout` use it; `campaign` will too. `zenops up` is the one command that makes its
-target (--cloud C --flavor F creates it) and `zenops down` the one that removes it (--deployment, --campaign, --all-mine
-or --inventory), so they read their own flags. `facts` and `plan` take hosts only as --inventory (or --local,
---facts), never a deployment, and `status` lists deployments (--cloud filters them; --inventory shows one):
-none has a deployment to resolve.
+Its name is the only one the command then uses: its lock, its files and its labels are properties of it.
+`zenops up`, `bench`, `rollout`, `down -i`, `status -i`, `logs`, `ssh` and `top` resolve it here. `down --deployment`,
+`--campaign` and `--all-mine` remove what the ledger records (zenops.deployment.teardown), and `facts` and `plan` take
+hosts only as --inventory (or --local, --facts), never a deployment.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from zenops.cloud import ledger
 from zenops.config import Config
+from zenops.deployment.identity import DeploymentId, of_inventory
 from zenops.errors import NoServerError, UnknownDeploymentError, UsageError
-
-
-@dataclass(frozen=True)
-class Target:
-    """The hosts of one command: an inventory file, and the deployment it belongs to when there is one (its flavor,
-    price and cloud label the results)."""
-
-    inventory: Path
-    deployment: ledger.Deployment | None = None
 
 
 def resolve_target(
@@ -34,16 +25,22 @@ def resolve_target(
     deployment: str | None = None,
     cloud: str | None = None,
     command: str = "bench",
-) -> Target:
-    """Exactly one of ``inventory`` and ``deployment``; ``cloud`` only with ``deployment``. A deployment must be in
-    the ledger (UnknownDeploymentError, exit 19, as on every command) with an inventory (NoServerError otherwise:
-    nothing runs there that zenops knows of)."""
+    flavor: str | None = None,
+) -> DeploymentId:
+    """The deployment a command works on. Exactly one of ``inventory`` and ``deployment``; ``cloud`` only with
+    ``deployment``. ``inventory``: the deployment on it (a cloud deployment's inventory names that deployment:
+    zenops.deployment.identity.of_inventory), its steps run on the file as given. ``deployment``: it must be in the
+    ledger (UnknownDeploymentError, exit 19, as on every command) with an inventory (NoServerError otherwise: nothing
+    runs there that zenops knows of); its ledger entry comes with it (``entry``). ``flavor`` with ``cloud``: the
+    deployment `up --cloud` makes or adds to, named ``deployment`` or after the flavor (it need not exist yet)."""
+    if flavor is not None:
+        return _new(cloud, deployment, flavor)
     if inventory is not None and deployment is not None:
         raise UsageError("--inventory and --deployment: your hosts or a deployment, not both")
     if inventory is not None:
         if cloud:
             raise UsageError("--cloud goes with --deployment")
-        return Target(inventory)
+        return of_inventory(config, inventory)
     if deployment is None:
         raise UsageError(
             f"zenops {command} needs the servers: --inventory FILE or --deployment NAME",
@@ -59,7 +56,16 @@ def resolve_target(
             f"no deployment named {deployment!r} with an inventory is recorded here",
             hint="`zenops status` lists the deployments; start one with `zenops up --cloud C --flavor F --model M`",
         )
-    return Target(Path(dep.inventory), dep)
+    return DeploymentId(dep.name, where, Path(dep.inventory), entry=dep)
+
+
+def _new(cloud: str | None, name: str | None, flavor: str) -> DeploymentId:
+    """`up --cloud C --flavor F [--deployment NAME]`: not provisioned yet (no inventory until it is)."""
+    from zenops.deployment.common import default_name  # noqa: PLC0415
+
+    if not cloud:
+        raise UsageError("--flavor goes with --cloud: the servers zenops creates on a cloud")
+    return DeploymentId(name or default_name(flavor), cloud)
 
 
 def cloud_for(config: Config, cloud: str | None, name: str | None) -> str:

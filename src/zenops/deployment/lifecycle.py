@@ -1,0 +1,268 @@
+"""One deployment's lifecycle, the steps `zenops up`, `bench`, `down`, a campaign and a rollout's surge share: open it
+by its identity (zenops.deployment.identity), which takes its lock (zenops.lock) for as long as it is open, then
+provision (with its retries and failure classes), serve, bench, add or remove one server, down; and the leak proof
+after a campaign's teardown.
+
+Nothing here asks a caller for a lock key: a step is a method of an open :class:`Deployment`, and only
+:meth:`Deployment.open` makes one, holding the deployment's lock (a dry run, which changes nothing, takes none). A
+step run further down the same command (a rollout's surge adds a server to the deployment its command opened) finds
+the open deployment with :meth:`Deployment.held`: there is no way to change a deployment this process has not locked.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from zenops.deployment.identity import DeploymentId
+from zenops.errors import BenchFailedError, ExitCode, RunFailedError, UsageError, ZenopsError
+
+if TYPE_CHECKING:
+    from zenops.bench.run import BenchOutcome, BenchRequest
+    from zenops.cloud import ledger
+    from zenops.cloud.preflight import Limits
+    from zenops.context import RunContext
+    from zenops.deployment.common import CloudRequest
+    from zenops.deployment.teardown import DownResult
+    from zenops.hosts import UpResult
+    from zenops.serve import ServeRequest, ServeResult
+    from zenops.spend import Spend
+
+
+# --- failures ---------------------------------------------------------------------------------------------------
+
+
+def classify(error: BaseException) -> tuple[str, bool]:
+    """(the failure's class, whether it is transient). Words from the run's own messages decide, in this order."""
+    from zenops.cloud.errors import CloudError  # noqa: PLC0415
+    from zenops.planner import PlanRefusedError  # noqa: PLC0415
+
+    text = str(getattr(error, "message", "") or error)
+    if isinstance(error, PlanRefusedError):
+        return "plan-refused", False
+    if isinstance(error, BenchFailedError):
+        return "bench-failed", False
+    if getattr(error, "exit_code", None) == ExitCode.INCOMPATIBLE:
+        return "engine-pair", False
+    if isinstance(error, CloudError):  # its kind, in the collection's words: quota/auth/not_found stay so
+        return ("transient", True) if error.kind in ("transient", "error") else (f"cloud-{error.kind}", False)
+    if isinstance(error, RunFailedError):
+        if error.exit_code == ExitCode.UNREACHABLE:
+            return "transient", True
+        if "went to ERROR" in text:  # the cloud profile's error_retries already replaced it: not again here
+            return "server-error", False
+        if "KV cache" in text or "serve at least one request" in text:
+            return "kv-cache", False
+        if any("healthy" in f.task or "health gate" in f.task for f in error.failures):
+            return "health-gate", False
+        return "run-failed", False
+    return "error", False
+
+
+# --- the deployment -----------------------------------------------------------------------------------------------
+
+_open: dict[str, Deployment] = {}  # lock key -> the deployment this process holds open
+_open_guard = threading.Lock()
+
+
+@dataclass
+class Deployment:
+    """An open deployment: its identity, the run context its steps run in, and whether it is a dry run (no lock)."""
+
+    ctx: RunContext
+    id: DeploymentId
+    check: bool = False
+
+    @classmethod
+    @contextmanager
+    def open(cls, ctx: RunContext, dep: DeploymentId, *, check: bool = False) -> Iterator[Deployment]:
+        """The deployment ``dep``, its lock held until the block ends (refused, LockedError, while another command
+        holds it). ``check``: a dry run, which changes nothing and takes no lock."""
+        from zenops.lock import deployment_lock  # noqa: PLC0415
+
+        held: AbstractContextManager[Any] = (
+            nullcontext() if check else deployment_lock(ctx.config, dep.key, note=ctx.note)
+        )
+        with held:
+            opened = cls(ctx, dep, check=check)
+            if check:
+                yield opened
+                return
+            with _open_guard:
+                _open[dep.key] = opened
+            try:
+                yield opened
+            finally:
+                with _open_guard:
+                    _open.pop(dep.key, None)
+
+    @classmethod
+    def held(cls, dep: DeploymentId) -> Deployment:
+        """The deployment ``dep`` as this process opened it (its lock held): for a step run inside a command that
+        opened it. Raises when it is not open: nothing changes a deployment whose lock is not held."""
+        with _open_guard:
+            opened = _open.get(dep.key)
+        if opened is None:
+            raise ZenopsError(f"{dep.describe()} is not open here (its lock is not held): open it first")
+        return opened
+
+    @classmethod
+    def of_entry(cls, ctx: RunContext, dep: ledger.Deployment) -> Deployment:
+        """The open cloud deployment of the ledger entry ``dep`` (:meth:`held`), its steps run in ``ctx``."""
+        return cls.held(DeploymentId(dep.name, dep.cloud)).with_ctx(ctx)
+
+    @property
+    def inventory(self) -> Path:
+        """Its serving inventory (a cloud deployment's: once provisioned; DeploymentId.hosts)."""
+        return self.id.hosts
+
+    def with_ctx(self, ctx: RunContext) -> Deployment:
+        """The same open deployment, its steps run in ``ctx`` (another cancel event, say)."""
+        return replace(self, ctx=ctx)
+
+    # --- provision --------------------------------------------------------------------------------------------
+
+    def provision(
+        self,
+        request: CloudRequest,
+        *,
+        retries: int = 0,
+        confirm: Callable[[Spend], bool] | None = None,
+        on_retry: Callable[[str, ZenopsError], None] | None = None,
+    ) -> tuple[UpResult, ledger.Deployment]:
+        """Its servers on the cloud (`up --cloud`; zenops.deployment.provision.up_cloud), tried again up to
+        ``retries`` times when the failure is transient (:func:`classify`; ``on_retry`` is told each time). The
+        deployment's inventory is then the one `up` wrote."""
+        from zenops.deployment import provision  # noqa: PLC0415
+        from zenops.deployment.common import default_name  # noqa: PLC0415
+
+        if (request.name or default_name(request.flavor), request.cloud) != (self.id.name, self.id.cloud):
+            raise UsageError(f"a request for {request.cloud}/{request.name} does not provision {self.id.describe()}")
+        for attempt in range(1 + retries):
+            try:
+                result, dep = provision.up_cloud(self.ctx, request, check=self.check, confirm=confirm)
+                break
+            except ZenopsError as e:
+                failure, transient = classify(e)
+                if not transient or attempt == retries:
+                    raise
+                if on_retry is not None:
+                    on_retry(failure, e)
+        if dep.inventory:
+            self.id = replace(self.id, inventory=Path(dep.inventory))
+        return result, dep
+
+    def prepare(self, *, limit: str | None = None) -> UpResult:
+        """Its own hosts brought to a serving state (`up -i`; zenops.hosts.up_inventory)."""
+        from zenops import hosts  # noqa: PLC0415
+
+        return hosts.up_inventory(self.ctx, self.inventory, limit=limit, check=self.check)
+
+    # --- serve and bench --------------------------------------------------------------------------------------
+
+    def serve(self, request: ServeRequest, *, limit: str | None = None, tuned: str | None = None) -> ServeResult:
+        """``request`` served on its hosts (zenops.serve.serve_inventory)."""
+        from zenops import serve  # noqa: PLC0415
+
+        return serve.serve_inventory(self.ctx, self.inventory, request, limit=limit, check=self.check, tuned=tuned)
+
+    def serve_engine(self, request: Mapping[str, Any]) -> None:
+        """``request`` (serving options as a mapping) served with the engine it names: llama.cpp when it names a GGUF
+        format (the vLLM servers go first), else zenops's plan in vLLM (the deployment's llama.cpp servers go first
+        when its serving record says llama.cpp serves: they hold the plan's ports and cores)."""
+        from zenops import llamacpp_serve, serve  # noqa: PLC0415
+
+        if llamacpp_serve.gguf_of(request):
+            llamacpp_serve.serve_llamacpp(self.ctx, self.inventory, request)
+            return
+        if llamacpp_serve.serving(self.ctx, self.inventory):
+            llamacpp_serve.stop_llamacpp(self.ctx, self.inventory)
+        serve.serve_inventory(self.ctx, self.inventory, serve.request_from_dict(request))
+
+    def bench(self, request: BenchRequest, *, limit: str | None = None) -> BenchOutcome:
+        """A benchmark of what it serves (zenops.bench.run.bench_inventory)."""
+        from zenops.bench import run as bench_run  # noqa: PLC0415
+
+        return bench_run.bench_inventory(self.ctx, self.inventory, request, limit=limit)
+
+    # --- one server more or less (a cloud deployment) -----------------------------------------------------------
+
+    def add_server(self, dep: ledger.Deployment, *, keep: str, gateway_port: int) -> tuple[str, ledger.Deployment]:
+        """One more server of its flavor (zenops.deployment.surge.add_server)."""
+        from zenops.deployment import surge  # noqa: PLC0415
+
+        self._is(dep)
+        return surge.add_server(self.ctx, dep, keep=keep, gateway_port=gateway_port)
+
+    def add_servers(
+        self, dep: ledger.Deployment, *, keep: list[str], more: int, gateway_port: int
+    ) -> tuple[list[str], ledger.Deployment]:
+        """``more`` servers of its flavor beside ``keep`` (zenops.deployment.surge.add_servers: a blue/green set)."""
+        from zenops.deployment import surge  # noqa: PLC0415
+
+        self._is(dep)
+        return surge.add_servers(self.ctx, dep, keep=keep, more=more, gateway_port=gateway_port)
+
+    def remove_server(self, dep: ledger.Deployment, name: str) -> ledger.Deployment:
+        """Its server ``name`` deleted (zenops.deployment.surge.retire_server)."""
+        from zenops.deployment import surge  # noqa: PLC0415
+
+        self._is(dep)
+        return surge.retire_server(self.ctx, dep, name)
+
+    def _is(self, dep: ledger.Deployment) -> None:
+        if (dep.name, dep.cloud) != (self.id.name, self.id.cloud):
+            raise ZenopsError(f"{dep.cloud}/{dep.name} is not {self.id.describe()}")
+
+    # --- down ---------------------------------------------------------------------------------------------------
+
+    def down(self, *, keep_secrets: bool = False) -> DownResult:
+        """A cloud deployment removed, every resource of it, and proved gone (zenops.deployment.teardown.down)."""
+        from zenops.deployment import teardown  # noqa: PLC0415
+
+        if self.id.cloud is None:
+            raise UsageError(f"{self.id.describe()} is your own hosts: stop its servers with stop_servers()")
+        return teardown.down(
+            self.ctx.config, cloud=self.id.cloud, name=self.id.name, dry_run=self.check, note=self.ctx.note,
+            keep_secrets=keep_secrets,
+        )  # fmt: skip
+
+    def stop_servers(self, **kw: Any) -> Any:
+        """What zenops started on its hosts stopped (`down -i`; zenops.hosts.down_inventory): the hosts stay."""
+        from zenops import hosts  # noqa: PLC0415
+
+        return hosts.down_inventory(self.ctx, self.inventory, **kw)
+
+
+# --- more than one deployment -----------------------------------------------------------------------------------
+
+
+def leak_proof(config: Any, cloud: str, campaign: str, deployments: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """Resources on ``cloud`` carrying the campaign's mark (what `zenops leaks` would find of it), and the expiry
+    switches' application credentials of its ``deployments`` (credentials carry no tags: they go by name)."""
+    from zenops.cloud import expiry_switch, ops  # noqa: PLC0415
+
+    conn = ops.connect(cloud)
+    owned = ops.list_owned(conn, cloud, campaign=campaign)
+    found = [ops.describe(k, r) for k, r in owned.items()]
+    names = set(deployments)
+    creds = [
+        c
+        for c in expiry_switch.listed(conn, cloud)
+        if expiry_switch.deployment_of(c.name) in names or expiry_switch.campaign_of(c) == campaign
+    ]
+    return found + [expiry_switch.describe(c) for c in creds]
+
+
+def quota_room(ctx: RunContext, cloud: str, flavors: list[str]) -> tuple[Limits, list[tuple[int, int]], bool]:
+    """What ``cloud``'s project holds: its absolute limits, each of ``flavors``' (vCPUs, RAM MiB) (unknown flavors
+    left out: their own preflight names them), and whether its servers take floating IPs. Raises ZenopsError when
+    the limits cannot be read."""
+    from zenops.cloud import ops  # noqa: PLC0415
+
+    limits, sizes = ops.room(ops.connect(cloud), cloud, flavors)
+    return limits, list(sizes.values()), ctx.config.cloud_profile(cloud).network_mode == "floating"
