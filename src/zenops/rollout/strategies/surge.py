@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from zenops.deployment.rollouts import BatchState, now
 from zenops.errors import ExitCode, UsageError, ZenopsError
+from zenops.rollout.strategies._revert import retire_new
 
 if TYPE_CHECKING:
     from zenops.rollout.steps import BatchSteps, Servers
@@ -220,21 +221,7 @@ class Surge:
         extra.discard(old)
         gone = sorted(extra)
         d.note(f"reverting the surge: {old} serves on; {', '.join(gone) or 'no new server'} goes")
-        drained_old = set(d.names_on([old])) & set(d.state.drained)
-        if drained_old:
-            d.ready(sorted(drained_old))
-        in_rotation = [n for n in d.names_on(gone) if n not in d.state.drained]
-        if in_rotation:
-            d.drain(in_rotation)  # its in-flight requests finish first
-        for name in gone:
-            d.state.served.pop(name, None)
-        d.follow([])
-        d.state.drained = [n for n in d.state.drained if not any(n.startswith(f"{g}-") for g in gone)]
-        d.save()
-        for name in gone:
-            servers.retire(name)
-        batch.status = "reverted"
-        d.save()
+        retire_new(d, servers, batch, keep=[old], gone=gone)
 
     @staticmethod
     def describe(batch: BatchState) -> list[str]:
