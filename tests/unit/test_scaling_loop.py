@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from zenops.scaling.state import load_state, pause_path, read_pause, state_path,
 
 SEATS = 8  # out: waiting/replica > 4 for 60 s; in: running+waiting/replica < 2 for 300 s; cooldown 120 s
 STEP_S = 10.0
+BOUNDS = Replicas(1, 3)
 
 # recorded per-replica figures: (from t, waiting, running), the last row that started applies
 BUSY = [(0.0, 12.0, 8.0)]
@@ -86,9 +88,7 @@ class FakeFleet:
         return f"web-{self.born}"
 
 
-def make(
-    tmp_path: Path, fleet: FakeFleet, *, bounds: Replicas = Replicas(1, 3), **kw: object
-) -> tuple[Loop, FakeClock]:
+def make(tmp_path: Path, fleet: FakeFleet, *, bounds: Replicas = BOUNDS, **kw: object) -> tuple[Loop, FakeClock]:
     clock = FakeClock()
     settings = Settings("fleet", bounds, default_policy(SEATS), cloud="sandbox", interval_s=STEP_S, **kw)  # type: ignore[arg-type]
     return Loop(settings, fleet, fleet, state_dir=tmp_path, clock=clock), clock
@@ -106,11 +106,7 @@ def actions(tmp_path: Path) -> list[tuple[str, float]]:
     """The non-hold decisions the state file kept: (action, seconds)."""
     st = load_state(state_path(tmp_path, "fleet"))
     assert st is not None
-    from datetime import datetime
-
-    return [
-        (d["action"], datetime.fromisoformat(d["at"]).timestamp()) for d in st.decisions if d["action"] != "hold"
-    ]
+    return [(d["action"], datetime.fromisoformat(d["at"]).timestamp()) for d in st.decisions if d["action"] != "hold"]
 
 
 def test_load_rises_the_loop_scales_out_after_the_window_then_cools_down_and_stops_at_max(tmp_path: Path) -> None:
@@ -125,7 +121,8 @@ def test_load_rises_the_loop_scales_out_after_the_window_then_cools_down_and_sto
     st = load_state(state_path(tmp_path, "fleet"))
     assert st is not None
     assert (st.actual, st.target, st.phase) == (3, 3, "idle")
-    assert st.last is not None and "at MAX 3" in st.last["reason"]
+    assert st.last is not None
+    assert "at MAX 3" in st.last["reason"]
     assert [d["result"] for d in st.decisions if d["action"] == "out"] == ["done: web-2", "done: web-3"]
     assert st.series[-1][1:] == [3, 3]
     assert len(st.series) == 61 + 2  # a point each tick, and one when each action began (its target)
@@ -179,13 +176,17 @@ def test_repeated_add_failures_back_off_then_stop_the_loop_with_the_reason(tmp_p
     st = load_state(state_path(tmp_path, "fleet"))
     assert st is not None
     assert st.phase == "stopped"
-    assert st.stopped is not None and "3 attempts failed in a row" in st.stopped and "quota exceeded" in st.stopped
+    assert st.stopped is not None
+    assert "3 attempts failed in a row" in st.stopped
+    assert "quota exceeded" in st.stopped
     pause = read_pause(pause_path(tmp_path, "fleet"))
-    assert pause is not None and pause.by == "loop"
+    assert pause is not None
+    assert pause.by == "loop"
     failed = [d for d in st.decisions if d["action"] == "out"]
     assert [d["result"] for d in failed] == ["failed: quota exceeded: 0 cores left"] * 3
     times = [t for a, t in actions(tmp_path) if a == "out"]
-    assert times[1] - times[0] >= 60 and times[2] - times[1] >= 120  # backed off
+    assert times[1] - times[0] >= 60
+    assert times[2] - times[1] >= 120
 
     # resumed (the pause file removed): the failures before no longer count, the loop tries again
     pause_path(tmp_path, "fleet").unlink()
@@ -193,8 +194,10 @@ def test_repeated_add_failures_back_off_then_stop_the_loop_with_the_reason(tmp_p
     run_until(loop, clock, clock.t + 200)
     st = load_state(state_path(tmp_path, "fleet"))
     assert st is not None
-    assert st.phase == "idle" and st.stopped is None
-    assert fleet.calls[-1] == ("out", 1) and len(fleet.replicas) == 2
+    assert st.phase == "idle"
+    assert st.stopped is None
+    assert fleet.calls[-1] == ("out", 1)
+    assert len(fleet.replicas) == 2
     assert [a.outcome for a in st.attempts_typed()][-2:] == ["reset", "ok"]
 
 
@@ -206,11 +209,15 @@ def test_a_pause_file_stops_every_action_and_the_state_says_paused(tmp_path: Pat
     assert fleet.calls == []
     st = load_state(state_path(tmp_path, "fleet"))
     assert st is not None
-    assert st.phase == "paused" and st.paused_by is not None and st.paused_by["by"] == "rollout"
+    assert st.phase == "paused"
+    assert st.paused_by is not None
+    assert st.paused_by["by"] == "rollout"
     pause_path(tmp_path, "fleet").unlink()
     run_until(loop, clock, clock.t + 100)
     st = load_state(state_path(tmp_path, "fleet"))
-    assert st is not None and st.phase == "idle" and st.paused_by is None
+    assert st is not None
+    assert st.phase == "idle"
+    assert st.paused_by is None
     assert fleet.calls == []  # resumed: the cooldown (120 s) starts again, the fleet may have changed
 
 
@@ -220,9 +227,12 @@ def test_a_locked_deployment_makes_the_step_wait_without_counting_a_failure(tmp_
     run_until(loop, clock, 400)
     st = load_state(state_path(tmp_path, "fleet"))
     assert st is not None
-    assert st.phase == "idle" and st.stopped is None and st.attempts == []
+    assert st.phase == "idle"
+    assert st.stopped is None
+    assert st.attempts == []
     assert len(fleet.calls) > 3  # tried every tick: waiting for the lock, not backing off
-    assert st.last is not None and st.last["result"].startswith("waiting: deployment 'fleet' is locked")
+    assert st.last is not None
+    assert st.last["result"].startswith("waiting: deployment 'fleet' is locked")
 
 
 def test_run_ticks_on_its_interval_and_a_pause_asked_between_ticks_is_seen_at_once(tmp_path: Path) -> None:
@@ -244,9 +254,10 @@ def test_an_observer_that_fails_holds_the_tick(tmp_path: Path) -> None:
             raise ZenopsError("Prometheus on gw: no answer in 30s")
 
     fleet = Broken()
-    loop, clock = make(tmp_path, fleet)
+    loop, _clock = make(tmp_path, fleet)
     result = loop.tick()
-    assert result.decision.action == "hold" and "no answer" in result.decision.reason
+    assert result.decision.action == "hold"
+    assert "no answer" in result.decision.reason
     assert fleet.calls == []
 
 

@@ -44,7 +44,9 @@ def test_round_trip_through_the_file_keeps_every_field(tmp_path: Path) -> None:
     assert path == tmp_path / "scaling" / "fleet.json"
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     data = json.loads(path.read_text())
-    assert data["version"] == 1 and data["replicas"] == {"min": 1, "max": 3} and data["phase"] == "idle"
+    assert data["version"] == 1
+    assert data["replicas"] == {"min": 1, "max": 3}
+    assert data["phase"] == "idle"
     assert data["decisions"][0] | {} == {**Decision("out", "waiting/replica 5.5 > 4", 1, 1).to_dict(),
                                           "at": "2023-11-14T22:13:20+00:00", "result": "done: web-2"}  # fmt: skip
     assert data["series"] == [[1_700_000_010, 2, 2]]
@@ -58,7 +60,7 @@ def test_no_file_is_none_and_a_damaged_one_is_named(tmp_path: Path) -> None:
     assert load_state(path) is None
     path.parent.mkdir(parents=True)
     path.write_text('{"version": 1, "deployment": "fleet"}')
-    with pytest.raises(DamagedStateError, match="fleet.json.*not a scaling state"):
+    with pytest.raises(DamagedStateError, match=r"fleet\.json.*not a scaling state"):
         load_state(path)
     path.write_text('{"version": 1, "deployment": "fleet", "replicas": {"min": 1, "max": 2}, "phase": "dancing"}')
     with pytest.raises(DamagedStateError, match="phase 'dancing'"):
@@ -70,7 +72,8 @@ def test_a_newer_version_asks_for_an_upgrade_and_an_unknown_one_is_damaged(tmp_p
     data = sample_state().to_dict()
     with pytest.raises(ZenopsError, match="version 2, this zenops reads version 1") as e:
         ScalingState.from_dict({**data, "version": 2}, path=path)
-    assert not isinstance(e.value, DamagedStateError) and "upgrade zenops" in (e.value.hint or "")
+    assert not isinstance(e.value, DamagedStateError)
+    assert "upgrade zenops" in (e.value.hint or "")
     with pytest.raises(DamagedStateError, match="version None"):
         ScalingState.from_dict({k: v for k, v in data.items() if k != "version"}, path=path)
 
@@ -83,13 +86,16 @@ def test_the_lists_are_bounded_and_repeated_holds_are_kept_once() -> None:
         st.record(Decision("out", f"r{i}", 1, 1), at=float(i), result="done")
     for i in range(MAX_ATTEMPTS + 3):
         st.attempt(Attempt(float(i), "failed", "out", "quota"))
-    assert len(st.series) == MAX_SERIES and st.series[0][0] == 10.0
-    assert len(st.decisions) == MAX_DECISIONS and st.decisions[-1]["reason"] == f"r{MAX_DECISIONS + 4}"
+    assert len(st.series) == MAX_SERIES
+    assert st.series[0][0] == 10.0
+    assert len(st.decisions) == MAX_DECISIONS
+    assert st.decisions[-1]["reason"] == f"r{MAX_DECISIONS + 4}"
     assert len(st.attempts) == MAX_ATTEMPTS
     st.record(Decision("hold", "cooling down", 2), at=1e4)
     st.record(Decision("hold", "cooling down more", 2), at=1e4 + 10)
     assert [d["reason"] for d in st.decisions[-2:]] == [f"r{MAX_DECISIONS + 4}", "cooling down"]
-    assert st.last is not None and st.last["reason"] == "cooling down more"
+    assert st.last is not None
+    assert st.last["reason"] == "cooling down more"
     big = {**st.to_dict(), "series": [[float(i), 1, 1] for i in range(MAX_SERIES * 2)]}
     assert len(ScalingState.from_dict(big).series) == MAX_SERIES
 
@@ -98,7 +104,9 @@ def test_finish_sets_the_result_of_the_step_in_flight() -> None:
     st = ScalingState("fleet", Replicas(1, 3))
     st.record(Decision("out", "busy", 1, 1), at=5.0, result="in flight")
     st.finish("failed: quota")
-    assert st.decisions[-1]["result"] == "failed: quota" and st.last is not None and st.last["result"] == "failed: quota"
+    assert st.decisions[-1]["result"] == "failed: quota"
+    assert st.last is not None
+    assert st.last["result"] == "failed: quota"
 
 
 def test_the_policy_comes_back_from_its_dict() -> None:
@@ -108,12 +116,18 @@ def test_the_policy_comes_back_from_its_dict() -> None:
 
 def test_pause_file_write_read_remove(tmp_path: Path) -> None:
     path = pause_path(tmp_path, "fleet")
-    assert read_pause(path) is None and remove_pause(path) is False
+    assert read_pause(path) is None
+    assert remove_pause(path) is False
     pause = write_pause(path, by="rollout", reason="rolling out r2", at=1_700_000_000)
-    assert json.loads(path.read_text()) == {"by": "rollout", "reason": "rolling out r2", "at": "2023-11-14T22:13:20+00:00"}
+    assert json.loads(path.read_text()) == {
+        "by": "rollout",
+        "reason": "rolling out r2",
+        "at": "2023-11-14T22:13:20+00:00",
+    }
     assert read_pause(path) == pause
     assert pause.line() == "paused by rollout at 2023-11-14T22:13:20+00:00: rolling out r2"
-    assert remove_pause(path) is True and read_pause(path) is None
+    assert remove_pause(path) is True
+    assert read_pause(path) is None
 
 
 def test_a_damaged_pause_file_still_pauses(tmp_path: Path) -> None:
@@ -121,4 +135,5 @@ def test_a_damaged_pause_file_still_pauses(tmp_path: Path) -> None:
     path.parent.mkdir(parents=True)
     path.write_text("{not json")
     pause = read_pause(path)
-    assert pause is not None and "damaged" in pause.reason
+    assert pause is not None
+    assert "damaged" in pause.reason

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from zenops.cloud.preflight import Limits
     from zenops.context import RunContext
     from zenops.deployment.common import CloudRequest
+    from zenops.deployment.record import ServingRecord
+    from zenops.deployment.store import Store
     from zenops.deployment.teardown import DownResult
     from zenops.hosts import UpResult
     from zenops.serve import ServeRequest, ServeResult
@@ -214,6 +216,116 @@ class Deployment:
         self._is(dep)
         return surge.retire_server(self.ctx, dep, name)
 
+    # --- replicas: the scaling loop's steps (zenops.scaling.fleet), composed of the ones above --------------------
+
+    def scale_out(self, more: int, *, ready_timeout: int = 120) -> list[str]:
+        """``more`` serving servers (:meth:`add_servers`), the serving record's request served on them through its
+        health gate, then in the record and every service (the gateway balances them once UP). A server whose serve
+        failed is deleted again: a failed step leaves nothing billing."""
+        from zenops import serve  # noqa: PLC0415
+
+        store, record, entry = self._replicas()
+        keep = sorted(str(s["name"]) for s in entry.servers)
+        made, entry = self.add_servers(entry, keep=keep, more=more, gateway_port=_gateway_port(record.services))
+        try:
+            served = serve.serve_inventory(self.ctx, self.inventory, serve.request_from_dict(record.request),
+                                           limit=",".join(made), record=False, gateway=False)  # fmt: skip
+        except BaseException:
+            for name in made:
+                entry = self.remove_server(entry, name)
+            raise
+        self._follow(store, record, served=served, addresses=_addresses(entry, made), ready_timeout=ready_timeout)
+        return made
+
+    def scale_in(self, names: list[str], *, drain_timeout: int = 600) -> None:
+        """``names`` drained through the gateway (their in-flight requests finish), out of the record and every
+        service, then deleted (:meth:`remove_server`)."""
+        from zenops.deployment import services  # noqa: PLC0415
+
+        store, record, entry = self._replicas()
+        gw = services.drainable(record.services)
+        if gw is not None and gw.names_on(names):
+            gw.drain(self.ctx, self.inventory, gw.names_on(names), timeout=drain_timeout)
+        self._follow(store, record, gone=names)
+        for name in names:
+            entry = self.remove_server(entry, name)
+
+    def replace(self, name: str, *, ready_timeout: int = 120) -> list[str]:
+        """The failed server ``name`` out of the record and every service, deleted, and one new one in its place
+        (:meth:`scale_out`): a dead server serves nothing, there is nothing to drain."""
+        store, record, entry = self._replicas()
+        self._follow(store, record, gone=[name])
+        self.remove_server(entry, name)
+        return self.scale_out(1, ready_timeout=ready_timeout)
+
+    def restart(self, host: str, *, ready_timeout: int = 120) -> None:
+        """Own hosts' self-healing: the serving record's request served again on ``host`` (its vLLM restarted
+        through the health gate), then back in the gateway."""
+        from zenops import serve  # noqa: PLC0415
+
+        store = self._store()
+        record = self._record(store)
+        served = serve.serve_inventory(self.ctx, self.inventory, serve.request_from_dict(record.request),
+                                       limit=host, record=False, gateway=False)  # fmt: skip
+        self._follow(store, record, served=served, ready_timeout=ready_timeout)
+
+    def _store(self) -> Store:
+        from zenops.deployment.store import Store  # noqa: PLC0415
+
+        return Store(self.ctx.config, self.inventory)
+
+    def _record(self, store: Store) -> ServingRecord:
+        from zenops.errors import NoServerError  # noqa: PLC0415
+
+        record = store.record()
+        if record is None or not record.request:
+            raise NoServerError(f"zenops has not served {self.id.describe()}: no serving record to scale from")
+        return record
+
+    def _replicas(self) -> tuple[Store, ServingRecord, ledger.Deployment]:
+        store = self._store()
+        record = self._record(store)
+        entry = store.cloud_entry()
+        if entry is None:
+            raise UsageError(
+                f"{self.id.describe()} is not a cloud deployment of this machine: its servers cannot be added or "
+                "removed", hint="own hosts get self-healing only (a failed vLLM restarted)",
+            )  # fmt: skip
+        self._is(entry)
+        return store, record, entry
+
+    def _follow(
+        self,
+        store: Store,
+        record: ServingRecord,
+        *,
+        served: ServeResult | None = None,
+        gone: Iterable[str] = (),
+        addresses: Mapping[str, str] | None = None,
+        ready_timeout: int = 120,
+    ) -> None:
+        """The serving record and every service following the servers now (``served``'s hosts in, ``gone``'s
+        out), then ``served``'s servers in rotation once their health checks pass."""
+        from datetime import UTC, datetime  # noqa: PLC0415
+
+        from zenops.deployment import services  # noqa: PLC0415
+
+        plans, endpoints, images = dict(record.plans), dict(record.endpoints), dict(record.images)
+        for host, plan in (served.plans if served else {}).items():
+            plans[host], endpoints[host] = plan.to_dict(), list(served.endpoints.get(host, []) if served else [])
+            images[host] = dict(served.images.get(host, {}) if served else {})
+        for host in gone:
+            for d in (plans, endpoints, images):
+                d.pop(host, None)
+        key = Path(record.api_key_file) if record.api_key_file else None
+        view = services.View(self.inventory, endpoints, api_key_file=key, addresses=dict(addresses or {}))
+        applied = services.update(self.ctx, view, record.services)
+        store.save_record(replace(record, plans=plans, endpoints=endpoints, images=images, services=applied,
+                                  updated_at=datetime.now(UTC).isoformat(timespec="seconds")))  # fmt: skip
+        gw = services.drainable(applied, addresses or {})
+        if gw is not None and served is not None and gw.names_on(served.plans):
+            gw.ready(self.ctx, self.inventory, gw.names_on(served.plans), timeout=ready_timeout)
+
     def _is(self, dep: ledger.Deployment) -> None:
         if (dep.name, dep.cloud) != (self.id.name, self.id.cloud):
             raise ZenopsError(f"{dep.cloud}/{dep.name} is not {self.id.describe()}")
@@ -236,6 +348,21 @@ class Deployment:
         from zenops import hosts  # noqa: PLC0415
 
         return hosts.down_inventory(self.ctx, self.inventory, **kw)
+
+
+def _gateway_port(services: Mapping[str, Mapping[str, Any]]) -> int:
+    """The port the deployment's gateway listens on (as recorded), the port a new server is opened to."""
+    return int((services.get("gateway") or {}).get("port") or 8080)
+
+
+def _addresses(dep: ledger.Deployment, names: Iterable[str]) -> dict[str, str]:
+    """Each of ``names``' fixed address, as the ledger has it (the gateway reaches a new server by it)."""
+    wanted = set(names)
+    return {
+        str(s["name"]): str(s.get("fixed_ip") or s.get("address"))
+        for s in dep.servers
+        if s["name"] in wanted and (s.get("fixed_ip") or s.get("address"))
+    }
 
 
 # --- more than one deployment -----------------------------------------------------------------------------------

@@ -222,7 +222,7 @@ class Loop:
         except LockedError as e:  # an operator command holds the deployment: the step waits for the next tick
             st.target = st.actual
             return f"waiting: {e.message}"
-        except Exception as e:  # noqa: BLE001  (any failure is the attempt's: recorded, backed off, then stopped)
+        except Exception as e:
             end = self.clock.now()
             st.last_action_t = end
             if creates:

@@ -172,7 +172,7 @@ class ScalingState:
                 policy=dict(data.get("policy") or {}),
                 target=int(data.get("target") or 0),
                 actual=int(data.get("actual") or 0),
-                phase=cast(Phase, phase),
+                phase=phase,
                 step=str(data["step"]) if data.get("step") else None,
                 paused_by=dict(data["paused_by"]) if data.get("paused_by") else None,
                 stopped=str(data["stopped"]) if data.get("stopped") else None,
@@ -254,4 +254,3 @@ def remove_pause(path: Path) -> bool:
     except FileNotFoundError:
         return False
     return True
-
