@@ -29,6 +29,7 @@ from zenops.cli import (
     reap,
     report,
     rollout,
+    scale,
     ssh,
     status,
     tiny_model,
@@ -171,6 +172,7 @@ cli.add_command(campaign.campaign)
 cli.add_command(logs.logs)
 cli.add_command(ssh.ssh)
 cli.add_command(top.top)
+cli.add_command(scale.scale)
 
 
 def _wants_json(argv: list[str]) -> bool:

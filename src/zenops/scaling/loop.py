@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from zenops.errors import LockedError
+from zenops.errors import LockedError, ZenopsError
 from zenops.scaling import decide, heal
 from zenops.scaling.decide import Decision, Policy, Sample
 from zenops.scaling.heal import Attempt, Backoff, Health
@@ -39,6 +39,7 @@ from zenops.scaling.state import (
     load_state,
     pause_path,
     read_pause,
+    remove_pause,
     state_path,
     write_pause,
 )
@@ -344,3 +345,44 @@ def _what(decision: Decision) -> str:
     if decision.action == "out":
         return f"out {decision.current} -> {decision.target}"
     return f"{decision.action} {', '.join(decision.replicas)}"
+
+
+# --- the pause protocol, the operator's side (`zenops scale pause/resume` on the loop's host) --------------------
+
+
+def pause(
+    state_dir: Path, deployment: str, *, by: str, reason: str = "", timeout_s: float, clock: Clock | None = None
+) -> ScalingState:
+    """Ask ``deployment``'s loop to pause and wait (``timeout_s`` at most) until its state says it acts on nothing
+    (paused, or stopped); returns that state. A ZenopsError naming the step in flight when it does not in time (the
+    pause stays asked: the loop pauses once that step ends), or when no loop has run here."""
+    clock = clock or SystemClock()
+    path = state_path(state_dir, deployment)
+    if load_state(path) is None:
+        raise ZenopsError(
+            f"no scaling loop has run for {deployment} on this host (no {path})",
+            hint="run this on the deployment's gateway host (`zenops up --replicas MIN..MAX` installs the loop "
+            "there); `systemctl status zenops-scaler` says whether it runs",
+        )
+    write_pause(pause_path(state_dir, deployment), by=by, reason=reason, at=clock.now())
+    end = clock.now() + timeout_s
+    while True:
+        st = load_state(path)
+        if st is not None and st.phase in ("paused", "stopped"):
+            return st
+        if clock.now() >= end:
+            doing = f"it is still acting: {st.step}" if st is not None and st.step else "it has not ticked since"
+            raise ZenopsError(
+                f"the scaling loop of {deployment} has not paused in {timeout_s:.0f} s: {doing}",
+                hint="the pause stays asked: the loop pauses once that step ends (`zenops scale status` shows it; "
+                f"`zenops scale resume {deployment}` withdraws it); `systemctl status zenops-scaler` says whether "
+                "it runs",
+            )
+        clock.sleep(min(WAIT_SLICE_S, max(end - clock.now(), 0.0)))
+
+
+def resume(state_dir: Path, deployment: str) -> tuple[bool, ScalingState | None]:
+    """The pause withdrawn (the loop's own stop too: its failures no longer count); (whether there was one, the
+    state as the loop last wrote it)."""
+    was = remove_pause(pause_path(state_dir, deployment))
+    return was, load_state(state_path(state_dir, deployment))

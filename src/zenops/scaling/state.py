@@ -122,6 +122,24 @@ class ScalingState:
 
     # --- (de)serialisation ----------------------------------------------------------------------------------
 
+    def summary(self) -> str:
+        """``scaling: 2 replicas (1..3, cap $2.50/h), target 2, idle; last: out 1 -> 2 at 12:03:10 (...)``."""
+        cap = f", cap ${self.cap_per_hour:.2f}/h" if self.cap_per_hour is not None else ""
+        phase: str = self.phase
+        if self.phase == "acting" and self.step:
+            phase = f"acting: {self.step}"
+        elif self.phase == "stopped" and self.stopped:
+            phase = f"stopped: {self.stopped}"
+        elif self.phase == "paused" and self.paused_by:
+            phase = f"paused by {self.paused_by.get('by', '?')}" + (
+                f" ({self.paused_by['reason']})" if self.paused_by.get("reason") else ""
+            )
+        line = f"scaling: {self.actual} replicas ({self.replicas}{cap}), target {self.target}, {phase}"
+        acted = [d for d in self.decisions if d.get("action") != "hold"]
+        if acted:
+            line += f"; last: {decision_line(acted[-1])}"
+        return line
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "version": VERSION,
@@ -195,6 +213,15 @@ def load_state(path: Path) -> ScalingState | None:
     """The state in ``path``; None when there is none; DamagedStateError naming it when it cannot be read."""
     data = statefile.read_json_object(path)
     return None if data is None else ScalingState.from_dict(data, path=path)
+
+
+def decision_line(d: Mapping[str, Any]) -> str:
+    """A recorded decision in one line: ``out 1 -> 2 at 12:03:10 (waiting/replica 5.5 > 4 ...): done: web-2``."""
+    who = f" {', '.join(d.get('replicas') or [])}" if d.get("replicas") else ""
+    moved = f" {d.get('current')} -> {d.get('target')}" if d.get("action") in ("out", "in") else ""
+    at = str(d.get("at") or "")[11:19]
+    result = f": {d['result']}" if d.get("result") else ""
+    return f"{d.get('action')}{moved}{who} at {at} ({d.get('reason')}){result}"
 
 
 def attempt_to_dict(a: Attempt) -> dict[str, Any]:
