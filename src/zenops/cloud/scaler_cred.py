@@ -105,9 +105,16 @@ class Credential:
 # --- openstacksdk --------------------------------------------------------------------------------------------------
 
 
+def _user_id(conn: Any) -> str:
+    uid = getattr(conn, "current_user_id", None)
+    if not uid:
+        raise ValueError("the connection has no user (application credentials belong to a user)")
+    return str(uid)
+
+
 def owned(conn: Any, *, deployment: str | None = None) -> list[Any]:
     """This user's scaler credentials (of one deployment, or all)."""
-    user = str(conn.current_user_id)
+    user = _user_id(conn)
     out = []
     for c in conn.identity.application_credentials(user):
         dep = deployment_of(getattr(c, "name", None))
@@ -144,7 +151,7 @@ def describe(cred: Any) -> dict[str, Any]:
 
 def remove(conn: Any, creds: list[Any], progress: Any = None) -> list[dict[str, Any]]:
     """Delete these credentials (missing ones are fine); returns them described."""
-    user = str(conn.current_user_id) if creds else ""
+    user = _user_id(conn) if creds else ""
     out = []
     for c in creds:
         if progress is not None:
@@ -160,7 +167,7 @@ def create(conn: Any, marks: m.Marks) -> Credential:
     remove(conn, owned(conn, deployment=marks.deployment))
     roles = expiry_switch.switch_roles(expiry_switch.token_roles(conn))
     kwargs = create_kwargs(marks, roles)
-    cred = conn.identity.create_application_credential(str(conn.current_user_id), name, **kwargs)
+    cred = conn.identity.create_application_credential(_user_id(conn), name, **kwargs)
     return Credential(str(cred.id), name, str(cred.secret), kwargs.get("expires_at"))
 
 

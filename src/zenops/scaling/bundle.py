@@ -108,7 +108,7 @@ def ensure(
     note: Callable[[str], None] = lambda _: None,
     run: Runner = subprocess.run,
     python: str | None = None,
-    root: Path | None | bool = True,
+    root: Path | bool | None = True,
     cache: Path | None = None,
 ) -> Wheelhouse:
     """The wheelhouse of this zenops, from the cache or built (pip, ``run``: the test seam). ``root`` True: the

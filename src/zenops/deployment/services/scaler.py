@@ -481,3 +481,26 @@ class ScalerService:
 
 
 SERVICE = ScalerService()
+
+
+def stop_for_down(config: Any, deps: list[ledger.Deployment], note: Any) -> list[str]:
+    """`zenops down` of cloud deployments: each one's scaling loop stopped first (its unit gone, its credential
+    deleted), so that no loop replaces a server `down` deletes. A loop that cannot be reached (its server already
+    gone) is said and left: deleting its server stops it, `down` deletes its credential by name. The hosts stopped."""
+    from zenops.context import RunContext  # noqa: PLC0415
+    from zenops.deployment.store import Store  # noqa: PLC0415
+
+    stopped = []
+    for dep in deps:
+        if not dep.inventory:
+            continue
+        record = Store(config, Path(dep.inventory)).record()
+        had = (record.services if record is not None else {}).get(SERVICE.name)
+        if not had:
+            continue
+        try:
+            SERVICE.remove(RunContext(config, note=note), Path(dep.inventory), dict(had))
+            stopped.append(str(had.get("host")))
+        except Exception as e:
+            note(f"warning: the scaling loop of {dep.name} could not be stopped first ({e}); its server goes now")
+    return stopped
