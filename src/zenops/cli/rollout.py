@@ -119,12 +119,8 @@ def rollout(
     req = request_from_rows(RolloutRequest, settings.values, changes=changes, tuned_reason=reason)
     from zenops.deployment.lifecycle import Deployment  # noqa: PLC0415
 
-    with (
-        app.run_context() as run_ctx,
-        Deployment.open(run_ctx, target, check=req.dry_run),
-        _loop_paused(run_ctx, app, target.hosts, dry_run=req.dry_run),
-    ):
-        result = run_rollout(
+    with app.run_context() as run_ctx, Deployment.open(run_ctx, target, check=req.dry_run):
+        result = _loop_paused(run_ctx, app, target.hosts, dry_run=req.dry_run)(run_rollout)(
             run_ctx,
             target.hosts,
             req,

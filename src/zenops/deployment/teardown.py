@@ -70,21 +70,9 @@ def down(
     owned = ops.list_owned(conn, cloud, deployment=name, campaign=campaign, keypairs=keypairs)
     plan = ops.teardown(conn, cloud, owned, dry_run=True)
     names = sorted({d.name for d in selected} | {r["deployment"] for r in plan if r["deployment"]})
-    # the expiry switch's application credentials (no tags: named after their deployment), deleted after the servers
+    # the expiry switch's and the scaling loop's application credentials (no tags), deleted after the servers
     scope = set(names) | ({name} if name else set())
-
-    def in_scope(c: Any) -> bool:  # a campaign's: by its description's mark, even once its servers are all gone
-        return expiry_switch.deployment_of(c.name) in scope or (
-            campaign is not None and expiry_switch.campaign_of(c) == campaign
-        )
-
-    def loop_in_scope(c: Any) -> bool:  # the scaling loop's (services/scaler.py: `down -i` removes it first)
-        return scaler_cred.deployment_of(c.name) in scope or (
-            campaign is not None and scaler_cred.campaign_of(c) == campaign
-        )
-
-    creds = [c for c in expiry_switch.listed(conn, cloud) if in_scope(c)]
-    loop_creds = [c for c in scaler_cred.listed(conn, cloud) if loop_in_scope(c)]
+    creds, loop_creds = _credentials(conn, cloud, scope, campaign)
     plan += [expiry_switch.describe(c) for c in creds] + [scaler_cred.describe(c) for c in loop_creds]
     if dry_run or not plan:
         if not dry_run:  # nothing of it on the cloud
@@ -103,8 +91,7 @@ def down(
         raise classify(e, cloud) from e
     left = ops.list_owned(conn, cloud, deployment=name, campaign=campaign, keypairs=keypairs)
     left_names = [f"{k} {ops.describe(k, r)['name']}" for k, r in left.items()]
-    left_names += [f"application_credential {c.name}" for c in expiry_switch.listed(conn, cloud) if in_scope(c)]
-    left_names += [f"application_credential {c.name}" for c in scaler_cred.listed(conn, cloud) if loop_in_scope(c)]
+    left_names += [f"application_credential {c.name}" for cs in _credentials(conn, cloud, scope, campaign) for c in cs]
     if left_names:
         raise CloudError(
             f"{len(left_names)} resource(s) are still there after teardown: " + ", ".join(left_names),
@@ -112,6 +99,20 @@ def down(
         )
     _forget_all(config, cloud, selected, unreadable, keep_secrets=keep_secrets, note=note)
     return DownResult(cloud, removed, False, names)
+
+
+def _credentials(conn: Any, cloud: str, scope: set[str], campaign: str | None) -> tuple[list[Any], list[Any]]:
+    """The expiry switch's and the scaling loop's application credentials of the deployments in ``scope`` (by their
+    names) or of ``campaign`` (by their description's mark, even once its servers are all gone)."""
+    from zenops.cloud import expiry_switch, scaler_cred  # noqa: PLC0415
+
+    def mine(kind: Any, c: Any) -> bool:
+        return kind.deployment_of(c.name) in scope or (campaign is not None and kind.campaign_of(c) == campaign)
+
+    return (
+        [c for c in expiry_switch.listed(conn, cloud) if mine(expiry_switch, c)],
+        [c for c in scaler_cred.listed(conn, cloud) if mine(scaler_cred, c)],
+    )
 
 
 def _forget_all(
