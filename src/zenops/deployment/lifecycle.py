@@ -371,7 +371,7 @@ def _addresses(dep: ledger.Deployment, names: Iterable[str]) -> dict[str, str]:
 def leak_proof(config: Any, cloud: str, campaign: str, deployments: Iterable[str] = ()) -> list[dict[str, Any]]:
     """Resources on ``cloud`` carrying the campaign's mark (what `zenops leaks` would find of it), and the expiry
     switches' application credentials of its ``deployments`` (credentials carry no tags: they go by name)."""
-    from zenops.cloud import expiry_switch, ops  # noqa: PLC0415
+    from zenops.cloud import expiry_switch, ops, scaler_cred  # noqa: PLC0415
 
     conn = ops.connect(cloud)
     owned = ops.list_owned(conn, cloud, campaign=campaign)
@@ -382,7 +382,12 @@ def leak_proof(config: Any, cloud: str, campaign: str, deployments: Iterable[str
         for c in expiry_switch.listed(conn, cloud)
         if expiry_switch.deployment_of(c.name) in names or expiry_switch.campaign_of(c) == campaign
     ]
-    return found + [expiry_switch.describe(c) for c in creds]
+    loop = [
+        c
+        for c in scaler_cred.listed(conn, cloud)
+        if scaler_cred.deployment_of(c.name) in names or scaler_cred.campaign_of(c) == campaign
+    ]
+    return found + [expiry_switch.describe(c) for c in creds] + [scaler_cred.describe(c) for c in loop]
 
 
 def quota_room(ctx: RunContext, cloud: str, flavors: list[str]) -> tuple[Limits, list[tuple[int, int]], bool]:

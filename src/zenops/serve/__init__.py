@@ -86,6 +86,12 @@ class ServeRequest:
     gateway_addresses: Mapping[str, str] = field(default_factory=dict)
     engine_args: tuple[str, ...] = ()  # more `vllm serve` arguments, after the planned ones (check_engine_args)
     metrics: str = "off"  # on | off: Prometheus and node_exporter (services/metrics.py)
+    # the scaling loop (services/scaler.py; zenops.scaling.request): a range MIN..MAX installs it; None: none
+    replicas: str | None = None
+    max_price_per_hour: float | None = None
+    scale_out_waiting: float | None = None
+    scale_in_load: float | None = None
+    scale_cooldown: int | None = None
     layout: str = "zenops"  # zenops, or a peer's settings reproduced for comparison (zenops.peers)
 
 
