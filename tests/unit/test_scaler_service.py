@@ -122,18 +122,20 @@ def test_the_loop_without_the_metrics_is_refused_with_the_fix(ctx, cloud):
 
 
 def test_status_reads_the_loops_state_and_lines_say_target_actual_and_the_last_decision(ctx):
-    ctx.runs.loop_state = {
-        "version": 1, "target": 2, "actual": 2, "phase": "idle", "decisions": [
-            {"action": "out", "current": 1, "target": 2, "reason": "waiting/replica 5.5 > 2",
-             "at": "2025-01-01T12:03:00Z", "result": "done"},
-        ],
-    }  # fmt: skip
+    from zenops.scaling.state import ScalingState  # noqa: PLC0415
+
+    # the loop's own state file (zenops.scaling.state writes it on the host), as the playbook's `state` action reads it
+    loop = ScalingState("d1", Replicas(1, 3), cloud="c1", cap_per_hour=2.5, target=2, actual=2, phase="idle")
+    loop.decisions = [{"action": "out", "current": 1, "target": 2, "reason": "waiting/replica 5.5 > 2",
+                       "at": "2025-01-01T12:03:10Z", "result": "done"}]  # fmt: skip
+    ctx.runs.loop_state = loop.to_dict()
     had = {"scaler": sc.Scaler("s1", "d1", "c1", Replicas(1, 3), cap_per_hour=2.5).to_dict()}
     entries = services_lib.status(ctx, Path("d1.yml"), had)
     assert ctx.runs.specs[-1].extravars["scaler_state_file"] == "/var/lib/zenops-scaler/zenops/scaling/d1.json"
     [line] = services_lib.lines(entries)
     assert line.text == (
-        "scaling: 2 replicas (1..3, cap $2.50/h), target 2, idle; last: out 1 -> 2 at 12:03 (waiting/replica 5.5 > 2)"
+        "scaling: 2 replicas (1..3, cap $2.50/h), target 2, idle; "
+        "last: out 1 -> 2 at 12:03:10 (waiting/replica 5.5 > 2): done"
     )
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from zenops.errors import UsageError
-from zenops.scaling import decide
+from zenops.scaling import decide, request
 from zenops.scaling.decide import Sample
 from zenops.scaling.heal import Health
 from zenops.scaling.loop import Observation, Settings
@@ -58,7 +58,7 @@ def settings_of(ctx: RunContext, dep: DeploymentId) -> Settings:
     scaler = dict(record.services.get("scaler") or {})
     kept = load_state(state_path(ctx.config.state_dir, dep.name))
     bounds = scaler.get("replicas") or (kept.replicas.to_dict() if kept else None)
-    policy = scaler.get("policy") or (kept.policy if kept else None)
+    overrides = scaler.get("overrides")
     if not bounds:
         raise UsageError(
             f"{dep.describe()} has no replica range for the loop",
@@ -72,7 +72,12 @@ def settings_of(ctx: RunContext, dep: DeploymentId) -> Settings:
     return Settings(
         deployment=dep.name,
         bounds=replicas,
-        policy=policy_from_dict(policy) if policy else decide.default_policy(seats),
+        # the service records the overrides `up` was given; a state file alone (no record) keeps the policy it ran
+        policy=(
+            request.policy(seats=seats, overrides=overrides or {})
+            if overrides is not None or not kept or not kept.policy
+            else policy_from_dict(kept.policy)
+        ),
         cloud=dep.cloud,
         cap_per_hour=float(cap) if cap is not None else None,
         protected=frozenset(protected),

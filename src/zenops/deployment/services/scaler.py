@@ -1,5 +1,5 @@
 """The scaling loop as a service of the deployment (`up --cloud ... --replicas MIN..MAX`): zenops itself, running on
-the deployment's gateway server as the systemd unit ``zenops-scaler.service`` (`zenops scale run --deployment NAME`,
+the deployment's gateway server as the systemd unit ``zenops-scaler.service`` (`zenops scale run NAME`,
 as the system user ``zenops-scaler``), so that it keeps working while the operator's machine is off.
 
 What `up` installs there (roles/scaler, playbooks/scaler.yml; zenops.scaling.request chose the range):
@@ -351,40 +351,20 @@ def _entry(ctx: RunContext, inventory: Path) -> ledger.Deployment:
     return dep
 
 
-def when(at: Any) -> str:
-    """``12:03`` of an ISO time (the time of day a decision was taken), else what it was."""
-    text = str(at or "")
-    return text[11:16] if len(text) >= 16 and text[10] in "T " else text or "?"
-
-
 def summary(replicas: Replicas, cap: float | None, loop: Mapping[str, Any] | None) -> str:
     """``scaling: 2 replicas (1..3, cap $2.50/h), target 2, idle; last: out 1 -> 2 at 12:03 (...)``: one status line
-    from the loop's state (the JSON of zenops.scaling.state; None: it wrote none yet)."""
+    from the loop's state (zenops.scaling.state's JSON, its own summary; None: it wrote none yet)."""
+    from zenops.errors import ZenopsError  # noqa: PLC0415
+    from zenops.scaling.state import ScalingState  # noqa: PLC0415
     from zenops.spend import hourly  # noqa: PLC0415
 
-    capped = f", cap {hourly(cap)}" if cap is not None else ""
     if not loop:
+        capped = f", cap {hourly(cap)}" if cap is not None else ""
         return f"scaling: {replicas}{capped}; the loop has written no state yet"
-    text = (
-        f"scaling: {loop.get('actual', '?')} replicas ({replicas}{capped}), target {loop.get('target', '?')}, "
-        f"{loop.get('phase', '?')}"
-    )
-    if loop.get("paused_by"):
-        text += f" (by {loop['paused_by']})"
-    if loop.get("stopped"):
-        text += f" (stopped: {loop['stopped']})"
-    decisions = [d for d in loop.get("decisions") or [] if isinstance(d, Mapping)]
-    if decisions:
-        d = decisions[-1]
-        step = (
-            f"{d.get('action')} {d.get('current')} -> {d.get('target')}"
-            if d.get("action") in ("out", "in")
-            else f"{d.get('action')} {d.get('current')}"
-        )
-        text += f"; last: {step} at {when(d.get('at'))} ({d.get('reason', '')})"
-        if str(d.get("result") or "done") != "done":
-            text += f" {d.get('result')}"
-    return text
+    try:
+        return ScalingState.from_dict(loop).summary()
+    except (ZenopsError, KeyError, TypeError, ValueError) as e:
+        return f"scaling: {replicas}; the loop's state cannot be read ({e})"
 
 
 class ScalerService:
