@@ -416,6 +416,23 @@ def request_rows(request: str) -> tuple[Option, ...]:
     return tuple(o for o in TABLE if request in o.requests)
 
 
+def field_default(request: str, field: str) -> Any:
+    """The default of the row that fills ``request``'s ``field``: what a command gets without its flag. The request's
+    dataclass declares it as its field's default (``concurrency: int = field_default("ServeRequest",
+    "concurrency")``), so the value lives in the row only and a library caller means what the command means."""
+    found = [o for o in request_rows(request) if o.field == field]
+    if len(found) != 1:
+        raise KeyError(f"{len(found)} rows fill {request}.{field}; expected one")
+    o = found[0]
+    if o.kind == "bool":
+        return bool(o.default)
+    if o.kind == "duration" and isinstance(o.default, str):
+        from zenops import durations  # noqa: PLC0415
+
+        return durations.parse(o.default)
+    return o.default
+
+
 def request_from_rows(cls: type[T], values: Mapping[str, Any], **extra: Any) -> T:
     """The one way a request is built: ``cls`` (a dataclass) from ``values`` (row field -> value; what is not a
     field of one of the rows of ``cls`` is left out), plus ``extra`` (what no option sets: NOT_OPTIONS). A dotted

@@ -237,3 +237,13 @@ def test_the_strategy_row_offers_auto_and_every_registered_strategy():
 
     [row] = [o for o in TABLE if o.field == "strategy"]
     assert list(row.choices) == [strategies.AUTO, *strategies.names()]
+
+
+def test_a_requests_field_default_is_its_rows_and_an_unknown_field_is_refused():
+    """ServeRequest's defaults are read from the rows (option_table.field_default): a row's default changed is the
+    request's default changed, with nothing else to edit."""
+    assert option_table.field_default("ServeRequest", "concurrency") == row("concurrency").default
+    assert ServeRequest(model="m").concurrency == row("concurrency").default
+    assert ServeRequest(model="m").force_unsupported is False  # a bool row: a bool
+    with pytest.raises(KeyError, match=r"0 rows fill ServeRequest\.no_such_field"):
+        option_table.field_default("ServeRequest", "no_such_field")

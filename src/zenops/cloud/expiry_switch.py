@@ -34,7 +34,7 @@ import contextlib
 import glob
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -289,13 +289,7 @@ class Armed:
     why_not: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "servers": self.servers,
-            "of": self.of,
-            "expires_at": self.expires_at,
-            "auth_url": self.auth_url,
-            "why_not": self.why_not,
-        }
+        return asdict(self)
 
 
 def secret_file(state_dir: Path, cloud: str, deployment: str, server_id: str) -> Path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import openstack
@@ -79,18 +79,7 @@ class Preflight:
     cost_per_hour: float | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "cloud": self.cloud,
-            "flavor": self.flavor,
-            "image": self.image,
-            "network_mode": self.network_mode,
-            "network": self.network,
-            "external_network": self.external_network,
-            "count": self.count,
-            "limits": self.limits.__dict__,
-            "shortfalls": [str(s) for s in self.shortfalls],
-            "cost_per_hour": self.cost_per_hour,
-        }
+        return {**asdict(self), "shortfalls": [str(s) for s in self.shortfalls]}
 
 
 def _limits(conn: Connection) -> Limits:
