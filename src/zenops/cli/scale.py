@@ -6,6 +6,7 @@ local Prometheus, the cloud, the gateway, the deployment's lifecycle), zenops.sc
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -13,7 +14,8 @@ from rich.markup import escape
 
 from zenops.cli.context import get_app
 from zenops.cli.option_types import DurationType
-from zenops.cli.options import json_option
+from zenops.cli.options import json_option, plot_option, png_target
+from zenops.errors import UsageError
 
 if TYPE_CHECKING:
     from zenops.cli.context import App
@@ -93,21 +95,35 @@ def run(ctx: click.Context, deployment: str, once: bool) -> None:
 decisions with their reasons and figures.
 
 {_WHERE}
+
+\b
+  zenops scale status fleet
+  zenops scale status fleet --plot replicas.png   (the replica count over time, the decisions numbered)
 """,
 )
 @deployment_arg
 @click.option("--last", "last_n", type=click.IntRange(min=0), default=5, show_default=True,
               help="How many of the last decisions to show.")  # fmt: skip
+@plot_option(
+    "Also write a PNG: the actual and target replicas over time (the loop's last 2000 ticks), MIN and MAX, each "
+    "scaling decision that acted marked and numbered, with its reason, figures and result."
+)
 @json_option
 @click.pass_context
-def status(ctx: click.Context, deployment: str, last_n: int) -> None:
+def status(ctx: click.Context, deployment: str, last_n: int, plot_file: Path | None) -> None:
     from zenops.scaling.state import decision_line, pause_path, read_pause  # noqa: PLC0415
 
     app = get_app(ctx)
+    if plot_file is not None:
+        png_target(plot_file)
     st = _state(app, deployment)
     pause = read_pause(pause_path(app.config.state_dir, deployment))
+    if plot_file is not None:
+        _plot(app, st, plot_file)
     if app.json:
-        app.emit_json({**st.to_dict(), "pause": pause.to_dict() if pause else None})
+        app.emit_json(
+            {**st.to_dict(), "pause": pause.to_dict() if pause else None, "plot": str(plot_file) if plot_file else None}
+        )
         return
     app.out.print(escape(st.summary()))
     if pause is not None and st.phase not in ("paused", "stopped"):
@@ -180,6 +196,16 @@ def _state(app: App, deployment: str) -> ScalingState:
             "there); from your machine `zenops status` shows the loop's state",
         )
     return st
+
+
+def _plot(app: App, st: ScalingState, path: Path) -> None:
+    from zenops.scaling.plot import plot  # noqa: PLC0415
+
+    try:
+        data = plot(st, path)
+    except OSError as e:
+        raise UsageError(f"--plot {path}: cannot write: {e.strerror or e}") from e
+    app.note(f"wrote {path}: {len(data.minutes)} ticks over {data.minutes[-1]:.1f} min, {len(data.markers)} decisions")
 
 
 def _said(app: App, st: ScalingState, text: str, **extra: object) -> None:
