@@ -27,8 +27,21 @@ T = TypeVar("T")
 
 # the commands (their path below `zenops`) that take the target rows
 _HOSTS = ("bench", "down", "facts", "logs", "plan", "rollout", "ssh", "status", "top", "up")
-_DEPLOYMENT = ("bench", "down", "logs", "rollout", "ssh", "status", "top", "up")
-_CLOUD = ("bench", "config init", "down", "leaks", "logs", "reap", "rollout", "ssh", "status", "top", "up")
+_DEPLOYMENT = ("bench", "down", "image bake", "logs", "rollout", "ssh", "status", "top", "up")
+_CLOUD = (
+    "bench",
+    "config init",
+    "down",
+    "image bake",
+    "leaks",
+    "logs",
+    "reap",
+    "rollout",
+    "ssh",
+    "status",
+    "top",
+    "up",
+)
 _NAMES: dict[str, Any] = {
     "old": ("--name",)
 }  # `up` and `down` name the deployment they make or remove; --name was its spelling
