@@ -1,6 +1,7 @@
-"""What the scaling loop's host gets for a cold scale-out (zenops.deployment.services.scaler: host_inputs, rewrite,
-shipped, restored; roles/scaler's unit): the engine image tarball, a local model, the base image archive, the
-Hugging Face token, the configuration, and the serving record pointing at the host's copies.
+"""What the scaling loop's host gets for a cold scale-out (zenops.scaling.inputs: host_inputs, restored;
+zenops.deployment.services.scaler: rewrite, shipped; roles/scaler's unit): the engine image tarball, a local model,
+the base image archive, the Hugging Face token, the configuration, and the serving record pointing at the host's
+copies.
 
 TEST DOUBLES: ``FakeRecord`` stands for a serving record (request and images); files are real, in tmp_path."""
 
@@ -23,6 +24,7 @@ from zenops.context import RunContext
 from zenops.deployment.record import ServingRecord
 from zenops.deployment.services import scaler as sc
 from zenops.deployment.store import Store
+from zenops.scaling import inputs as si
 
 
 @dataclass
@@ -53,24 +55,24 @@ def test_what_goes_the_image_once_the_model_the_base_archive_and_the_token_as_a_
     c = controller
     images = {h: {"ref": "zenops/vllm-zen:x", "archive": str(c["image"])} for h in ("web-1", "web-2")}
     record = FakeRecord({"model": str(c["model"]), "base_image_archive": str(c["base"])}, images)
-    got = sc.host_inputs(record, c["token"])
+    got = si.host_inputs(record, c["token"])
     by_dest = {f["dest"]: f for f in got.files}
     assert sorted(by_dest) == sorted([
-        f"{sc.HOST_IMAGES}/{c['image'].name}",  # one tarball for both hosts: same pair, same CPU kind
-        f"{sc.HOST_INPUTS}/models/tiny-llama",  # its name is the served name: kept
-        f"{sc.HOST_INPUTS}/debian.tar",  # its name and size are build inputs: kept
-        f"{sc.HOST_SECRETS}/hf-token",
+        f"{si.HOST_IMAGES}/{c['image'].name}",  # one tarball for both hosts: same pair, same CPU kind
+        f"{si.HOST_INPUTS}/models/tiny-llama",  # its name is the served name: kept
+        f"{si.HOST_INPUTS}/debian.tar",  # its name and size are build inputs: kept
+        f"{si.HOST_SECRETS}/hf-token",
     ])  # fmt: skip
-    image = by_dest[f"{sc.HOST_IMAGES}/{c['image'].name}"]
+    image = by_dest[f"{si.HOST_IMAGES}/{c['image'].name}"]
     assert (image["kind"], image["size"], image["mode"], image["secret"]) == ("file", 1000, "0644", False)
-    assert by_dest[f"{sc.HOST_INPUTS}/models/tiny-llama"]["kind"] == "dir"
-    assert "size" not in by_dest[f"{sc.HOST_INPUTS}/models/tiny-llama"]  # a directory: copied file by file
-    secret = by_dest[f"{sc.HOST_SECRETS}/hf-token"]
+    assert by_dest[f"{si.HOST_INPUTS}/models/tiny-llama"]["kind"] == "dir"
+    assert "size" not in by_dest[f"{si.HOST_INPUTS}/models/tiny-llama"]  # a directory: copied file by file
+    secret = by_dest[f"{si.HOST_SECRETS}/hf-token"]
     assert (secret["mode"], secret["secret"]) == ("0600", True)
     assert got.request == {
-        "model": f"{sc.HOST_INPUTS}/models/tiny-llama",
-        "base_image_archive": f"{sc.HOST_INPUTS}/debian.tar",
-        "hf_token_file": f"{sc.HOST_SECRETS}/hf-token",
+        "model": f"{si.HOST_INPUTS}/models/tiny-llama",
+        "base_image_archive": f"{si.HOST_INPUTS}/debian.tar",
+        "hf_token_file": f"{si.HOST_SECRETS}/hf-token",
     }
     assert got.missing == []
 
@@ -79,8 +81,8 @@ def test_a_hugging_face_name_and_no_token_ship_only_the_image_and_what_is_missin
     images = {"web-1": {"ref": "zenops/vllm-zen:x", "archive": str(controller["image"])},
               "web-2": {"ref": "zenops/vllm-zen:y", "archive": str(controller["image"].with_name("gone.tar"))},
               "web-3": {"ref": "zenops/vllm-zen:z"}}  # fmt: skip
-    got = sc.host_inputs(FakeRecord({"model": "Qwen/Qwen2.5-0.5B-Instruct"}, images))
-    assert [f["dest"] for f in got.files] == [f"{sc.HOST_IMAGES}/{controller['image'].name}"]
+    got = si.host_inputs(FakeRecord({"model": "Qwen/Qwen2.5-0.5B-Instruct"}, images))
+    assert [f["dest"] for f in got.files] == [f"{si.HOST_IMAGES}/{controller['image'].name}"]
     assert got.request == {}  # the model's name stays: downloaded on the new server
     assert len(got.missing) == 2
     assert "gone.tar" in got.missing[0]
@@ -91,7 +93,7 @@ def test_the_record_the_host_gets_points_at_its_copies_and_its_state(tmp_path: P
     state = tmp_path / "state"
     record = {"request": {"model": "/home/me/models/tiny", "hf_token_file": None, "dtype": "bfloat16"},
               "api_key_file": f"{state}/secrets/d1.api-key"}  # fmt: skip
-    host = {"model": f"{sc.HOST_INPUTS}/models/tiny", "hf_token_file": f"{sc.HOST_SECRETS}/hf-token"}
+    host = {"model": f"{si.HOST_INPUTS}/models/tiny", "hf_token_file": f"{si.HOST_SECRETS}/hf-token"}
     out = json.loads(sc.rewrite(json.dumps(record), state, request=host))
     assert out["request"] == {**host, "dtype": "bfloat16"}
     assert out["api_key_file"] == f"{sc.HOST_STATE}/secrets/d1.api-key"
@@ -100,9 +102,9 @@ def test_the_record_the_host_gets_points_at_its_copies_and_its_state(tmp_path: P
 def test_a_record_pulled_back_has_this_machines_inputs_again(tmp_path: Path) -> None:
     mine = tmp_path / "record.json"
     mine.write_text(json.dumps({"request": {"model": "/home/me/models/tiny", "hf_token_file": None}}))
-    pulled = {"request": {"model": f"{sc.HOST_INPUTS}/models/tiny", "hf_token_file": f"{sc.HOST_SECRETS}/hf-token",
+    pulled = {"request": {"model": f"{si.HOST_INPUTS}/models/tiny", "hf_token_file": f"{si.HOST_SECRETS}/hf-token",
                           "dtype": "bfloat16"}, "plans": {"web-3": {}}}  # fmt: skip
-    out = json.loads(sc.restored(json.dumps(pulled), mine))
+    out = json.loads(si.restored(json.dumps(pulled), mine))
     assert out["request"] == {"model": "/home/me/models/tiny", "hf_token_file": None, "dtype": "bfloat16"}
     assert out["plans"] == {"web-3": {}}  # what the loop changed stays
 
@@ -127,14 +129,14 @@ def test_install_ships_the_inputs_the_config_and_a_record_pointing_at_them(
         seen["config_mode"] = stat.S_IMODE(Path(goes["scaler_config_file"]).stat().st_mode)
         seen["modes"] = {stat.S_IMODE(Path(f["src"]).stat().st_mode) for f in goes["scaler_state_files"]}
         staged_dir = Path(goes["scaler_config_file"]).parent
-    assert goes["scaler_image_cache"] == sc.HOST_IMAGES
+    assert goes["scaler_image_cache"] == si.HOST_IMAGES
     assert {f["dest"] for f in goes["scaler_inputs"]} == {
-        f"{sc.HOST_IMAGES}/{controller['image'].name}", f"{sc.HOST_INPUTS}/models/tiny-llama",
-        f"{sc.HOST_SECRETS}/hf-token",
+        f"{si.HOST_IMAGES}/{controller['image'].name}", f"{si.HOST_INPUTS}/models/tiny-llama",
+        f"{si.HOST_SECRETS}/hf-token",
     }  # fmt: skip
     [record] = seen["record"]
-    assert record["request"]["model"] == f"{sc.HOST_INPUTS}/models/tiny-llama"
-    assert record["request"]["hf_token_file"] == f"{sc.HOST_SECRETS}/hf-token"
+    assert record["request"]["model"] == f"{si.HOST_INPUTS}/models/tiny-llama"
+    assert record["request"]["hf_token_file"] == f"{si.HOST_SECRETS}/hf-token"
     assert "state_dir" not in seen["config"]  # the host's own: its XDG_STATE_HOME
     assert set(seen["config"]) == {"keep_runs", "clouds", "flavors", "docker", "ssh"}
     assert seen["config_mode"] == seen["modes"].pop() == 0o600
@@ -163,13 +165,13 @@ def test_the_loop_runs_with_the_image_cache_the_inputs_go_to() -> None:
     defaults = yaml.safe_load((role / "defaults" / "main.yml").read_text())
     home = defaults["scaler_home"]
     cache = jinja2.Template(defaults["scaler_image_cache"]).render(scaler_home=home)
-    assert cache == sc.HOST_IMAGES
+    assert cache == si.HOST_IMAGES
     unit = jinja2.Template((role / "templates" / "zenops-scaler.service.j2").read_text()).render(
-        **{**defaults, "ansible_managed": "", "scaler_deployment": "d1", "scaler_image_cache": sc.HOST_IMAGES}
+        **{**defaults, "ansible_managed": "", "scaler_deployment": "d1", "scaler_image_cache": si.HOST_IMAGES}
     )
-    assert f"Environment=ZENOPS_IMAGE_CACHE={sc.HOST_IMAGES}\n" in unit
+    assert f"Environment=ZENOPS_IMAGE_CACHE={si.HOST_IMAGES}\n" in unit
     assert f"ReadWritePaths={home}\n" in unit
-    assert sc.HOST_IMAGES.startswith(f"{home}/")  # the loop may write there (a cache hit touches its tarball)
+    assert si.HOST_IMAGES.startswith(f"{home}/")  # the loop may write there (a cache hit touches its tarball)
     specs = yaml.safe_load((role / "meta" / "argument_specs.yml").read_text())["argument_specs"]["main"]["options"]
-    assert specs["scaler_image_cache"]["default"] == sc.HOST_IMAGES
+    assert specs["scaler_image_cache"]["default"] == si.HOST_IMAGES
     assert {"scaler_inputs", "scaler_image_cache"} <= set(specs)

@@ -42,10 +42,6 @@ if TYPE_CHECKING:
 USER = "zenops-scaler"
 HOME = "/var/lib/zenops-scaler"  # its XDG_STATE_HOME: zenops's state is HOME/zenops
 HOST_STATE = f"{HOME}/zenops"
-HOST_IMAGES = f"{HOME}/.cache/zenops/images"  # its ZENOPS_IMAGE_CACHE: the engine images a new replica loads
-HOST_INPUTS = f"{HOME}/inputs"  # what else a new replica's serve reads on the host: the model, the base archive
-HOST_SECRETS = f"{HOST_INPUTS}/secrets"  # ... and the Hugging Face token (0700 directory, 0600 file)
-INPUT_FIELDS = ("model", "hf_token_file", "base_image_archive")  # the request's paths the host has its own of
 UNIT = "zenops-scaler.service"
 ACTIONS = ("present", "absent", "pause", "resume", "state", "push", "pull")
 
@@ -150,7 +146,7 @@ def rewrite(text: str, state_dir: Path, *, inventory: bool = False, request: Map
     """A state file as the host reads it: every controller state path is the host's; an ``inventory``'s hosts are
     reached by their fixed address (``zenops_private_address``, which `up --cloud` writes): the loop is inside the
     deployment's network. ``request``: a serving record's request fields the host has its own of (its copies of the
-    model, the Hugging Face token, the base image archive: :func:`host_inputs`), set in its ``request``."""
+    model, the Hugging Face token, the base image archive: zenops.scaling.inputs), set in its ``request``."""
     if request:
         data = json.loads(text)
         data["request"] = {**(data.get("request") or {}), **request}
@@ -224,96 +220,15 @@ def staged(
         yield out
 
 
-# --- what a new replica's serve needs on the host (the cold scale-out) -----------------------------------------------
-
-
-@dataclass(frozen=True)
-class Inputs:
-    """What the loop's serve of a new replica reads on its host, shipped by the role (``scaler_inputs``): each
-    ``src`` (controller), ``dest`` (host, absolute), ``mode``, ``kind`` (file, dir), ``size`` (a file's: the role
-    copies a file again only when it is missing or its size differs; an image tarball's name carries its inputs
-    digest), ``secret`` (copied with no_log, compared by checksum); ``request``: the serving record's request fields
-    as the host has them (:func:`rewrite`); ``missing``: what the host will lack, said to the operator."""
-
-    files: list[dict[str, Any]] = field(default_factory=list)
-    request: dict[str, str] = field(default_factory=dict)
-    missing: list[str] = field(default_factory=list)
-
-
-def host_inputs(record: Any, hf_token: Path | None = None) -> Inputs:
-    """What a new replica's serve needs that the host lacks, from the serving ``record``: the engine image's tarball
-    of each recorded image (the controller's image cache entry of that pair and CPU kind, ``images[host].archive``:
-    the host's serve loads it instead of building), the model directory when it is a local one (`zenops tiny-model`;
-    a Hugging Face name is downloaded on the new server), the pip route's base image archive, and ``hf_token`` (the
-    Hugging Face token's file, given or made from $HF_TOKEN: zenops.serve.hf_token_file)."""
-    req = dict(record.request or {})
-    out = Inputs()
-    seen: set[str] = set()
-    for host, image in sorted((record.images or {}).items()):
-        archive = str((image or {}).get("archive") or "")
-        if archive in seen:
-            continue
-        seen.add(archive)
-        src = Path(archive)
-        if not archive:
-            out.missing.append(f"the engine image of {host} ({(image or {}).get('ref') or '?'}): no image cache "
-                               "entry recorded (served by an older zenops: `zenops up` again records it)")  # fmt: skip
-        elif not src.is_file():
-            out.missing.append(f"the engine image {src.name}: not in this machine's image cache any more")
-        else:
-            out.files.append(_file(src, f"{HOST_IMAGES}/{src.name}", "0644"))
-    model = Path(str(req.get("model") or ""))
-    if model.is_absolute() and model.is_dir():
-        dest = f"{HOST_INPUTS}/models/{model.name}"  # its name is the served name and the mount's
-        out.files.append({"src": str(model), "dest": dest, "mode": "0644", "kind": "dir", "secret": False})
-        out.request["model"] = dest
-    base = Path(str(req.get("base_image_archive") or ""))
-    if req.get("base_image_archive") and base.is_file():
-        dest = f"{HOST_INPUTS}/{base.name}"  # its name and size are the image's build inputs: kept
-        out.files.append(_file(base, dest, "0644"))
-        out.request["base_image_archive"] = dest
-    elif req.get("base_image_archive"):
-        out.missing.append(f"the base image archive {base}: not on this machine")
-    if hf_token is not None:
-        dest = f"{HOST_SECRETS}/hf-token"
-        out.files.append({**_file(hf_token, dest, "0600"), "secret": True})
-        out.request["hf_token_file"] = dest
-    return out
-
-
-def _file(src: Path, dest: str, mode: str) -> dict[str, Any]:
-    return {"src": str(src), "dest": dest, "mode": mode, "kind": "file", "size": src.stat().st_size, "secret": False}
-
-
-def host_config(config: Any) -> str:
-    """The loop's zenops.yaml: this machine's configuration as the host reads it (the cloud profiles, the flavors,
-    Docker's and SSH's settings); no state_dir (the host's is its XDG_STATE_HOME), no SSH key of this machine (the
-    fleet's comes with the ledger entry)."""
-    import yaml  # noqa: PLC0415
-
-    d, ssh = config.docker, config.ssh
-    docker = {"source": d.source, "users": list(d.users), "log_max_size": d.log_max_size,
-              "log_max_file": d.log_max_file, "daemon_options": dict(d.daemon_options)}  # fmt: skip
-    data = {
-        "keep_runs": config.keep_runs,
-        "clouds": dict(config.clouds),
-        "flavors": dict(config.flavors),
-        "docker": docker,
-        "ssh": {"host_key_checking": ssh.host_key_checking, **({"user": ssh.user} if ssh.user else {})},
-    }
-    return "# written by zenops for the scaling loop (zenops.deployment.services.scaler.host_config)\n" + str(
-        yaml.safe_dump(data, sort_keys=True)
-    )
-
-
 @contextmanager
 def shipped(ctx: RunContext, dep: ledger.Deployment, inventory: Path) -> Iterator[dict[str, Any]]:
     """The role's variables of what goes to the host (action present and push): the deployment's state
-    (:func:`staged`, its serving record pointing at the host's inputs), the inputs a new replica's serve reads
-    (:func:`host_inputs`), the loop's zenops.yaml (:func:`host_config`) and its image cache. What the host will lack
-    is said. The staged files and a token made from $HF_TOKEN go on every way out."""
+    (:func:`staged`, its serving record pointing at the host's inputs), the inputs a new replica's serve reads and
+    the loop's zenops.yaml (zenops.scaling.inputs), its image cache. What the host will lack is said. The staged
+    files and a token made from $HF_TOKEN go on every way out."""
     from zenops import serve  # noqa: PLC0415
     from zenops.deployment.store import Store  # noqa: PLC0415
+    from zenops.scaling.inputs import HOST_IMAGES, Inputs, host_config, host_inputs  # noqa: PLC0415
 
     record = Store(ctx.config, inventory).record()
     given = (record.request or {}).get("hf_token_file") if record is not None else None
@@ -409,6 +324,8 @@ def pull(ctx: RunContext, inventory: Path, s: Scaler, dep: ledger.Deployment) ->
     """The loop's ledger entry and serving record back to the controller (the loop may have added or removed
     replicas: a rollout includes them), each host path in them the controller's again; the controller's inventory
     is then written again from the ledger entry (its servers' public addresses). The files written."""
+    from zenops.scaling import inputs  # noqa: PLC0415
+
     wanted = [f for f in host_files(ctx.config, dep, inventory) if f["rewrite"] and not f.get("inventory")]
     result = _run(ctx, inventory, s, "pull", {"scaler_pull": [f["dest"] for f in wanted]})
     got = result.get("files") or {}
@@ -417,7 +334,7 @@ def pull(ctx: RunContext, inventory: Path, s: Scaler, dep: ledger.Deployment) ->
         text = got.get(f["dest"])
         if isinstance(text, str) and text:
             text = text.replace(HOST_STATE, str(ctx.config.state_dir))
-            f["src"].write_text(restored(text, f["src"]) if f.get("record") else text)
+            f["src"].write_text(inputs.restored(text, f["src"]) if f.get("record") else text)
             written.append(f["src"])
     if written:
         from zenops.cloud import ledger as ledger_lib  # noqa: PLC0415
@@ -427,18 +344,6 @@ def pull(ctx: RunContext, inventory: Path, s: Scaler, dep: ledger.Deployment) ->
         if now is not None:
             written.append(write_inventory(ctx.config.state_dir, now, ctx.config.cloud_profile(dep.cloud).image_user))
     return written
-
-
-def restored(text: str, mine: Path) -> str:
-    """A serving record pulled from the host with this machine's inputs again (the request fields :func:`host_inputs`
-    pointed at the host's copies, as the record ``mine`` here has them)."""
-    data = json.loads(text)
-    here = json.loads(mine.read_text()).get("request") or {} if mine.is_file() else {}
-    req = dict(data.get("request") or {})
-    for k in INPUT_FIELDS:
-        if str(req.get(k) or "").startswith(f"{HOME}/"):
-            req[k] = here.get(k)
-    return json.dumps({**data, "request": req}, indent=2, sort_keys=True)
 
 
 def delete_credential(ctx: RunContext, s: Scaler) -> list[str]:
