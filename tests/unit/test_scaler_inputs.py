@@ -57,6 +57,7 @@ def test_what_goes_the_image_once_the_model_the_base_archive_and_the_token_as_a_
     record = FakeRecord({"model": str(c["model"]), "base_image_archive": str(c["base"])}, images)
     got = si.host_inputs(record, c["token"])
     by_dest = {f["dest"]: f for f in got.files}
+    assert len(got.files) == len(by_dest)  # each once
     assert sorted(by_dest) == sorted([
         f"{si.HOST_IMAGES}/{c['image'].name}",  # one tarball for both hosts: same pair, same CPU kind
         f"{si.HOST_INPUTS}/models/tiny-llama",  # its name is the served name: kept
