@@ -18,6 +18,7 @@ from zenops.scaling import fleet
 from zenops.scaling.decide import Decision, Sample, default_policy
 from zenops.scaling.heal import Health
 from zenops.scaling.loop import Observation, Settings
+from zenops.scaling.phases import ScaledOut
 from zenops.scaling.replicas import Replicas
 from zenops.scaling.state import ScalingState, load_state, pause_path, read_pause, state_path, write_pause
 
@@ -114,7 +115,7 @@ class FakeFleet:
             {"web-1": Health(now, server="ACTIVE", backend="UP")},
         )
 
-    def scale_out(self, count: int) -> list[str]:
+    def scale_out(self, count: int) -> ScaledOut:
         raise AssertionError("no action expected")
 
     def scale_in(self, replicas: Sequence[str]) -> None:

@@ -88,19 +88,52 @@ def test_scale_out_deletes_the_new_server_when_its_serve_fails(
     assert calls == [("add", ["web-1"], 1, 8080), ("serve", "web-2"), ("remove", "web-2")]
 
 
-def test_scale_out_serves_the_new_server_then_the_gateway_follows(
+class FakeTicks:
+    """TEST DOUBLE of the monotonic clock: each reading 10 s after the one before."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        self.t += 10.0
+        return self.t
+
+
+def fake_served(marks: dict[str, Any] | None) -> Any:
+    """What serve_inventory returns, as far as the phases read it: the up run's time, the serve run's marks."""
+    facts = {"web-2": {"zenops_serve_marks": marks}} if marks is not None else {}
+    return SimpleNamespace(up=SimpleNamespace(run=SimpleNamespace(duration_s=3.0)),
+                           serve=SimpleNamespace(host_facts=facts))  # fmt: skip
+
+
+def test_scale_out_serves_the_new_server_then_the_gateway_follows_and_says_each_phases_time(
     opened: tuple[Deployment, list[Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dep, calls = opened
+    got = fake_served({"began": "1000.0", "image": "1004.0", "model": 1005.0, "healthy": "1009.5"})
 
-    def served(*_: Any, **kw: Any) -> str:
+    def served(*_: Any, **kw: Any) -> Any:
         calls.append(("serve", kw["limit"], kw["record"], kw["gateway"]))
-        return "served"
+        return got
 
     monkeypatch.setattr(serve, "serve_inventory", served)
-    assert dep.scale_out(1) == ["web-2"]
+    out = dep.scale_out(1, clock=FakeTicks())
+    assert out.names == ["web-2"]
     assert calls[:2] == [("add", ["web-1"], 1, 8080), ("serve", "web-2", False, False)]
-    assert calls[2] == ("follow", {"served": "served", "addresses": {"web-2": "10.0.0.2"}, "ready_timeout": 120})
+    assert calls[2] == ("follow", {"served": got, "addresses": {"web-2": "10.0.0.2"}, "ready_timeout": 120})
+    # clock: 10 before, 20 made, 30 served, 40 in rotation; the up run 3 s; the marks split the serve run
+    assert out.phases == {"provision": 10.0, "docker": 3.0, "image": 4.0, "model": 1.0, "vllm": 4.5,
+                          "rotation": 10.0, "total": 30.0}  # fmt: skip
+    assert list(out.phases) == ["provision", "docker", "image", "model", "vllm", "rotation", "total"]
+
+
+def test_a_serve_without_marks_is_one_phase_after_docker(
+    opened: tuple[Deployment, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dep, _ = opened
+    monkeypatch.setattr(serve, "serve_inventory", lambda *_a, **_k: fake_served(None))
+    out = dep.scale_out(1, clock=FakeTicks())
+    assert out.phases == {"provision": 10.0, "docker": 3.0, "serve": 7.0, "rotation": 10.0, "total": 30.0}
 
 
 def test_scale_in_drains_then_the_gateway_forgets_then_the_server_goes(

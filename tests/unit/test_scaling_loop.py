@@ -14,6 +14,7 @@ from zenops.errors import LockedError, ZenopsError
 from zenops.scaling.decide import Sample, default_policy
 from zenops.scaling.heal import Backoff, Health
 from zenops.scaling.loop import Loop, Observation, Settings
+from zenops.scaling.phases import ScaledOut
 from zenops.scaling.replicas import Replicas
 from zenops.scaling.state import load_state, pause_path, read_pause, state_path, write_pause
 
@@ -54,6 +55,7 @@ class FakeFleet:
     fail_out: Exception | None = None
     calls: list[tuple[str, object]] = field(default_factory=list)
     born: int = 1
+    phases: dict[str, float] = field(default_factory=dict)  # what each scale-out says its phases took
 
     def observe(self, now: float) -> Observation:
         waiting, running = figures(self.profile, now)
@@ -64,7 +66,7 @@ class FakeFleet:
             {n: Health(now, server=self.server.get(n, "ACTIVE"), backend="UP") for n in self.replicas},
         )
 
-    def scale_out(self, count: int) -> list[str]:
+    def scale_out(self, count: int) -> ScaledOut:
         self.calls.append(("out", count))
         if self.fail_out is not None:
             raise self.fail_out
@@ -73,7 +75,7 @@ class FakeFleet:
             self.born += 1
             made.append(f"web-{self.born}")
         self.replicas += made
-        return made
+        return ScaledOut(made, dict(self.phases))
 
     def scale_in(self, replicas: Sequence[str]) -> None:
         self.calls.append(("in", tuple(replicas)))
@@ -130,6 +132,17 @@ def test_load_rises_the_loop_scales_out_after_the_window_then_cools_down_and_sto
     assert st.series[-1][1:] == [3, 3]
     assert len(st.series) == 61 + 2  # a point each tick, and one when each action began (its target)
     assert [p[1:] for p in st.series if p[0] == outs[0]] == [[1, 2], [2, 2]]
+
+
+def test_a_scale_out_keeps_its_phases_with_its_decision(tmp_path: Path) -> None:
+    fleet = FakeFleet(phases={"provision": 61.0, "docker": 38.0, "image": 92.0, "total": 250.0})
+    loop, clock = make(tmp_path, fleet)
+    run_until(loop, clock, 100)
+    st = load_state(state_path(tmp_path, "fleet"))
+    assert st is not None
+    outs = [d for d in st.decisions if d["action"] == "out"]
+    assert [d.get("phases") for d in outs] == [fleet.phases]
+    assert [d.get("phases") for d in st.decisions if d["action"] != "out"] == [None] * (len(st.decisions) - 1)
 
 
 def test_load_stops_the_loop_scales_in_only_after_the_longer_window_and_never_below_min(tmp_path: Path) -> None:

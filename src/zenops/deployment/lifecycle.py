@@ -12,6 +12,7 @@ the open deployment with :meth:`Deployment.held`: there is no way to change a de
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from zenops.deployment.store import Store
     from zenops.deployment.teardown import DownResult
     from zenops.hosts import UpResult
+    from zenops.scaling.phases import ScaledOut
     from zenops.serve import ServeRequest, ServeResult
     from zenops.spend import Spend
 
@@ -218,15 +220,21 @@ class Deployment:
 
     # --- replicas: the scaling loop's steps (zenops.scaling.fleet), composed of the ones above --------------------
 
-    def scale_out(self, more: int, *, ready_timeout: int = 120) -> list[str]:
+    def scale_out(
+        self, more: int, *, ready_timeout: int = 120, clock: Callable[[], float] = time.monotonic
+    ) -> ScaledOut:
         """``more`` serving servers (:meth:`add_servers`), the serving record's request served on them through its
         health gate, then in the record and every service (the gateway balances them once UP). A server whose serve
-        failed is deleted again: a failed step leaves nothing billing."""
+        failed is deleted again: a failed step leaves nothing billing. Returns their names and how long each phase
+        took (zenops.scaling.phases: ``clock`` times the steps, the serve run's marks split it)."""
         from zenops import serve  # noqa: PLC0415
+        from zenops.scaling import phases  # noqa: PLC0415
 
+        t0 = clock()
         store, record, entry = self._replicas()
         keep = sorted(str(s["name"]) for s in entry.servers)
         made, entry = self.add_servers(entry, keep=keep, more=more, gateway_port=_gateway_port(record.services))
+        t_made = clock()
         try:
             served = serve.serve_inventory(self.ctx, self.inventory, serve.request_from_dict(record.request),
                                            limit=",".join(made), record=False, gateway=False)  # fmt: skip
@@ -234,8 +242,16 @@ class Deployment:
             for name in made:
                 entry = self.remove_server(entry, name)
             raise
+        t_served = clock()
         self._follow(store, record, served=served, addresses=_addresses(entry, made), ready_timeout=ready_timeout)
-        return made
+        t_end = clock()
+        took = {"provision": t_made - t0}
+        docker = served.up.run.duration_s
+        facts = served.serve.host_facts if served.serve is not None else {}
+        split = phases.serve_phases({h: facts.get(h, {}).get("zenops_serve_marks") or {} for h in made})
+        took |= {"docker": docker, **split} if split else {"docker": docker, "serve": t_served - t_made - docker}
+        took |= {"rotation": t_end - t_served, "total": t_end - t0}
+        return phases.ScaledOut(made, phases.ordered({k: round(v, 1) for k, v in took.items()}))
 
     def scale_in(self, names: list[str], *, drain_timeout: int = 600) -> None:
         """``names`` drained through the gateway (their in-flight requests finish), out of the record and every
@@ -250,7 +266,7 @@ class Deployment:
         for name in names:
             entry = self.remove_server(entry, name)
 
-    def replace(self, name: str, *, ready_timeout: int = 120) -> list[str]:
+    def replace(self, name: str, *, ready_timeout: int = 120) -> ScaledOut:
         """The failed server ``name`` out of the record and every service, deleted, and one new one in its place
         (:meth:`scale_out`): a dead server serves nothing, there is nothing to drain."""
         store, record, entry = self._replicas()

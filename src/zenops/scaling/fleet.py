@@ -26,6 +26,7 @@ from zenops.scaling import decide, request
 from zenops.scaling.decide import Sample
 from zenops.scaling.heal import Health
 from zenops.scaling.loop import Observation, Settings
+from zenops.scaling.phases import ScaledOut
 from zenops.scaling.replicas import Replicas
 from zenops.scaling.state import load_state, policy_from_dict, state_path
 
@@ -189,7 +190,7 @@ class DeploymentFleet:
     dep: DeploymentId
     drain_timeout: int = 600
 
-    def scale_out(self, count: int) -> list[str]:
+    def scale_out(self, count: int) -> ScaledOut:
         from zenops.deployment.lifecycle import Deployment  # noqa: PLC0415
 
         with Deployment.open(self.ctx, self.dep) as d:
@@ -208,4 +209,4 @@ class DeploymentFleet:
             if self.dep.cloud is None:
                 d.restart(replica)
                 return f"vLLM restarted on {replica}"
-            return f"{replica} replaced by {', '.join(d.replace(replica))}"
+            return f"{replica} replaced by {', '.join(d.replace(replica).names)}"

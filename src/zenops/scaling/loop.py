@@ -32,6 +32,7 @@ from zenops.errors import LockedError, ZenopsError
 from zenops.scaling import decide, heal
 from zenops.scaling.decide import Decision, Policy, Sample
 from zenops.scaling.heal import Attempt, Backoff, Health
+from zenops.scaling.phases import ScaledOut
 from zenops.scaling.replicas import Replicas
 from zenops.scaling.state import (
     Phase,
@@ -86,8 +87,9 @@ class Fleet(Protocol):
     """What the loop does to the deployment (each step under the deployment's lock: LockedError while an operator
     command holds it)."""
 
-    def scale_out(self, count: int) -> list[str]:
-        """``count`` replicas more, serving and in the gateway; returns their names."""
+    def scale_out(self, count: int) -> ScaledOut:
+        """``count`` replicas more, serving and in the gateway; returns their names and how long each phase took
+        (zenops.scaling.phases)."""
         ...
 
     def scale_in(self, replicas: Sequence[str]) -> None:
@@ -242,7 +244,10 @@ class Loop:
 
     def _run(self, decision: Decision) -> str:
         if decision.action == "out":
-            return f"done: {', '.join(self.fleet.scale_out(decision.count))}"
+            out = self.fleet.scale_out(decision.count)
+            if out.phases:  # with the decision: its time to the new replicas in rotation, phase by phase
+                self.state.timed(out.phases)
+            return f"done: {', '.join(out.names)}"
         if decision.action == "in":
             self.fleet.scale_in(list(decision.replicas))
             return f"done: {', '.join(decision.replicas)} deleted"

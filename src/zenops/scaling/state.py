@@ -10,7 +10,9 @@ it. Its schema is :class:`ScalingState` (``version`` 1):
 * what it did: ``decisions`` (the last 50 that were not holds, and each first hold after an action: a Decision's
   dict, ``at`` and ``result``), ``last`` (the newest decision, a hold included), ``series`` (the last 2000 ticks'
   ``[epoch_s, actual, target]``), ``attempts`` (zenops.scaling.heal.Attempt, the last 20), ``last_action_t``
-  (when the last scaling action ended: the cooldown and the windows count from it across restarts).
+  (when the last scaling action ended: the cooldown and the windows count from it across restarts). A scale-out's
+  decision carries ``phases`` (zenops.scaling.phases: seconds per phase, from the decision's step to the new replicas
+  in rotation); older files without it read the same.
 
 The pause file ``<state dir>/scaling/<deployment>.pause`` (JSON: ``by``, ``reason``, ``at``) asks the loop to stop
 acting: it finishes the step in flight, writes phase ``paused`` and waits until the file is gone. The loop writes
@@ -31,6 +33,7 @@ from zenops import statefile
 from zenops.errors import ZenopsError
 from zenops.scaling.decide import Decision, Policy, Target
 from zenops.scaling.heal import Attempt
+from zenops.scaling.phases import line as phases_line
 from zenops.scaling.replicas import Replicas
 from zenops.statefile import DamagedStateError
 
@@ -108,6 +111,14 @@ class ScalingState:
             self.last["result"] = result
         if self.decisions and self.last is not None and self.decisions[-1]["at"] == self.last["at"]:
             self.decisions[-1]["result"] = result
+
+    def timed(self, phases: Mapping[str, float]) -> None:
+        """The newest decision's ``phases`` (zenops.scaling.phases: seconds per phase of its scale-out)."""
+        if self.last is None:
+            return
+        self.last["phases"] = dict(phases)
+        if self.decisions and self.decisions[-1]["at"] == self.last["at"]:
+            self.decisions[-1]["phases"] = dict(phases)
 
     def tick(self, at: float) -> None:
         """One point of the replica series (``at``, actual, target), and the time of this write."""
@@ -221,7 +232,8 @@ def decision_line(d: Mapping[str, Any]) -> str:
     moved = f" {d.get('current')} -> {d.get('target')}" if d.get("action") in ("out", "in") else ""
     at = str(d.get("at") or "")[11:19]
     result = f": {d['result']}" if d.get("result") else ""
-    return f"{d.get('action')}{moved}{who} at {at} ({d.get('reason')}){result}"
+    took = f" [{phases_line(d['phases'])}]" if d.get("phases") else ""
+    return f"{d.get('action')}{moved}{who} at {at} ({d.get('reason')}){result}{took}"
 
 
 def attempt_to_dict(a: Attempt) -> dict[str, Any]:

@@ -142,10 +142,15 @@ def host_record_name(host_inventory: str) -> str:
     return f"{p.stem}-{hashlib.sha256(host_inventory.encode()).hexdigest()[:8]}"
 
 
-def rewrite(text: str, state_dir: Path, *, inventory: bool = False) -> str:
+def rewrite(text: str, state_dir: Path, *, inventory: bool = False, request: Mapping[str, Any] | None = None) -> str:
     """A state file as the host reads it: every controller state path is the host's; an ``inventory``'s hosts are
     reached by their fixed address (``zenops_private_address``, which `up --cloud` writes): the loop is inside the
-    deployment's network."""
+    deployment's network. ``request``: a serving record's request fields the host has its own of (its copies of the
+    model, the Hugging Face token, the base image archive: zenops.scaling.inputs), set in its ``request``."""
+    if request:
+        data = json.loads(text)
+        data["request"] = {**(data.get("request") or {}), **request}
+        text = json.dumps(data, indent=2, sort_keys=True)
     out = text.replace(str(state_dir), HOST_STATE)
     if not inventory:
         return out
@@ -183,7 +188,7 @@ def host_files(config: Any, dep: ledger.Deployment, inventory: Path) -> list[dic
     record = record_lib.serving_record_path(config, inventory)
     if host_inventory:
         out.append({"src": record, "dest": f"serving/{host_record_name(host_inventory)}.json", "mode": "0600",
-                    "rewrite": True})  # fmt: skip
+                    "rewrite": True, "record": True})  # fmt: skip
     for f in out:
         f["src"] = Path(f["src"])
         if f["dest"] is None and f["src"].resolve().is_relative_to(state.resolve()):
@@ -192,9 +197,12 @@ def host_files(config: Any, dep: ledger.Deployment, inventory: Path) -> list[dic
 
 
 @contextmanager
-def staged(config: Any, dep: ledger.Deployment, inventory: Path) -> Iterator[list[dict[str, Any]]]:
+def staged(
+    config: Any, dep: ledger.Deployment, inventory: Path, request: Mapping[str, Any] | None = None
+) -> Iterator[list[dict[str, Any]]]:
     """:func:`host_files` written to a 0700 directory as the host reads them, for the block (the play copies them);
-    removed on every way out (it holds a copy of the fleet's SSH key)."""
+    removed on every way out (it holds a copy of the fleet's SSH key). ``request``: the serving record's fields the
+    host has its own of (:func:`host_inputs`)."""
     from zenops.cloud import ledger as ledger_lib  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(dir=ledger_lib.keys_dir(config.state_dir, dep.cloud)) as tmp:
@@ -202,13 +210,43 @@ def staged(config: Any, dep: ledger.Deployment, inventory: Path) -> Iterator[lis
         for i, f in enumerate(host_files(config, dep, inventory)):
             dst = Path(tmp) / f"{i}-{f['src'].name}"
             if f["rewrite"]:
-                text = rewrite(f["src"].read_text(), config.state_dir, inventory=bool(f.get("inventory")))
+                text = rewrite(f["src"].read_text(), config.state_dir, inventory=bool(f.get("inventory")),
+                               request=request if f.get("record") else None)  # fmt: skip
                 dst.write_text(text)
             else:
                 dst.write_bytes(f["src"].read_bytes())
             dst.chmod(0o600)
             out.append({"src": str(dst), "dest": f["dest"], "mode": f["mode"]})
         yield out
+
+
+@contextmanager
+def shipped(ctx: RunContext, dep: ledger.Deployment, inventory: Path) -> Iterator[dict[str, Any]]:
+    """The role's variables of what goes to the host (action present and push): the deployment's state
+    (:func:`staged`, its serving record pointing at the host's inputs), the inputs a new replica's serve reads and
+    the loop's zenops.yaml (zenops.scaling.inputs), its image cache. What the host will lack is said. The staged
+    files and a token made from $HF_TOKEN go on every way out."""
+    from zenops import serve  # noqa: PLC0415
+    from zenops.deployment.store import Store  # noqa: PLC0415
+    from zenops.scaling.inputs import HOST_IMAGES, Inputs, host_config, host_inputs  # noqa: PLC0415
+
+    record = Store(ctx.config, inventory).record()
+    given = (record.request or {}).get("hf_token_file") if record is not None else None
+    with serve.hf_token_file(Path(given) if given else None) as token:
+        inputs = host_inputs(record, token) if record is not None else Inputs()
+        for what in inputs.missing:
+            ctx.warn(f"scaling: a new replica's serve on the loop's host lacks {what}; it builds or fetches it there")
+        with staged(ctx.config, dep, inventory, inputs.request) as files:
+            config = Path(files[0]["src"]).parent / "zenops.yaml" if files else None
+            if config is not None:
+                config.write_text(host_config(ctx.config))
+                config.chmod(0o600)
+            yield {
+                "scaler_state_files": files,
+                "scaler_inputs": inputs.files,
+                "scaler_image_cache": HOST_IMAGES,
+                "scaler_config_file": str(config) if config is not None else "",
+            }
 
 
 # --- the plays -------------------------------------------------------------------------------------------------------
@@ -269,29 +307,25 @@ def install(ctx: RunContext, inventory: Path, s: Scaler, dep: ledger.Deployment)
     from zenops.scaling import bundle  # noqa: PLC0415
 
     wheels = bundle.ensure(ctx.config, note=ctx.note)
-    configs = [str(p) for p in ctx.config.sources if Path(p).is_file()][:1]
-    with cloud_vars(ctx, s, dep) as cloud, staged(ctx.config, dep, inventory) as files:
-        extravars = {
-            **cloud,
-            "scaler_wheelhouse": str(wheels.path),
-            "scaler_wheel_key": wheels.key,
-            "scaler_config_file": configs[0] if configs else "",
-            "scaler_state_files": files,
-        }
+    with cloud_vars(ctx, s, dep) as cloud, shipped(ctx, dep, inventory) as goes:
+        extravars = {**cloud, **goes, "scaler_wheelhouse": str(wheels.path), "scaler_wheel_key": wheels.key}
         _run(ctx, inventory, s, "present", extravars)
     return replace(s, wheels=wheels.key)
 
 
 def push(ctx: RunContext, inventory: Path, s: Scaler, dep: ledger.Deployment) -> None:
-    """The deployment's state as the controller has it now, to the loop's host (after a rollout)."""
-    with staged(ctx.config, dep, inventory) as files:
-        _run(ctx, inventory, s, "push", {"scaler_state_files": files})
+    """The deployment's state as the controller has it now, to the loop's host (after a rollout), with what a new
+    replica's serve needs (a rollout's new engine image among them)."""
+    with shipped(ctx, dep, inventory) as goes:
+        _run(ctx, inventory, s, "push", goes)
 
 
 def pull(ctx: RunContext, inventory: Path, s: Scaler, dep: ledger.Deployment) -> list[Path]:
     """The loop's ledger entry and serving record back to the controller (the loop may have added or removed
     replicas: a rollout includes them), each host path in them the controller's again; the controller's inventory
     is then written again from the ledger entry (its servers' public addresses). The files written."""
+    from zenops.scaling import inputs  # noqa: PLC0415
+
     wanted = [f for f in host_files(ctx.config, dep, inventory) if f["rewrite"] and not f.get("inventory")]
     result = _run(ctx, inventory, s, "pull", {"scaler_pull": [f["dest"] for f in wanted]})
     got = result.get("files") or {}
@@ -299,7 +333,8 @@ def pull(ctx: RunContext, inventory: Path, s: Scaler, dep: ledger.Deployment) ->
     for f in wanted:
         text = got.get(f["dest"])
         if isinstance(text, str) and text:
-            f["src"].write_text(text.replace(HOST_STATE, str(ctx.config.state_dir)))
+            text = text.replace(HOST_STATE, str(ctx.config.state_dir))
+            f["src"].write_text(inputs.restored(text, f["src"]) if f.get("record") else text)
             written.append(f["src"])
     if written:
         from zenops.cloud import ledger as ledger_lib  # noqa: PLC0415
