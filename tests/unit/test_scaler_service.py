@@ -170,9 +170,38 @@ def test_the_state_the_host_gets_has_its_paths_and_reaches_servers_by_their_fixe
     assert "ansible_host: 203.0.113.6" in out  # no fixed address recorded: as it was
     assert f"{sc.HOST_STATE}/keys/c1/k" in out
     assert str(state) not in out
-    assert sc.host_record_name("/var/lib/zenops-scaler/zenops/deployments/c1/d1.inventory.yml").startswith(
-        "d1.inventory-"
-    )
+
+
+def test_the_host_finds_the_record_api_key_and_metrics_password_under_its_own_inventorys_name(tmp_path):
+    """The loop's zenops looks its deployment's files up by its inventory's path on the host: the record, the API key
+    (else its serve makes a new key the gateway's clients do not have) and the metrics password go under that name,
+    and the record names the host's key file; pulled back, ours again."""
+    from zenops.config import Config  # noqa: PLC0415
+    from zenops.deployment import record as record_lib  # noqa: PLC0415
+
+    state = tmp_path / "state"
+    config = Config(state_dir=state)
+    inventory = state / "deployments" / "c1" / "d1.inventory.yml"
+    inventory.parent.mkdir(parents=True)
+    inventory.write_text("all:\n  hosts: {}\n")
+    key = record_lib.api_key_path(config, inventory)
+    for p in (key, record_lib.metrics_password_path(config, inventory)):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("x")
+    record = record_lib.serving_record_path(config, inventory)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"api_key_file": str(key), "request": {}}))
+    dep = ledger.Deployment("d1", "c1", "f", "img", 1, "fixed")
+    files = {f["src"]: f for f in sc.host_files(config, dep, inventory)}
+    here, there = sc.files_names(inventory, f"{sc.HOST_STATE}/deployments/c1/d1.inventory.yml")
+    assert here != there
+    assert files[record]["dest"] == f"serving/{there}.json"
+    assert files[key]["dest"] == f"secrets/{there}.api-key"
+    assert files[record_lib.metrics_password_path(config, inventory)]["dest"] == f"secrets/{there}.metrics-password"
+    (state / "keys" / "c1").mkdir(parents=True)  # where staged() keeps its 0700 copies
+    with sc.staged(config, dep, inventory) as staged:
+        sent = {f["dest"]: Path(f["src"]).read_text() for f in staged}
+    assert json.loads(sent[f"serving/{there}.json"])["api_key_file"] == f"{sc.HOST_STATE}/secrets/{there}.api-key"
 
 
 def test_a_rollout_pauses_pulls_then_pushes_and_resumes_even_when_it_fails(ctx):

@@ -21,7 +21,6 @@ A service of zenops.deployment.services: :data:`SERVICE`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -135,11 +134,17 @@ def plan(view: View, dep: ledger.Deployment, replicas: Replicas) -> Scaler:
 # --- what goes to the host ------------------------------------------------------------------------------------------
 
 
-def host_record_name(host_inventory: str) -> str:
-    """The serving record's file name on the host: zenops files it by its inventory's path there
-    (zenops.deployment.identity.inventory_name of the host's path)."""
-    p = Path(host_inventory)
-    return f"{p.stem}-{hashlib.sha256(host_inventory.encode()).hexdigest()[:8]}"
+def files_names(inventory: Path, host_inventory: str) -> tuple[str, str]:
+    """The name the deployment's files (serving record, API key, metrics password) are kept under here, and the one
+    the loop's zenops looks them up by on its host: both its serving inventory's (DeploymentId.files_name), of the
+    inventory's path on each machine."""
+    from zenops.deployment.identity import DeploymentId  # noqa: PLC0415
+
+    here = DeploymentId("", inventory=inventory).files_name
+    there = DeploymentId("", inventory=Path(host_inventory)).files_name  # absolute: resolve() keeps the host's path
+    assert here is not None
+    assert there is not None
+    return here, there
 
 
 def rewrite(text: str, state_dir: Path, *, inventory: bool = False, request: Mapping[str, Any] | None = None) -> str:
@@ -166,7 +171,8 @@ def rewrite(text: str, state_dir: Path, *, inventory: bool = False, request: Map
 def host_files(config: Any, dep: ledger.Deployment, inventory: Path) -> list[dict[str, Any]]:
     """The deployment's state the loop needs, as (src on the controller, dest relative to the host's state dir,
     mode, whether it is rewritten (:func:`rewrite`)): the ledger entry, the serving inventory and record, the API key,
-    the fleet's SSH key and its pinned host keys. Files that do not exist are left out."""
+    the metrics password, the fleet's SSH key and its pinned host keys (the files kept under the inventory's files
+    name: under the host inventory's there, ``names``). Files that do not exist are left out."""
     from zenops.cloud import ledger as ledger_lib  # noqa: PLC0415
     from zenops.deployment import record as record_lib  # noqa: PLC0415
     from zenops.deployment.common import known_hosts_path  # noqa: PLC0415
@@ -181,14 +187,22 @@ def host_files(config: Any, dep: ledger.Deployment, inventory: Path) -> list[dic
         {"src": ledger_lib.path(state, dep.cloud, dep.name), "dest": None, "mode": "0600", "rewrite": True},
         {"src": inventory, "dest": None, "mode": "0600", "rewrite": True, "inventory": True},
         {"src": known_hosts_path(state, dep.cloud, dep.name), "dest": None, "mode": "0600", "rewrite": False},
-        {"src": record_lib.api_key_path(config, inventory), "dest": None, "mode": "0600", "rewrite": False},
     ]
     if dep.private_key_file:
         out.append({"src": Path(dep.private_key_file), "dest": None, "mode": "0600", "rewrite": False})
-    record = record_lib.serving_record_path(config, inventory)
     if host_inventory:
-        out.append({"src": record, "dest": f"serving/{host_record_name(host_inventory)}.json", "mode": "0600",
-                    "rewrite": True, "record": True})  # fmt: skip
+        # the files zenops keeps under the inventory's files name: on the host, under the host inventory's (else the
+        # loop's serve would make a new API key the gateway's clients do not have, a new metrics password...)
+        here, there = files_names(inventory, host_inventory)
+        named = [
+            (record_lib.serving_record_path(config, inventory), {"rewrite": True, "record": True}),
+            (record_lib.api_key_path(config, inventory), {"rewrite": False}),
+            (record_lib.metrics_password_path(config, inventory), {"rewrite": False}),
+        ]
+        for src, how in named:
+            dest = str(Path(rel(src)).with_name(src.name.replace(here, there, 1)))
+            # the record names the API key by its file: the host's name in it on the way there, ours on the way back
+            out.append({"src": src, "dest": dest, "mode": "0600", "names": (here, there), **how})
     for f in out:
         f["src"] = Path(f["src"])
         if f["dest"] is None and f["src"].resolve().is_relative_to(state.resolve()):
@@ -212,6 +226,8 @@ def staged(
             if f["rewrite"]:
                 text = rewrite(f["src"].read_text(), config.state_dir, inventory=bool(f.get("inventory")),
                                request=request if f.get("record") else None)  # fmt: skip
+                if f.get("names"):
+                    text = text.replace(*f["names"])
                 dst.write_text(text)
             else:
                 dst.write_bytes(f["src"].read_bytes())
@@ -334,6 +350,9 @@ def pull(ctx: RunContext, inventory: Path, s: Scaler, dep: ledger.Deployment) ->
         text = got.get(f["dest"])
         if isinstance(text, str) and text:
             text = text.replace(HOST_STATE, str(ctx.config.state_dir))
+            if f.get("names"):
+                here, there = f["names"]
+                text = text.replace(there, here)
             f["src"].write_text(inputs.restored(text, f["src"]) if f.get("record") else text)
             written.append(f["src"])
     if written:
