@@ -169,9 +169,11 @@ class Deployment:
     # --- serve and bench --------------------------------------------------------------------------------------
 
     def serve(self, request: ServeRequest, *, limit: str | None = None, tuned: str | None = None) -> ServeResult:
-        """``request`` served on its hosts (zenops.serve.serve_inventory)."""
+        """``request`` served with vLLM on its hosts (zenops.serve.serve_inventory), the deployment's llama.cpp
+        servers stopped first when its serving record says llama.cpp serves (:meth:`_stop_llamacpp`)."""
         from zenops import serve  # noqa: PLC0415
 
+        self._stop_llamacpp()
         return serve.serve_inventory(self.ctx, self.inventory, request, limit=limit, check=self.check, tuned=tuned)
 
     def serve_engine(self, request: Mapping[str, Any]) -> None:
@@ -183,9 +185,25 @@ class Deployment:
         if llamacpp_serve.gguf_of(request):
             llamacpp_serve.serve_llamacpp(self.ctx, self.inventory, request)
             return
-        if llamacpp_serve.serving(self.ctx, self.inventory):
-            llamacpp_serve.stop_llamacpp(self.ctx, self.inventory)
+        self._stop_llamacpp()
         serve.serve_inventory(self.ctx, self.inventory, serve.request_from_dict(request))
+
+    def _stop_llamacpp(self) -> None:
+        """Before vLLM serves: the deployment's llama.cpp servers stopped (on all its hosts: the record's llama.cpp
+        cell served them all) when its serving record says llama.cpp serves (a campaign's llama.cpp cell that did not
+        finish leaves such a record): they hold the plan's ports and cores, vLLM would not bind. A dry run only says
+        it would."""
+        from zenops import llamacpp_serve  # noqa: PLC0415
+
+        if not llamacpp_serve.serving(self.ctx, self.inventory):
+            return
+        if self.check:
+            self.ctx.note(f"llama.cpp serves {self.id.describe()} (its serving record): `up` would stop its "
+                          "llama.cpp servers first, vLLM serves on the same ports")  # fmt: skip
+            return
+        self.ctx.note(f"llama.cpp serves {self.id.describe()} (its serving record): stopping its llama.cpp servers "
+                      "first, vLLM serves on the same ports")  # fmt: skip
+        llamacpp_serve.stop_llamacpp(self.ctx, self.inventory)
 
     def bench(self, request: BenchRequest, *, limit: str | None = None) -> BenchOutcome:
         """A benchmark of what it serves (zenops.bench.run.bench_inventory)."""
