@@ -13,6 +13,7 @@ from zenops import serve
 from zenops.deployment import services
 from zenops.deployment.identity import DeploymentId
 from zenops.deployment.lifecycle import Deployment
+from zenops.deployment.services import gateway as gw_lib
 from zenops.errors import RunFailedError
 from zenops.metrics.top import Row
 from zenops.scaling.fleet import ask_prometheus, backend_states, samples_of
@@ -53,7 +54,8 @@ def opened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Deployment,
     calls: list[Any] = []
     ctx = SimpleNamespace(config=SimpleNamespace(state_dir=tmp_path), note=lambda _: None)
     dep = Deployment(ctx, DeploymentId("fleet", "sandbox", tmp_path / "hosts.yml"))  # type: ignore[arg-type]
-    record = SimpleNamespace(request={"model": "m"}, services={"gateway": {"port": 8080}}, api_key_file="",
+    gateway = {"host": "gw", "port": 9443, "url": "https://gw:9443/v1"}  # not the default port: it is the recorded one
+    record = SimpleNamespace(request={"model": "m"}, services={"gateway": gateway}, api_key_file="",
                              plans={}, endpoints={"web-1": []}, images={})  # fmt: skip
     entry = SimpleNamespace(name="fleet", cloud="sandbox", servers=[{"name": "web-1"}])
     made = SimpleNamespace(servers=[{"name": "web-1"}, {"name": "web-2", "fixed_ip": "10.0.0.2"}])
@@ -85,7 +87,7 @@ def test_scale_out_deletes_the_new_server_when_its_serve_fails(
     monkeypatch.setattr(serve, "serve_inventory", failed)
     with pytest.raises(RunFailedError):
         dep.scale_out(1)
-    assert calls == [("add", ["web-1"], 1, 8080), ("serve", "web-2"), ("remove", "web-2")]
+    assert calls == [("add", ["web-1"], 1, 9443), ("serve", "web-2"), ("remove", "web-2")]
 
 
 class FakeTicks:
@@ -119,12 +121,31 @@ def test_scale_out_serves_the_new_server_then_the_gateway_follows_and_says_each_
     monkeypatch.setattr(serve, "serve_inventory", served)
     out = dep.scale_out(1, clock=FakeTicks())
     assert out.names == ["web-2"]
-    assert calls[:2] == [("add", ["web-1"], 1, 8080), ("serve", "web-2", False, False)]
+    assert calls[:2] == [("add", ["web-1"], 1, 9443), ("serve", "web-2", False, False)]
     assert calls[2] == ("follow", {"served": got, "addresses": {"web-2": "10.0.0.2"}, "ready_timeout": 120})
     # clock: 10 before, 20 made, 30 served, 40 in rotation; the up run 3 s; the marks split the serve run
     assert out.phases == {"provision": 10.0, "docker": 3.0, "image": 4.0, "model": 1.0, "vllm": 4.5,
                           "rotation": 10.0, "total": 30.0}  # fmt: skip
     assert list(out.phases) == ["provision", "docker", "image", "model", "vllm", "rotation", "total"]
+
+
+def test_new_servers_are_opened_to_the_drainable_services_port_else_the_gateways_default(
+    opened: tuple[Deployment, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The port scale_out opens a new server to comes through the service protocol (the Drainable's port, whatever
+    the service's name), the gateway's DEFAULT_PORT the one default: no gateway name nor literal port outside it."""
+    dep, calls = opened
+    gateway = {"host": "gw", "port": 9443, "url": "https://gw:9443/v1"}
+    assert services.server_port({"gateway": gateway}) == 9443
+    assert services.server_port({}) == services.server_port({"metrics": {"on": True}}) == gw_lib.DEFAULT_PORT == 8080
+    balancer = SimpleNamespace(name="balancer", drainable=lambda had, addresses: SimpleNamespace(port=int(had["p"])))
+    monkeypatch.setattr(services, "services", lambda: (balancer,))  # a drainable service that is not the gateway
+    record = SimpleNamespace(request={"model": "m"}, services={"balancer": {"p": 7000}})
+    entry = SimpleNamespace(name="fleet", cloud="sandbox", servers=[{"name": "web-1"}])
+    monkeypatch.setattr(Deployment, "_replicas", lambda self: ("store", record, entry))
+    monkeypatch.setattr(serve, "serve_inventory", lambda *_a, **_k: fake_served(None))
+    dep.scale_out(1, clock=FakeTicks())
+    assert calls[0] == ("add", ["web-1"], 1, 7000)
 
 
 def test_a_serve_without_marks_is_one_phase_after_docker(

@@ -246,12 +246,14 @@ class Deployment:
         failed is deleted again: a failed step leaves nothing billing. Returns their names and how long each phase
         took (zenops.scaling.phases: ``clock`` times the steps, the serve run's marks split it)."""
         from zenops import serve  # noqa: PLC0415
+        from zenops.deployment import services  # noqa: PLC0415
         from zenops.scaling import phases  # noqa: PLC0415
 
         t0 = clock()
         store, record, entry = self._replicas()
         keep = sorted(str(s["name"]) for s in entry.servers)
-        made, entry = self.add_servers(entry, keep=keep, more=more, gateway_port=_gateway_port(record.services))
+        port = services.server_port(record.services)
+        made, entry = self.add_servers(entry, keep=keep, more=more, gateway_port=port)
         t_made = clock()
         try:
             served = serve.serve_inventory(self.ctx, self.inventory, serve.request_from_dict(record.request),
@@ -382,11 +384,6 @@ class Deployment:
         from zenops import hosts  # noqa: PLC0415
 
         return hosts.down_inventory(self.ctx, self.inventory, **kw)
-
-
-def _gateway_port(services: Mapping[str, Mapping[str, Any]]) -> int:
-    """The port the deployment's gateway listens on (as recorded), the port a new server is opened to."""
-    return int((services.get("gateway") or {}).get("port") or 8080)
 
 
 def _addresses(dep: ledger.Deployment, names: Iterable[str]) -> dict[str, str]:

@@ -223,7 +223,7 @@ class Rollout:
     def servers(self) -> CloudServers | None:
         if self.store.cloud_entry() is None:
             return None
-        return CloudServers(self.ctx, self.store, gateway_port=int((self.record.gateway or {}).get("port") or 8080))
+        return CloudServers(self.ctx, self.store, gateway_port=services.server_port(self._services()))
 
     def names_on(self, hosts: list[str]) -> list[str]:
         gw = self.gateway()

@@ -254,6 +254,18 @@ def drainable(had: Mapping[str, Mapping[str, Any]], addresses: Mapping[str, str]
     return None
 
 
+def server_port(had: Mapping[str, Mapping[str, Any]]) -> int:
+    """The port a new server of the deployment is opened to (its security group: what clients reach): the
+    :class:`Drainable` service's port, as recorded (``had``: the services' states), else the gateway's default port
+    (zenops.deployment.services.gateway.DEFAULT_PORT: where a gateway added later listens)."""
+    d = drainable(had)
+    if d is not None:
+        return d.port
+    from zenops.deployment.services import gateway  # noqa: PLC0415  (it imports View from here)
+
+    return gateway.DEFAULT_PORT
+
+
 def pausable(service: object) -> Pausable | None:
     """``service`` as a :class:`Pausable`, or None: it changes nothing by itself."""
     if all(callable(getattr(service, m, None)) for m in ("pause", "resume", "pull", "push")):
