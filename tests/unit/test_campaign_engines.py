@@ -201,7 +201,7 @@ def test_the_serve_steps_extravars_come_from_the_plan(tmp_path: Path):
            "vllm_image_pip_index_url": "https://other"}  # fmt: skip
     ev = llamacpp_deploy.serve_extravars(
         {h: q.to_dict() for h, q in plans.items()}, model_dir=str(tmp_path / "tiny-a"), served_name="tiny-a",
-        fmt="q8_0", concurrency=3, api_key_file="/state/key", deployment="dep", pip=pip,
+        fmt="q8_0", concurrency=3, api_key_file="/state/key", deployment="dep", pip=pip, kv_bytes_per_token=None,
     )  # fmt: skip
     assert ev["llamacpp_server_api_key_file"] == "/state/key"  # a path: the key is never a value
     check_no_secrets(ev)  # what the runner refuses before any playbook runs (no secret-named key, no secret value)
@@ -221,7 +221,7 @@ def test_the_serve_steps_extravars_come_from_the_plan(tmp_path: Path):
     assert argv[argv.index("-m") + 1] == "/gguf/tiny-a-q8_0.gguf"
     with pytest.raises(UsageError):
         llamacpp_deploy.serve_extravars({}, model_dir="/m/x", served_name="x", fmt="q8_0", concurrency=1,
-                                        api_key_file="", deployment="d")  # fmt: skip
+                                        api_key_file="", deployment="d", kv_bytes_per_token=None)  # fmt: skip
 
 
 def test_the_gguf_plans_ceiling_reads_the_weights_at_the_gguf_bits_per_weight(tmp_path: Path):
@@ -295,6 +295,11 @@ def test_serve_llamacpp_stops_vllm_then_serves_the_plan_and_records_it(tmp_path:
     assert endpoints == {"h1": [{"instance": 0, "port": 8000, "image": "zenops/llamacpp:x"}]}
     record = Store(config, inv).record()
     assert record is not None
+    # the slots checked against the plan's KV cache with the model's f16 KV bytes per token
+    [inst] = ev["zenops_llamacpp"]["h1"]["llamacpp_server_instances"]
+    model, _ = serve_lib.resolve_model(str(tmp_path / "tiny-a"))
+    assert "not checked" not in inst["reason"]
+    assert inst["context"] * model.kv_bytes_per_token("float16") <= record.plans["h1"]["instances"][0]["kv_cache_bytes"]
     assert record.request["llamacpp"] == "q4_k_m"
     assert record.api_key_file == str(key)
     assert record.plans["h1"]["llamacpp"] == "q4_k_m"  # the plan as llama.cpp served it: its ceiling in GGUF bits
