@@ -322,3 +322,22 @@ def test_the_wheelhouse_is_built_once_then_taken_from_the_cache_and_a_failure_le
     with pytest.raises(ZenopsError, match="no matching distribution"):
         bundle.ensure(run=fails, python="py", root=None, cache=tmp_path / "other")
     assert list((tmp_path / "other").iterdir()) == []
+
+
+def test_the_host_gets_the_fleets_public_key_the_loops_up_opens(tmp_path):
+    """The loop's scale-out runs `up` (provision's keypair task: openstack.cloud.keypair opens the public key file
+    whenever the deployment made its keypair): without the .pub beside the private key, its first scale-out fails."""
+    from zenops.config import Config  # noqa: PLC0415
+    from zenops.deployment.common import ensure_key  # noqa: PLC0415
+
+    state = tmp_path / "state"
+    config = Config(state_dir=state)
+    inventory = state / "deployments" / "c1" / "d1.inventory.yml"
+    inventory.parent.mkdir(parents=True)
+    inventory.write_text("all:\n  hosts: {}\n")
+    key, pub = ensure_key(state, "c1", "d1")
+    dep = ledger.Deployment("d1", "c1", "f", "img", 1, "fixed")
+    dep.private_key_file, dep.keypair_created = str(key), True
+    dests = {f["src"]: f["dest"] for f in sc.host_files(config, dep, inventory)}
+    assert dests[key] == str(key.relative_to(state))
+    assert dests[pub] == str(pub.relative_to(state))  # where the host's ensure_key finds it

@@ -190,6 +190,9 @@ def host_files(config: Any, dep: ledger.Deployment, inventory: Path) -> list[dic
     ]
     if dep.private_key_file:
         out.append({"src": Path(dep.private_key_file), "dest": None, "mode": "0600", "rewrite": False})
+    if dep.private_key_file and dep.keypair_created:  # the loop's `up` ensures the keypair from its public key file
+        pub = Path(dep.private_key_file).with_suffix(".pub")  # (openstack.cloud.keypair opens it: missing, it fails)
+        out.append({"src": pub, "dest": None, "mode": "0644", "rewrite": False})
     if host_inventory:
         # the files zenops keeps under the inventory's files name: on the host, under the host inventory's (else the
         # loop's serve would make a new API key the gateway's clients do not have, a new metrics password...)
