@@ -14,6 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import yaml
 
 from zenops import serve
 from zenops.cloud import ledger, scaler_cred
@@ -341,3 +342,42 @@ def test_the_host_gets_the_fleets_public_key_the_loops_up_opens(tmp_path):
     dests = {f["src"]: f["dest"] for f in sc.host_files(config, dep, inventory)}
     assert dests[key] == str(key.relative_to(state))
     assert dests[pub] == str(pub.relative_to(state))  # where the host's ensure_key finds it
+
+
+SANDBOX_CATALOG = {  # the sandbox's: the public endpoints are the controller's view, 127.0.0.1
+    ("identity", "public"): "http://127.0.0.1:5000/v3/",
+    ("compute", "public"): "http://127.0.0.1:8774/v2.1",
+    ("identity", "internal"): "http://172.30.0.1:5000/v3/",
+    ("compute", "internal"): "http://172.30.0.1:8774/v2.1",
+}
+
+
+def catalog_conn(catalog: dict[tuple[str, str], str]) -> Any:
+    def get_endpoint(*, service_type: str, interface: str, region_name: str | None) -> str:
+        return catalog[(service_type, interface)]
+
+    return SimpleNamespace(session=SimpleNamespace(get_endpoint=get_endpoint), config=SimpleNamespace(region_name=""))
+
+
+def test_the_loops_clouds_yaml_takes_every_api_from_the_interface_its_keystone_came_from(tmp_path):
+    """Keystone at its internal address, the SDK's default interface (public) would send every Nova and Neutron call
+    of the loop to the catalog's public endpoints: the sandbox's 127.0.0.1, the gateway server itself."""
+    from ansible.parsing.dataloader import DataLoader  # noqa: PLC0415
+    from ansible.plugins.loader import init_plugin_loader  # noqa: PLC0415
+    from ansible.template import Templar, trust_as_template  # noqa: PLC0415
+
+    init_plugin_loader()  # the template's lookup('ansible.builtin.file')
+    conn = catalog_conn(SANDBOX_CATALOG)
+    assert sc.loop_endpoint(conn) == {"auth_url": "http://172.30.0.1:5000/v3/", "interface": "internal"}
+    assert sc.loop_endpoint(conn, "public") == {"auth_url": "http://127.0.0.1:5000/v3/", "interface": "public"}
+    assert sc.loop_endpoint(catalog_conn({}), "any") == {}
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret\n")
+    template = (Path(sc.__file__).parents[4] / "roles" / "scaler" / "templates" / "clouds.yaml.j2").read_text()
+    variables = {"scaler_cloud": "sandbox", "ansible_managed": "managed",
+                 "scaler_credential": {"id": "ac1", "secret_file": str(secret), **sc.loop_endpoint(conn)}}  # fmt: skip
+    text = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(template))
+    entry = yaml.safe_load(text)["clouds"]["sandbox"]
+    assert entry["interface"] == "internal"
+    assert entry["auth"]["auth_url"] == "http://172.30.0.1:5000/v3/"
+    assert entry["auth"]["application_credential_secret"] == "s3cret"

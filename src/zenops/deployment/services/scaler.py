@@ -301,24 +301,39 @@ def _run(
 def cloud_vars(ctx: RunContext, s: Scaler, dep: ledger.Deployment) -> Iterator[dict[str, Any]]:
     """The loop's credential made (zenops.cloud.scaler_cred), its secret in a 0600 file for the block (the play
     ships it): the role's clouds.yaml variables. The file goes on every way out."""
-    from zenops.cloud import expiry_switch, ops, scaler_cred  # noqa: PLC0415
     from zenops.cloud import marks as m  # noqa: PLC0415
+    from zenops.cloud import ops, scaler_cred  # noqa: PLC0415
 
     conn = ops.connect(s.cloud)
     expires_at = (dep.expiry_switch or {}).get("expires_at") or None
     cred = scaler_cred.create(conn, m.Marks(dep.name, dep.campaign, expires_at))
     path = scaler_cred.secret_path(ctx.config.state_dir, s.cloud, s.deployment)
-    endpoints = expiry_switch.server_endpoints(conn)
+    endpoint = loop_endpoint(conn, ctx.config.cloud_profile(s.cloud).api_interface)
     with scaler_cred.secret_file_of(cred, path):
         yield {
             "scaler_cloud": s.cloud,
             "scaler_credential": {
                 "id": cred.id,
                 "secret_file": str(path),
-                "auth_url": endpoints[0]["auth_url"] if endpoints else "",
+                "auth_url": endpoint.get("auth_url", ""),
+                "interface": endpoint.get("interface", "public"),
                 "region": str(getattr(conn.config, "region_name", "") or ""),
             },
         }
+
+
+def loop_endpoint(conn: Any, interface: str = "any") -> dict[str, str]:
+    """Keystone as the loop's host reaches it (the catalog's internal endpoints first, as the expiry switch's: a
+    server inside the cloud reaches those; the cloud profile's api_interface), and that interface, which the loop's
+    clouds.yaml names so that its SDK takes Nova, Neutron and Glance from the catalog's same interface (else the
+    public ones: the controller's view, the sandbox's 127.0.0.1). Empty: the catalog has neither."""
+    from zenops.cloud import expiry_switch  # noqa: PLC0415
+
+    for iface in ("internal", "public") if interface == "any" else (interface,):
+        found = expiry_switch.server_endpoints(conn, iface)
+        if found:
+            return {"auth_url": found[0]["auth_url"], "interface": iface}
+    return {}
 
 
 def install(ctx: RunContext, inventory: Path, s: Scaler, dep: ledger.Deployment) -> Scaler:
