@@ -381,3 +381,28 @@ def test_the_loops_clouds_yaml_takes_every_api_from_the_interface_its_keystone_c
     assert entry["interface"] == "internal"
     assert entry["auth"]["auth_url"] == "http://172.30.0.1:5000/v3/"
     assert entry["auth"]["application_credential_secret"] == "s3cret"
+
+
+def test_the_host_gets_the_gateways_own_inventory_its_services_update_runs_on(tmp_path):
+    """With `--gateway-flavor` the serving record's gateway (and metrics) state names the gateway server's inventory:
+    the loop's scale-out updates them there (rewritten to the host's state dir), so the host needs that file."""
+    from zenops.config import Config  # noqa: PLC0415
+
+    state = tmp_path / "state"
+    config = Config(state_dir=state)
+    inventory = state / "deployments" / "c1" / "d1.inventory.yml"
+    gw = state / "deployments" / "c1" / "d1.gateway.inventory.yml"
+    inventory.parent.mkdir(parents=True)
+    inventory.write_text("all:\n  hosts: {}\n")
+    gw.write_text(f"all:\n  hosts:\n    g1:\n      ansible_host: 203.0.113.9\n      zenops_private_address: 10.1.0.9\n"
+                  f"      ansible_ssh_private_key_file: {state}/keys/c1/k\n")  # fmt: skip
+    dep = ledger.Deployment("d1", "c1", "f", "img", 1, "fixed")
+    dep.gateway_inventory = str(gw)
+    files = {f["src"]: f for f in sc.host_files(config, dep, inventory)}
+    assert files[gw]["dest"] == "deployments/c1/d1.gateway.inventory.yml"
+    (state / "keys" / "c1").mkdir(parents=True)
+    with sc.staged(config, dep, inventory) as staged:
+        sent = {f["dest"]: Path(f["src"]).read_text() for f in staged}
+    host = yaml.safe_load(sent["deployments/c1/d1.gateway.inventory.yml"])["all"]["hosts"]["g1"]
+    assert host["ansible_host"] == "10.1.0.9"
+    assert host["ansible_ssh_private_key_file"] == f"{sc.HOST_STATE}/keys/c1/k"

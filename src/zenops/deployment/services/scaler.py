@@ -188,6 +188,8 @@ def host_files(config: Any, dep: ledger.Deployment, inventory: Path) -> list[dic
         {"src": inventory, "dest": None, "mode": "0600", "rewrite": True, "inventory": True},
         {"src": known_hosts_path(state, dep.cloud, dep.name), "dest": None, "mode": "0600", "rewrite": False},
     ]
+    if dep.gateway_inventory:  # the gateway's own server's (and the metrics'): the record's services run there
+        out.append({"src": dep.gateway_inventory, "dest": None, "mode": "0600", "rewrite": True, "inventory": True})
     if dep.private_key_file:
         out.append({"src": Path(dep.private_key_file), "dest": None, "mode": "0600", "rewrite": False})
     if dep.private_key_file and dep.keypair_created:  # the loop's `up` ensures the keypair from its public key file
