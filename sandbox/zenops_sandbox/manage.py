@@ -534,7 +534,11 @@ def write_configs(sec: dict) -> None:
                 "vnc": {"enabled": "false"},
                 "oslo_concurrency": lock,
                 "oslo_messaging_notifications": noop,
-                "zenops_sandbox": {"default_image": GUEST_IMAGE, "default_user": GUEST_USER},
+                "zenops_sandbox": {
+                    "default_image": GUEST_IMAGE,
+                    "default_user": GUEST_USER,
+                    "snapshot_dir": str(S / "snapshots"),  # server snapshots: being made, and Glance's cached
+                },
             }
         ),
     )
@@ -1247,6 +1251,7 @@ def cmd_up(args) -> int:
         S / "glance" / "images",
         S / "glance" / "staging",
         S / "glance" / "tasks",
+        S / "snapshots",
         LOG / "rabbitmq",
     ):
         d.mkdir(parents=True, exist_ok=True)

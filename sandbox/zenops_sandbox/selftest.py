@@ -12,6 +12,8 @@ check and "N passed, N failed".
   resched   zenops_test:fail=reschedule -> ERROR "Exceeded maximum number of retries"
   slow      zenops_test:slow=6 -> BUILD for ~6 s, then ACTIVE; slow=60 deleted while building goes away quickly
   quota     admin lowers the tenant's cores to 4 -> gp.5.8.32 boot is refused with 403; quota restored
+  snap      a server's snapshot (create_server_image) is an active Glance image; a server booted from it has the
+            files written in / and in /var/lib/docker before, its own host keys and hostname; image deleted
 """
 
 from __future__ import annotations
@@ -66,8 +68,8 @@ def ssh(key, user, ip, *cmd) -> str:
     return res.stdout.strip()
 
 
-def boot(conn, name, flavor="gp.5.2.8", network=None, metadata=None, key=True):
-    image = conn.image.find_image(m.IMAGE_NAME, ignore_missing=False)
+def boot(conn, name, flavor="gp.5.2.8", network=None, metadata=None, key=True, image=None):
+    image = image or conn.image.find_image(m.IMAGE_NAME, ignore_missing=False)
     fl = conn.compute.find_flavor(flavor, ignore_missing=False)
     net = network or conn.network.find_network(m.PROVIDER["name"], ignore_missing=False)
     return conn.compute.create_server(
@@ -301,6 +303,39 @@ def main(names: list[str]) -> int:
         finally:
             admin.set_compute_quotas(project.id, cores=-1)
 
+    @check("snap")
+    def t_snap():
+        s = boot(conn, "snap")
+        created.append(s)
+        s = wait_status(conn, s, "ACTIVE")
+        ip = ipv4(s)
+        m.wait_ssh(key, m.GUEST_USER, ip)
+        mark = f"snap-{time.time_ns()}"
+        ssh(key, "root", ip, f"echo {mark} > /etc/zenops-selftest && echo {mark} > /var/lib/docker/zenops-selftest")
+        host_key = ssh(key, "root", ip, "cat /etc/ssh/ssh_host_ed25519_key.pub")
+        t0 = time.monotonic()
+        image = conn.compute.create_server_image(s, PREFIX + "snap", metadata={"zenops_selftest": "1"}, wait=True,
+                                                 timeout=600)  # fmt: skip
+        try:
+            image = conn.image.get_image(image.id)
+            assert image.status == "active", f"image {image.status}"
+            t_image = time.monotonic() - t0
+            t1 = time.monotonic()
+            s2 = boot(conn, "snap-child", image=image)
+            created.append(s2)
+            s2 = wait_status(conn, s2, "ACTIVE")
+            ip2 = ipv4(s2)
+            m.wait_ssh(key, m.GUEST_USER, ip2)
+            t_boot = time.monotonic() - t1
+            for path in ("/etc/zenops-selftest", "/var/lib/docker/zenops-selftest"):
+                got = ssh(key, "root", ip2, f"cat {path}")
+                assert got == mark, f"{path} in the child: {got!r}"
+            assert ssh(key, "root", ip2, "cat /etc/ssh/ssh_host_ed25519_key.pub") != host_key, "same host key"
+            assert ssh(key, "root", ip2, "hostname") == PREFIX + "snap-child"
+            return f"image {image.size >> 20} MiB active in {t_image:.1f}s; child ACTIVE + ssh in {t_boot:.1f}s"
+        finally:
+            conn.image.delete_image(image, ignore_missing=True)
+
     unknown = sorted(set(names) - set(CHECKS))
     if unknown:
         print(f"unknown check(s) {', '.join(unknown)}: choose from {', '.join(CHECKS)}", file=sys.stderr)
@@ -328,6 +363,9 @@ def cleanup_leftovers(conn) -> None:
             conn.network.delete_ip(ip)
     for n in conn.network.networks(name=PREFIX + "net"):
         conn.network.delete_network(n)
+    for image in conn.image.images():
+        if str(image.name or "").startswith(PREFIX):
+            conn.image.delete_image(image, ignore_missing=True)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@ Fault injection for tests, from server metadata (any user may set it), flavor ex
   zenops_test:fail = spawn       spawn fails: server ERROR with a fault naming the injection (no reschedule)
   zenops_test:fail = reschedule  spawn asks for a reschedule: one host, so ERROR "Exceeded maximum number of retries"
   zenops_test:slow = <seconds>   sleep before creating the container (a slow BUILD; a delete meanwhile aborts it)
+
+Snapshots (`openstack server image create`): the container's root filesystem (docker commit) and its /var/lib/docker
+volume go into the Glance image's data (zenops_sandbox.snapshots has the format); a server booted from such an image
+gets both, the data downloaded from Glance once per image into this machine's cache (snapshot_dir).
 """
 
 from __future__ import annotations
@@ -16,19 +20,24 @@ from __future__ import annotations
 import io
 import ipaddress
 import json
+import os
 import re
+import shutil
 import subprocess
 import tarfile
+import tempfile
 import threading
 import time
 
 from nova.compute import power_state, task_states
+from nova.image import glance
 from oslo_config import cfg
 from oslo_log import log as logging
 
 from nova import exception
 from nova.virt import fake, hardware
 from zenops_sandbox import GUARD_ROUTE_METRIC, LABEL
+from zenops_sandbox import snapshots as snap
 from zenops_sandbox.netutil import check_overlap, default_mtu
 
 LOG = logging.getLogger(__name__)
@@ -42,6 +51,12 @@ opts = [
     cfg.StrOpt("default_user", default="debian", help="Login user when the Glance image has no os_admin_user property"),
     cfg.StrOpt("docker", default="docker", help="Docker CLI"),
     cfg.IntOpt("docker_timeout", default=120, help="Seconds for one Docker CLI call"),
+    cfg.StrOpt(
+        "snapshot_dir",
+        default="/var/tmp/zenops-sandbox-snapshots",
+        help="Snapshot archives: those being made, and those downloaded from Glance (one per image, the cache)",
+    ),
+    cfg.IntOpt("snapshot_timeout", default=3600, help="Seconds for one step of a snapshot (commit, save, tar, load)"),
 ]
 CONF = cfg.CONF
 CONF.register_opts(opts, group="zenops_sandbox")
@@ -82,6 +97,7 @@ SYSTEMD_OPTS = [
 ]
 
 _net_lock = threading.Lock()  # network create/remove vs. container create/remove within this nova-compute
+_snap_lock = threading.Lock()  # one download + docker load of a snapshot image at a time
 
 
 class DockerError(Exception):
@@ -263,7 +279,8 @@ class ContainerDriver(fake.FakeDriverWithoutFakeNodes):
             self._slow(instance, slow)
         started = time.monotonic()
         try:
-            self._create(instance, network_info or [], power_on)
+            archive = self._snapshot_archive(context, instance)
+            self._create(instance, network_info or [], power_on, archive)
         except (exception.InstanceNotFound, exception.UnexpectedDeletingTaskStateError):
             self._remove(uuid)
             raise
@@ -318,7 +335,7 @@ class ContainerDriver(fake.FakeDriverWithoutFakeNodes):
                 break
         return ports
 
-    def _create(self, instance, network_info, power_on: bool) -> None:
+    def _create(self, instance, network_info, power_on: bool, archive: str | None = None) -> None:
         uuid = instance.uuid
         image, user = self._image_and_user(instance)
         ports = self._ports(network_info)
@@ -356,6 +373,8 @@ class ContainerDriver(fake.FakeDriverWithoutFakeNodes):
             elif not found:
                 LOG.warning("image %s has no user %r: key installed for root only", image, user, instance=instance)
             docker("cp", "-a", "-", f"{uuid}:/", stdin=authorized_keys_tar(instance.key_data, users))
+        if archive:
+            _fill_volume(uuid, archive)
         if power_on:
             docker("start", uuid)
 
@@ -382,6 +401,61 @@ class ContainerDriver(fake.FakeDriverWithoutFakeNodes):
         destroy_secrets=True,
     ):
         pass
+
+    # --- snapshots -------------------------------------------------------------------------------------------------
+
+    def snapshot(self, context, instance, image_id, update_task_state):
+        """The container's root filesystem and /var/lib/docker volume into the Glance image ``image_id`` (Nova made
+        it, queued). The container is paused for the copy (as a cold snapshot: Docker inside it writes nothing
+        meanwhile, so its databases are copied whole), then runs on; a stopped one is copied as it is."""
+        uuid = instance.uuid
+        info = self._inspect(uuid)
+        if info is None:
+            raise exception.InstanceNotRunning(instance_id=uuid)
+        api = glance.API()
+        image = api.get(context, image_id)
+        update_task_state(task_state=task_states.IMAGE_PENDING_UPLOAD)
+        tag = snap.tag_for(image_id)
+        os.makedirs(CONF.zenops_sandbox.snapshot_dir, mode=0o700, exist_ok=True)
+        archive = _archive_path(image_id)
+        started = time.monotonic()
+        try:
+            _write_snapshot(uuid, info, tag, archive)
+            LOG.info("snapshot %s: archive of %d MiB in %.1fs", image_id, os.path.getsize(archive) >> 20,
+                     time.monotonic() - started, instance=instance)  # fmt: skip
+            update_task_state(task_state=task_states.IMAGE_UPLOADING, expected_state=task_states.IMAGE_PENDING_UPLOAD)
+            with open(archive, "rb") as data:
+                api.update(context, image_id, snap.metadata(tag, image.get("container_format")), data,
+                           purge_props=False)  # fmt: skip
+        except Exception:
+            LOG.exception("snapshot %s failed", image_id, instance=instance)
+            _drop_snapshot(image_id)
+            raise
+        LOG.info("snapshot %s uploaded in %.1fs", image_id, time.monotonic() - started, instance=instance)
+
+    def _snapshot_archive(self, context, instance) -> str | None:
+        """The local archive of the snapshot image the server boots from (downloaded from Glance when this machine
+        has none), its root filesystem loaded into Docker; None when the image is no snapshot."""
+        sysmeta = instance.system_metadata or {}
+        props = {k[len("image_") :]: v for k, v in sysmeta.items() if k.startswith("image_")}
+        if not snap.is_snapshot(props):
+            return None
+        if props[snap.SNAPSHOT_PROP] != snap.FORMAT:
+            raise DockerError(f"image {instance.image_ref}: snapshot format {props[snap.SNAPSHOT_PROP]!r} unknown")
+        image_id = instance.image_ref
+        tag = props.get(IMAGE_PROP) or snap.tag_for(image_id)
+        archive = _archive_path(image_id)
+        with _snap_lock:
+            if not os.path.exists(archive):
+                os.makedirs(CONF.zenops_sandbox.snapshot_dir, mode=0o700, exist_ok=True)
+                part = archive + ".part"
+                started = time.monotonic()
+                glance.API().download(context, image_id, dest_path=part)
+                os.replace(part, archive)
+                LOG.info("snapshot %s downloaded from Glance in %.1fs", image_id, time.monotonic() - started)
+            if docker("image", "inspect", tag, check=False).strip() in ("", "[]"):
+                _load_rootfs(archive)
+        return archive
 
     # --- state -----------------------------------------------------------------------------------------------------
 
@@ -410,7 +484,8 @@ class ContainerDriver(fake.FakeDriverWithoutFakeNodes):
 
     def _uuids(self) -> list[str]:
         out = docker("ps", "-a", "--filter", f"label={LABEL}.instance", "--format", "{{.Names}}", check=False)
-        return out.split()
+        # a snapshot's helper container inherits the server's labels (docker commit keeps them): not a server
+        return [n for n in out.split() if not n.startswith("zenops-snapshot-")]
 
     def list_instances(self):
         return self._uuids()
@@ -477,6 +552,86 @@ class ContainerDriver(fake.FakeDriverWithoutFakeNodes):
 
     def get_host_ip_addr(self):
         return CONF.my_ip
+
+
+def _archive_path(image_id: str) -> str:
+    return os.path.join(CONF.zenops_sandbox.snapshot_dir, f"{image_id}.tar")
+
+
+def _run(argv: list[str], what: str, *, live: bool = False) -> None:
+    res = subprocess.run(argv, capture_output=True, timeout=CONF.zenops_sandbox.snapshot_timeout)
+    if not snap.tar_ok(res.returncode, live):
+        raise DockerError(f"{what} failed: {res.stderr.decode(errors='replace').strip()[-2000:]}")
+    if res.returncode:
+        LOG.warning("%s: %s", what, res.stderr.decode(errors="replace").strip()[-2000:])
+
+
+def _write_snapshot(uuid: str, info: dict, tag: str, archive: str) -> None:
+    """``archive``: the snapshot of container ``uuid`` (snapshots module docstring), its root filesystem tagged
+    ``tag`` in Docker too (a server booted from it on this machine needs no load)."""
+    source = snap.volume_source(info)
+    if source is None:
+        raise DockerError(f"container {uuid} has no {snap.VOLUME} volume")
+    timeout = CONF.zenops_sandbox.snapshot_timeout
+    state = info.get("State", {})
+    pause = bool(state.get("Running")) and not state.get("Paused")
+    work = tempfile.mkdtemp(prefix="snap-", dir=CONF.zenops_sandbox.snapshot_dir)
+    cleaner = f"zenops-snapshot-{uuid}"
+    try:
+        if pause:
+            docker("pause", uuid)
+        try:
+            docker("commit", "--pause=false", uuid, tag, timeout=timeout)
+            _run(snap.volume_argv(archive + ".volume", source), f"tar of {source}", live=not pause)
+        finally:
+            if pause:
+                docker("unpause", uuid, check=False)
+        # once, in the committed filesystem: host keys and machine id are per server
+        docker("rm", "-f", cleaner, check=False)
+        docker("create", "--name", cleaner, "--network", "none", "--entrypoint", "/bin/sh", tag, "-c", snap.CLEANUP)
+        try:
+            docker("start", "--attach", cleaner, timeout=timeout)
+            docker("commit", "--change", "ENTRYPOINT []", "--change", 'CMD ["/sbin/init"]', cleaner, tag,
+                   timeout=timeout)  # fmt: skip
+        finally:
+            docker("rm", "-f", cleaner, check=False)
+        with open(os.path.join(work, snap.MANIFEST), "wb") as f:
+            f.write(snap.manifest(tag, uuid))
+        docker("save", "--output", os.path.join(work, snap.ROOTFS), tag, timeout=timeout)
+        _run(snap.create_argv(archive, work), "tar of the root filesystem")
+        _run(snap.concatenate_argv(archive, archive + ".volume"), "tar --concatenate")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if os.path.exists(archive + ".volume"):
+            os.unlink(archive + ".volume")
+
+
+def _drop_snapshot(image_id: str) -> None:
+    """What a failed snapshot left on this machine: its archive and its Docker tag."""
+    for path in (_archive_path(image_id), _archive_path(image_id) + ".volume"):
+        if os.path.exists(path):
+            os.unlink(path)
+    docker("image", "rm", snap.tag_for(image_id), check=False)
+
+
+def _load_rootfs(archive: str) -> None:
+    work = tempfile.mkdtemp(prefix="load-", dir=CONF.zenops_sandbox.snapshot_dir)
+    try:
+        _run(snap.extract_rootfs_argv(archive, work), "tar --extract of the root filesystem")
+        docker("load", "--input", os.path.join(work, snap.ROOTFS), timeout=CONF.zenops_sandbox.snapshot_timeout)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _fill_volume(uuid: str, archive: str) -> None:
+    """The snapshot's /var/lib/docker into the new container's (empty) volume, before it starts."""
+    info = json.loads(docker("inspect", "--type", "container", uuid) or "[]")
+    source = snap.volume_source(info[0]) if info else None
+    if source is None:
+        raise DockerError(f"container {uuid} has no {snap.VOLUME} volume")
+    started = time.monotonic()
+    _run(snap.extract_volume_argv(archive, source), f"tar --extract into {source}")
+    LOG.info("container %s: %s filled from the snapshot in %.1fs", uuid, snap.VOLUME, time.monotonic() - started)
 
 
 def _passwd_from_container(uuid: str) -> bytes | None:

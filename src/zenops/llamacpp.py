@@ -270,6 +270,30 @@ def _server_container(inst: Instance) -> dict[str, Any]:
     }
 
 
+# llama.cpp's KV cache: -ctk/-ctv default to f16 (tools/server/README.md), 2 bytes per value like vLLM's bf16 cache
+KV_CACHE_TYPE = "f16"
+KV_CACHE_DTYPE = "float16"  # its zenops.catalog dtype: ModelSpec.kv_bytes_per_token(KV_CACHE_DTYPE) is its size
+
+
+def kv_slots(inst: Instance, max_model_len: int, wanted: int, kv_bytes_per_token: int | None) -> tuple[int, str]:
+    """(slots, why): ``wanted`` slots of ``max_model_len`` tokens each, fewer when the KV cache the plan budgeted for
+    ``inst`` (Instance.kv_cache_bytes: one rank's, and the peer runs one rank) holds fewer at llama.cpp's f16
+    (``kv_bytes_per_token``: the model's f16 KV bytes per token, ModelSpec.kv_bytes_per_token(KV_CACHE_DTYPE)); at
+    least one slot (the plan holds at least one full request). ``why``: the figures, "" when not capped.
+    Without a per-token figure or a KV budget in the plan, ``wanted`` as it is and ``why`` says it was not checked."""
+    if not kv_bytes_per_token or inst.kv_cache_bytes <= 0:
+        return wanted, "not checked against the plan's KV cache (the plan or the model gives no KV figures)"
+    holds = inst.kv_cache_bytes // kv_bytes_per_token
+    if wanted * max_model_len <= holds:
+        return wanted, ""
+    slots = max(1, holds // max_model_len)
+    return slots, (
+        f"capped from {wanted}: the plan's KV cache of {inst.kv_cache_bytes / 2**30:.2f} GiB holds {holds} "
+        f"tokens at {KV_CACHE_TYPE} ({kv_bytes_per_token} B/token), {slots} x {max_model_len}; "
+        f"{wanted} x {max_model_len} = {wanted * max_model_len} would not fit"
+    )
+
+
 def server(
     inst: Instance,
     max_model_len: int,
@@ -279,13 +303,16 @@ def server(
     api_key_file: str,
     concurrency: int,
     host: str,
+    kv_bytes_per_token: int | None = None,
     binary: str = LLAMA_SERVER,
 ) -> Server:
     """llama-server serving ``gguf`` with the compute of plan instance ``inst``: the same cpuset and memory node(s),
     as many threads as vLLM's OpenMP threads pinned to the same CPUs, the same context per sequence
     (``max_model_len``), and slots for at least ``concurrency`` (the highest concurrency to be measured) and the
-    instance's seats. The key is read from ``api_key_file`` (never in argv). Raises UsageError for bad inputs and
-    PlanRefusedError for an instance llama.cpp cannot mirror (tensor parallel across nodes)."""
+    instance's seats, as many of them as the KV cache the plan budgeted for the instance holds (:func:`kv_slots`,
+    ``kv_bytes_per_token``: the model's at f16; the ``reason`` says when and why it lowered them). The key is read
+    from ``api_key_file`` (never in argv). Raises UsageError for bad inputs and PlanRefusedError for an instance
+    llama.cpp cannot mirror (tensor parallel across nodes)."""
     _check_server_inputs(max_model_len, served_name=served_name, concurrency=concurrency)
     model = _container_path(gguf, "the GGUF file")
     key = _container_path(api_key_file, "the API key file")
@@ -294,8 +321,9 @@ def server(
     mask = cpu_mask(cpus)
     threads = len(cpus)
     # -np: slots, each a sequence decoded at once (continuous batching is on by default: "-cb ... (default:
-    # enabled)"); at least the concurrency measured, so no request queues, and the plan's seats
-    slots = max(concurrency, inst.max_num_seqs)
+    # enabled)"); at least the concurrency measured, so no request queues, and the plan's seats; no more than the
+    # plan's KV cache holds (more would take memory the plan gave to nothing: llama.cpp allocates the whole -c)
+    slots, capped = kv_slots(inst, max_model_len, max(concurrency, inst.max_num_seqs), kv_bytes_per_token)
     # -c: with -np given, the KV cache is not unified (kv_unified is only turned on for -np auto, server.cpp) and
     # each slot gets n_ctx / n_parallel (src/llama-context.cpp): slots x max_model_len gives each the plan's context
     context = slots * max_model_len
@@ -322,7 +350,8 @@ def server(
     reason = (
         f"llama.cpp peer of instance {inst.index}: {threads} threads pinned to CPUs {format_cpulist(cpus)} (vLLM's "
         f"OpenMP-bound CPUs) in cpuset {container['cpuset_cpus']}, memory node(s) {container['cpuset_mems']}, "
-        f"{slots} slots of {max_model_len} tokens (-c {context}), f16 KV cache, port {inst.port}"
+        f"{slots} slots of {max_model_len} tokens (-c {context}), {KV_CACHE_TYPE} KV cache, port {inst.port}"
+        + (f" (slots {capped})" if capped else "")
     )
     return Server(argv, inst.port, threads, cpus, slots, context, container, reason)
 
@@ -336,12 +365,13 @@ def servers(
     api_key_file: str,
     concurrency: int,
     host: str,
+    kv_bytes_per_token: int | None = None,
     binary: str = LLAMA_SERVER,
 ) -> list[Server]:
     """One :func:`server` per plan instance (a Plan's ``instances``), each with the plan's ``max_model_len``."""
     return [
         server(i, max_model_len, gguf=gguf, served_name=served_name, api_key_file=api_key_file,
-               concurrency=concurrency, host=host, binary=binary)
+               concurrency=concurrency, host=host, kv_bytes_per_token=kv_bytes_per_token, binary=binary)
         for i in instances
     ]  # fmt: skip
 

@@ -90,11 +90,13 @@ def instances(
     fmt: str,
     concurrency: int,
     host: str = "0.0.0.0",
+    kv_bytes_per_token: int | None = None,
 ) -> list[dict[str, Any]]:
     """The role's instance list: one llama-server per instance of ``plan`` (a Plan or its to_dict()), serving the
-    ``fmt`` GGUF of ``model_name`` as ``served_name`` with slots for ``concurrency``, listening on ``host``. Each:
-    index, port, host, argv, container (cpuset_cpus, cpuset_mems, shm_size, ...), threads, cpus, slots, context,
-    reason. Raises UsageError / PlanRefusedError as :func:`zenops.llamacpp.server` does."""
+    ``fmt`` GGUF of ``model_name`` as ``served_name`` with slots for ``concurrency`` (as many as the plan's KV cache
+    holds at ``kv_bytes_per_token``: :func:`zenops.llamacpp.kv_slots`), listening on ``host``. Each: index, port,
+    host, argv, container (cpuset_cpus, cpuset_mems, shm_size, ...), threads, cpus, slots, context, reason. Raises
+    UsageError / PlanRefusedError as :func:`zenops.llamacpp.server` does."""
     max_model_len, insts = _instances_of(plan)
     if not insts:
         raise UsageError("the serving plan has no instance", hint="plan for a host first (zenops plan)")
@@ -102,7 +104,8 @@ def instances(
     gguf = f"{m['gguf']}/{llamacpp.gguf_name(model_name, fmt)}"
     out: list[dict[str, Any]] = []
     servers = llamacpp.servers(insts, max_model_len, gguf=gguf, served_name=served_name,
-                               api_key_file=m["api_key_file"], concurrency=concurrency, host=host)  # fmt: skip
+                               api_key_file=m["api_key_file"], concurrency=concurrency, host=host,
+                               kv_bytes_per_token=kv_bytes_per_token)  # fmt: skip
     for inst, s in zip(insts, servers, strict=True):
         d = asdict(s)
         d["argv"] = list(s.argv)
@@ -120,11 +123,12 @@ def role_vars(
     concurrency: int,
     convert: Sequence[str] = (),
     host: str = "0.0.0.0",
+    kv_bytes_per_token: int | None = None,
 ) -> dict[str, Any]:
     """Everything the role needs for one host: its mounts, the conversions of ``fmt`` and of the other formats in
     ``convert`` (``fmt`` first), and its instances (:func:`instances`)."""
     servers = instances(plan, model_name=model_name, served_name=served_name, fmt=fmt, concurrency=concurrency,
-                        host=host)  # fmt: skip
+                        host=host, kv_bytes_per_token=kv_bytes_per_token)  # fmt: skip
     return {
         "llamacpp_server_mounts": mounts(model_name),
         "llamacpp_server_conversions": conversions(model_name, [fmt, *convert]),
@@ -141,6 +145,7 @@ def extravars(
     concurrency: int,
     convert: Sequence[str] = (),
     host: str = "0.0.0.0",
+    kv_bytes_per_token: int | None = None,
 ) -> dict[str, Any]:
     """The extra vars of playbooks/llamacpp.yml for the hosts of ``plans`` (host -> plan): ``zenops_llamacpp`` (host
     -> :func:`role_vars`, as serve.py passes ``zenops_plans``) and the model directory on the controller (its last
@@ -149,7 +154,7 @@ def extravars(
     per_host: dict[str, dict[str, Any]] = {}
     for h, p in sorted(plans.items()):
         per_host[h] = role_vars(p, model_name=model_name, served_name=served_name, fmt=fmt, concurrency=concurrency,
-                                convert=convert, host=host)  # fmt: skip
+                                convert=convert, host=host, kv_bytes_per_token=kv_bytes_per_token)  # fmt: skip
     return {
         "zenops_llamacpp": per_host,
         "llamacpp_server_model_dir": model_dir,
@@ -178,19 +183,22 @@ def serve_extravars(
     concurrency: int,
     api_key_file: str,
     deployment: str,
+    kv_bytes_per_token: int | None,
     pip: Mapping[str, Any] | None = None,
     base_image: str | None = None,
     base_image_archive: str | None = None,
 ) -> dict[str, Any]:
     """playbooks/llamacpp.yml's extra vars for serving the ``fmt`` GGUF of ``model_dir`` on the hosts of ``plans``
-    (:func:`extravars`), with the deployment's API key file (a path: the key never travels as a value), the
-    deployment's name (the servers' io.zenops.deployment label), ``pip`` (zenops.serve.pip_settings(): the engine
-    image's find-links, extra indexes and CA bundle, passed on as the llama.cpp image's) and the engine's base image
-    and its archive (a request's base_image / base_image_archive: the llama.cpp image builds on the same base, loaded
-    from the archive where the host has no registry)."""
+    (:func:`extravars`; ``kv_bytes_per_token``: the model's KV cache per token at llama.cpp's f16, which caps the
+    slots to the plan's KV cache, None: not capped), with the deployment's API key file (a path: the key never
+    travels as a value), the deployment's name (the servers' io.zenops.deployment label), ``pip``
+    (zenops.serve.pip_settings(): the engine image's find-links, extra indexes and CA bundle, passed on as the
+    llama.cpp image's) and the engine's base image and its archive (a request's base_image / base_image_archive: the
+    llama.cpp image builds on the same base, loaded from the archive where the host has no registry)."""
     if not api_key_file:
         raise UsageError("the llama.cpp servers need an API key file", hint="serve through zenops (it makes one)")
-    out = extravars(plans, model_dir=model_dir, served_name=served_name, fmt=fmt, concurrency=concurrency)
+    out = extravars(plans, model_dir=model_dir, served_name=served_name, fmt=fmt, concurrency=concurrency,
+                    kv_bytes_per_token=kv_bytes_per_token)  # fmt: skip
     out["llamacpp_server_api_key_file"] = api_key_file
     out["llamacpp_server_deployment"] = deployment
     for ours, theirs in PIP_SETTINGS.items():

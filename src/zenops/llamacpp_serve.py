@@ -68,6 +68,7 @@ def serve_llamacpp(ctx: RunContext, inventory: Path, request: Mapping[str, Any])
     extravars = llamacpp_deploy.serve_extravars(
         {h: p.to_dict() for h, p in plans.items()}, model_dir=str(model_dir), served_name=served, fmt=fmt,
         concurrency=req.concurrency, api_key_file=str(api_key), deployment=inventory_label(inventory),
+        kv_bytes_per_token=model.kv_bytes_per_token(llamacpp.KV_CACHE_DTYPE),  # one rank: the peer runs no TP
         pip=serve.pip_settings(), base_image=req.base_image,
         base_image_archive=str(req.base_image_archive.resolve()) if req.base_image_archive is not None else None,
     )  # fmt: skip

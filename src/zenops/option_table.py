@@ -4,7 +4,8 @@ it configures. As molecule's ``CliOptions`` registry: an option is declared once
 
 * the serving and engine rows are zenops.request_options.OPTIONS (the campaign file and the rollout read them too);
 * the rows of this module: target (which hosts), cloud (`up --cloud`), gateway (the fleet endpoint, its service's
-  rows), batch and gate (`rollout`), bench, and consent (--dry-run, --yes).
+  rows), scaler (`up --replicas`: the scaling loop's service), batch and gate (`rollout`), bench, and consent
+  (--dry-run, --yes).
 
 zenops.cli.options makes the click options of a command from its rows (``options(command, ...)``); a request
 (ServeRequest, PlanOptions, RolloutRequest, BenchRequest, and the CLI's CloudFlags and GatewayFlags) is built from
@@ -26,8 +27,21 @@ T = TypeVar("T")
 
 # the commands (their path below `zenops`) that take the target rows
 _HOSTS = ("bench", "down", "facts", "logs", "plan", "rollout", "ssh", "status", "top", "up")
-_DEPLOYMENT = ("bench", "down", "logs", "rollout", "ssh", "status", "top", "up")
-_CLOUD = ("bench", "config init", "down", "leaks", "logs", "reap", "rollout", "ssh", "status", "top", "up")
+_DEPLOYMENT = ("bench", "down", "image bake", "logs", "rollout", "ssh", "status", "top", "up")
+_CLOUD = (
+    "bench",
+    "config init",
+    "down",
+    "image bake",
+    "leaks",
+    "logs",
+    "reap",
+    "rollout",
+    "ssh",
+    "status",
+    "top",
+    "up",
+)
 _NAMES: dict[str, Any] = {
     "old": ("--name",)
 }  # `up` and `down` name the deployment they make or remove; --name was its spelling
@@ -137,6 +151,39 @@ GATEWAY: tuple[Option, ...] = (
         "gateway_tls_cert_file", "--gateway-tls-cert", "path", param_name="gateway_tls_cert",
         requests=("ServeRequest", "GatewayFlags"), **_GATEWAY,
         help="PEM file (certificate chain + key, mode 0600): the endpoint speaks HTTPS only.",
+    ),
+)  # fmt: skip
+
+_SCALER: dict[str, Any] = {
+    "group": "scaler", "service": "scaler", "commands": ("up",), "requests": ("ServeRequest", "ScalerFlags"),
+}  # fmt: skip
+SCALER: tuple[Option, ...] = (
+    Option(
+        "replicas", "--replicas", "str", metavar="N|MIN..MAX", **_SCALER,
+        help="With --cloud: serving servers. N: a fixed fleet (as --count N). MIN..MAX: `up` starts MIN and a "
+        "scaling loop on the gateway's server keeps between MIN and MAX: out when requests wait, in when the load "
+        "is low (drained through the gateway first), a dead server replaced; it turns on --gateway and --metrics, "
+        "which it needs. `down` removes it. Not on your own hosts (--inventory): they are a fixed fleet, healed "
+        "only by a failed vLLM being restarted (its container's restart policy), never by a host added or removed.",
+    ),
+    Option(
+        "max_price_per_hour", "--max-price-per-hour", "positive", metavar="USD", **_SCALER,
+        help="With --replicas MIN..MAX: the most every server of the deployment may cost per hour together (the "
+        "gateway's own included); lowers MAX to what it pays for (the flavors' price_per_hour).",
+    ),
+    Option(
+        "scale_out_waiting", "--scale-out-waiting", "positive", metavar="N", **_SCALER,
+        help="With --replicas MIN..MAX: scale out when more than N requests wait per replica (median over 60 s). "
+        "Default: half the sequences a replica runs at once (the plan's max_num_seqs).",
+    ),
+    Option(
+        "scale_in_load", "--scale-in-load", "positive", metavar="N", **_SCALER,
+        help="With --replicas MIN..MAX: scale in when running + waiting requests per replica stay under N (p90 over "
+        "300 s); below --scale-out-waiting. Default: a quarter of a replica's sequences.",
+    ),
+    Option(
+        "scale_cooldown", "--scale-cooldown", "duration", minimum=0, **_SCALER,
+        help="With --replicas MIN..MAX: no scaling step for this long after one (default 2m).",
     ),
 )  # fmt: skip
 
@@ -340,7 +387,7 @@ CONSENT: tuple[Option, ...] = (
     ),
 )  # fmt: skip
 
-TABLE: tuple[Option, ...] = (*OPTIONS, *TARGET, *CLOUD, *GATEWAY, *BATCH, *GATE, *BENCH, *CONSENT)
+TABLE: tuple[Option, ...] = (*OPTIONS, *TARGET, *CLOUD, *GATEWAY, *SCALER, *BATCH, *GATE, *BENCH, *CONSENT)
 ROWS: Mapping[str, Option] = {o.name: o for o in TABLE}
 
 # the fields of each request that no option sets: what the command (or the library) fills in itself
@@ -380,6 +427,23 @@ def service_rows(service: str) -> tuple[Option, ...]:
 def request_rows(request: str) -> tuple[Option, ...]:
     """The rows whose field is a field of the request class named ``request``."""
     return tuple(o for o in TABLE if request in o.requests)
+
+
+def field_default(request: str, field: str) -> Any:
+    """The default of the row that fills ``request``'s ``field``: what a command gets without its flag. The request's
+    dataclass declares it as its field's default (``concurrency: int = field_default("ServeRequest",
+    "concurrency")``), so the value lives in the row only and a library caller means what the command means."""
+    found = [o for o in request_rows(request) if o.field == field]
+    if len(found) != 1:
+        raise KeyError(f"{len(found)} rows fill {request}.{field}; expected one")
+    o = found[0]
+    if o.kind == "bool":
+        return bool(o.default)
+    if o.kind == "duration" and isinstance(o.default, str):
+        from zenops import durations  # noqa: PLC0415
+
+        return durations.parse(o.default)
+    return o.default
 
 
 def request_from_rows(cls: type[T], values: Mapping[str, Any], **extra: Any) -> T:

@@ -123,11 +123,13 @@ class Load:
     ok: int = 0
     failed: int = 0
     errors: list[str] = field(default_factory=list)
+    log: list[tuple[float, float, bool]] = field(default_factory=list)  # each request's (sent, ended, ok), epoch s
     _stop: threading.Event = field(default_factory=threading.Event)
     _threads: list[threading.Thread] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _one(self) -> None:
+        sent = time.time()
         body = json.dumps(
             {"model": SERVED, "prompt": "The fleet", "max_tokens": self.max_tokens, "temperature": 0}
         ).encode()
@@ -144,6 +146,7 @@ class Load:
         except (urllib.error.URLError, OSError, ValueError) as e:
             good, err = False, f"{type(e).__name__}: {getattr(e, 'code', '')} {e}"[:300]
         with self._lock:
+            self.log.append((sent, time.time(), good))
             if good:
                 self.ok += 1
             else:

@@ -92,9 +92,8 @@ def admin(sandbox_clouds: Path) -> openstack.connection.Connection:
     return openstack.connect(cloud="sandbox-admin")
 
 
-@pytest.fixture
-def zenops(sandbox_clouds: Path, tmp_path: Path) -> Iterator[Zenops]:
-    home = tmp_path / "home"
+def controller(sandbox_clouds: Path, home: Path, work: Path) -> Zenops:
+    """A zenops controller on the sandbox cloud: its state, config and cache under ``home``, run from ``work``."""
     env = {
         **os.environ,
         "OS_CLIENT_CONFIG_FILE": str(sandbox_clouds),
@@ -104,9 +103,13 @@ def zenops(sandbox_clouds: Path, tmp_path: Path) -> Iterator[Zenops]:
         "COLUMNS": "200",
     }
     env.pop("ZENOPS_CONFIG", None)
-    work = tmp_path / "work"
     work.mkdir()
-    z = Zenops(env, work)
+    return Zenops(env, work)
+
+
+@pytest.fixture
+def zenops(sandbox_clouds: Path, tmp_path: Path) -> Iterator[Zenops]:
+    z = controller(sandbox_clouds, tmp_path / "home", tmp_path / "work")
     yield z
     # whatever a test left behind is removed, so one failure does not cascade into the next test: the deployments of
     # the integration tests (named it*), not `down --all-mine`, which removes every zenops deployment in the tenant:
@@ -117,6 +120,13 @@ def zenops(sandbox_clouds: Path, tmp_path: Path) -> Iterator[Zenops]:
         if code != 0:
             failed[dep] = err[-2000:]
     assert not failed, failed
+
+
+@pytest.fixture
+def other(sandbox_clouds: Path, tmp_path: Path) -> Zenops:
+    """A second controller: the same cloud, its own state dir (no ledger, no keys, no locks of the first). What a test
+    leaves is removed by the `zenops` fixture's teardown (every it* deployment in the cloud, `leftovers`)."""
+    return controller(sandbox_clouds, tmp_path / "other", tmp_path / "other-work")
 
 
 PREFIX = "it"  # every deployment an integration test makes is named it<something> (itswitch, it1, itreap, ...)

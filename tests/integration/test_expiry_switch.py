@@ -45,24 +45,6 @@ assert TTL_S % 60 == 0, "TTL is given in whole minutes"
 
 
 @pytest.fixture
-def other(sandbox_clouds: Path, tmp_path: Path) -> Zenops:
-    """A second controller without this deployment in its ledger."""
-    home = tmp_path / "other"
-    env = {
-        **os.environ,
-        "OS_CLIENT_CONFIG_FILE": str(sandbox_clouds),
-        "XDG_STATE_HOME": str(home / "state"),
-        "XDG_CONFIG_HOME": str(home / "config"),
-        "XDG_CACHE_HOME": str(home / "cache"),
-        "COLUMNS": "200",
-    }
-    env.pop("ZENOPS_CONFIG", None)
-    work = tmp_path / "other-work"
-    work.mkdir()
-    return Zenops(env, work)
-
-
-@pytest.fixture
 def tenant(sandbox_clouds: Path) -> Any:
     os.environ["OS_CLIENT_CONFIG_FILE"] = str(sandbox_clouds)
     conn = openstack.connect(cloud="sandbox")

@@ -5,11 +5,9 @@ expiry has not passed, is left alone."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -18,25 +16,6 @@ from zenops.cloud import marks as m
 from zenops.errors import ExitCode
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def other(sandbox_clouds: Path, tmp_path: Path) -> Zenops:
-    """A second controller: the same cloud, its own state dir (no ledger, no keys, no locks of the first). What a test
-    leaves is removed by the `zenops` fixture's teardown (every it* deployment in the cloud, `leftovers`)."""
-    home = tmp_path / "other"
-    env = {
-        **os.environ,
-        "OS_CLIENT_CONFIG_FILE": str(sandbox_clouds),
-        "XDG_STATE_HOME": str(home / "state"),
-        "XDG_CONFIG_HOME": str(home / "config"),
-        "XDG_CACHE_HOME": str(home / "cache"),
-        "COLUMNS": "200",
-    }
-    env.pop("ZENOPS_CONFIG", None)
-    work = tmp_path / "other-work"
-    work.mkdir()
-    return Zenops(env, work)
 
 
 def up_both(zenops: Zenops) -> tuple[dict, dict]:

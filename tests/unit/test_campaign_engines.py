@@ -110,7 +110,7 @@ def test_campaign_plan_leaves_out_llamacpp_cells_of_a_quantized_model_and_says_s
 # --- serving a cell: which engine, the other one stopped first -------------------------------------------------
 
 
-def test_serve_cell_picks_the_engine_and_stops_the_other_one_first(monkeypatch: pytest.MonkeyPatch):
+def test_serve_cell_picks_the_engine_and_stops_the_other_one_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     calls: list[tuple[str, Any]] = []
     serving = iter([True, False])  # what the deployment's serving record says before each vLLM cell
     monkeypatch.setattr(llamacpp_serve, "serve_llamacpp", lambda _c, inv, req: calls.append(("llamacpp", req)))
@@ -118,7 +118,7 @@ def test_serve_cell_picks_the_engine_and_stops_the_other_one_first(monkeypatch: 
     monkeypatch.setattr(llamacpp_serve, "stop_llamacpp", lambda _c, inv: calls.append(("stop llamacpp", inv)))
     monkeypatch.setattr(serve_lib, "serve_inventory", lambda _c, inv, req: calls.append(("vllm", req.model)))
     inv = Path("hosts.yml")
-    deployment = Deployment(None, DeploymentId("hosts", None, inv), check=False)  # type: ignore[arg-type]
+    deployment = Deployment(RunContext(Config(state_dir=tmp_path)), DeploymentId("hosts", None, inv), check=False)
     deployment.serve_engine({"model": "/m", "llamacpp": "q8_0"})
     deployment.serve_engine({"model": "/m", "gateway": "off"})
     deployment.serve_engine({"model": "/m"})
@@ -128,6 +128,31 @@ def test_serve_cell_picks_the_engine_and_stops_the_other_one_first(monkeypatch: 
         ("vllm", "/m"),
         ("vllm", "/m"),  # llama.cpp does not serve there: no extra playbook
     ]
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_up_stops_the_llamacpp_servers_a_record_names_before_vllm_serves(tmp_path, monkeypatch, check):
+    """`zenops up` on a deployment whose serving record says llama.cpp serves (a campaign's llama.cpp cell that did
+    not finish): Deployment.serve, the path `up` takes, stops them first (they hold the plan's ports), and says so; a
+    dry run only says it would. A deployment vLLM serves gets no extra playbook."""
+    config, inv = _llamacpp_record(tmp_path)
+    calls: list[str] = []
+    notes: list[str] = []
+    monkeypatch.setattr(llamacpp_serve, "stop_llamacpp", lambda _c, i: calls.append(f"stop llamacpp {i.name}"))
+    monkeypatch.setattr(serve_lib, "serve_inventory", lambda _c, i, req, **kw: calls.append(f"vllm {req.model}"))
+    ctx = RunContext(config, note=notes.append)
+    deployment = Deployment(ctx, DeploymentId("hosts", None, inv), check=check)
+    deployment.serve(serve_lib.ServeRequest(model="/m/tiny-llama"))
+    assert calls == (["vllm /m/tiny-llama"] if check else ["stop llamacpp hosts.yml", "vllm /m/tiny-llama"])
+    [note] = notes
+    assert "llama.cpp serves" in note
+    assert ("would stop its llama.cpp servers" in note) if check else ("stopping its llama.cpp servers" in note)
+    vllm_inv = tmp_path / "vllm.yml"
+    vllm_inv.write_text("all: {}\n")
+    _served_in(config, tmp_path, vllm_inv)
+    calls.clear()
+    Deployment(ctx, DeploymentId("vllm", None, vllm_inv), check=check).serve(serve_lib.ServeRequest(model="/m/x"))
+    assert calls == ["vllm /m/x"]
 
 
 def test_the_serving_record_tells_whether_llamacpp_serves(tmp_path: Path):
@@ -176,7 +201,7 @@ def test_the_serve_steps_extravars_come_from_the_plan(tmp_path: Path):
            "vllm_image_pip_index_url": "https://other"}  # fmt: skip
     ev = llamacpp_deploy.serve_extravars(
         {h: q.to_dict() for h, q in plans.items()}, model_dir=str(tmp_path / "tiny-a"), served_name="tiny-a",
-        fmt="q8_0", concurrency=3, api_key_file="/state/key", deployment="dep", pip=pip,
+        fmt="q8_0", concurrency=3, api_key_file="/state/key", deployment="dep", pip=pip, kv_bytes_per_token=None,
     )  # fmt: skip
     assert ev["llamacpp_server_api_key_file"] == "/state/key"  # a path: the key is never a value
     check_no_secrets(ev)  # what the runner refuses before any playbook runs (no secret-named key, no secret value)
@@ -196,7 +221,7 @@ def test_the_serve_steps_extravars_come_from_the_plan(tmp_path: Path):
     assert argv[argv.index("-m") + 1] == "/gguf/tiny-a-q8_0.gguf"
     with pytest.raises(UsageError):
         llamacpp_deploy.serve_extravars({}, model_dir="/m/x", served_name="x", fmt="q8_0", concurrency=1,
-                                        api_key_file="", deployment="d")  # fmt: skip
+                                        api_key_file="", deployment="d", kv_bytes_per_token=None)  # fmt: skip
 
 
 def test_the_gguf_plans_ceiling_reads_the_weights_at_the_gguf_bits_per_weight(tmp_path: Path):
@@ -270,6 +295,11 @@ def test_serve_llamacpp_stops_vllm_then_serves_the_plan_and_records_it(tmp_path:
     assert endpoints == {"h1": [{"instance": 0, "port": 8000, "image": "zenops/llamacpp:x"}]}
     record = Store(config, inv).record()
     assert record is not None
+    # the slots checked against the plan's KV cache with the model's f16 KV bytes per token
+    [inst] = ev["zenops_llamacpp"]["h1"]["llamacpp_server_instances"]
+    model, _ = serve_lib.resolve_model(str(tmp_path / "tiny-a"))
+    assert "not checked" not in inst["reason"]
+    assert inst["context"] * model.kv_bytes_per_token("float16") <= record.plans["h1"]["instances"][0]["kv_cache_bytes"]
     assert record.request["llamacpp"] == "q4_k_m"
     assert record.api_key_file == str(key)
     assert record.plans["h1"]["llamacpp"] == "q4_k_m"  # the plan as llama.cpp served it: its ceiling in GGUF bits

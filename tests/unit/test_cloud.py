@@ -286,6 +286,7 @@ class TwoProjects:
             security_groups=lambda: of("sg"),
         )
         self.compute = SimpleNamespace(servers=lambda details=True: [], keypairs=lambda: [])
+        self.image = SimpleNamespace(images=lambda: [])
 
 
 def test_untagged_resources_are_claimed_in_the_connections_project_only():

@@ -670,3 +670,46 @@ def test_down_forgets_the_secret_files_a_killed_run_left(tmp_path: Path) -> None
     config = SimpleNamespace(state_dir=tmp_path, cloud_profile=lambda _c: SimpleNamespace(keypair=""))
     teardown._forget_all(config, "c", [dep], [], keep_secrets=True, note=lambda _t: None)  # type: ignore[arg-type]
     assert not stale.exists()
+
+
+# --- the scaling loop's connection: a restricted application credential ---------------------------------------------
+
+
+def with_token(conn: Any, token: dict[str, Any]) -> Any:
+    """The stub connection's session answering keystoneauth's own AccessInfo of a Keystone token body."""
+    from keystoneauth1.access import AccessInfoV3  # noqa: PLC0415
+
+    access = AccessInfoV3({"token": token}, auth_token="t")
+    conn.session.auth = SimpleNamespace(get_access=lambda _session: access)
+    return conn
+
+
+LOOP_TOKEN = {"roles": [{"name": "member"}], "application_credential": {"id": "a1", "name": "zenops-scaler-d1",
+              "restricted": True}}  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["auto", "required"])
+def test_the_loops_restricted_credential_arms_nothing_and_keeps_the_switches_armed_before(mode: str) -> None:
+    # Keystone refuses a restricted application credential every credential call (403 on list-then-delete in
+    # _start_over, then on create): the loop's scale-out must not fail after its servers are made, nor delete the
+    # switches of the servers it has
+    conn = with_token(catalog_conn(SANDBOX_CATALOG), LOOP_TOKEN)
+    conn.identity.creds = [SimpleNamespace(id="old", name="zenops-expiry-d1.s1")]
+    ctx = NoRuns()
+    got = es.arm(ctx, conn, cloud="c", marks=m.Marks("d1", expires_at=soon(3600)), mode=mode,
+                 servers=[{"name": "zenops-d1-1", "id": "s1"}, {"name": "zenops-d1-2", "id": "s2"}],
+                 inventory=Path("i.yml"))  # type: ignore[arg-type]  # fmt: skip
+    assert got is None
+    assert conn.identity.created == []
+    assert conn.identity.deleted == []
+    assert [c.name for c in conn.identity.creds] == ["zenops-expiry-d1.s1"]
+    (warning,) = ctx.warnings
+    assert "restricted application credential" in warning
+
+
+def test_restricted_credential_is_read_from_the_token() -> None:
+    assert es.restricted_credential(with_token(catalog_conn(SANDBOX_CATALOG), LOOP_TOKEN))
+    unrestricted = {**LOOP_TOKEN, "application_credential": {"id": "a1", "name": "ops", "restricted": False}}
+    assert not es.restricted_credential(with_token(catalog_conn(SANDBOX_CATALOG), unrestricted))
+    assert not es.restricted_credential(with_token(catalog_conn(SANDBOX_CATALOG), {"roles": []}))  # a password's
+    assert not es.restricted_credential(stub_conn([]))  # no session to ask

@@ -4,6 +4,8 @@ VM, an 8-vCPU VM with SMT siblings, a 2-socket EPYC 9755), and the report's pair
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tests.unit.test_planner import topo
@@ -21,10 +23,19 @@ def _plan(facts: str, **kw):
     return plan(topo(facts), catalog.get_model(MODEL), PlanOptions(**kw))
 
 
+# the model's KV cache per token at llama.cpp's f16 (what zenops.llamacpp_serve passes): 28 layers x 8 KV heads x 128
+KV_PER_TOKEN = catalog.get_model(MODEL).kv_bytes_per_token(llamacpp.KV_CACHE_DTYPE)
+
+
 def _servers(facts: str, concurrency: int = 4, **kw):
     p = _plan(facts, **kw)
     return llamacpp.servers(p.instances, p.max_model_len, gguf=GGUF, served_name=MODEL, api_key_file=KEY,
-                            concurrency=concurrency, host="0.0.0.0")  # fmt: skip
+                            concurrency=concurrency, host="0.0.0.0", kv_bytes_per_token=KV_PER_TOKEN)  # fmt: skip
+
+
+def _server(inst, max_model_len: int, concurrency: int, kv_bytes_per_token: int | None = KV_PER_TOKEN):
+    return llamacpp.server(inst, max_model_len, gguf=GGUF, served_name=MODEL, api_key_file=KEY,
+                           concurrency=concurrency, host="0.0.0.0", kv_bytes_per_token=kv_bytes_per_token)  # fmt: skip
 
 
 def _arg(argv, flag: str) -> str:
@@ -181,16 +192,59 @@ def test_a_two_socket_host_gets_one_server_per_instance_on_its_node():
     assert _arg(second.argv, "-t") == "127"
     assert int(_arg(second.argv, "--cpu-mask"), 16) == sum(1 << c for c in range(129, 256))
     assert (second.container["cpuset_cpus"], second.container["cpuset_mems"]) == ("128-255", "1")
-    assert _arg(second.argv, "-np") == "16"  # the concurrency measured, above the plan's 5 seats
-    assert _arg(second.argv, "-c") == str(16 * p.max_model_len)
+    # the concurrency measured (16) is above the plan's 5 seats, but its KV cache holds 5 contexts: 5 slots
+    assert _arg(second.argv, "-np") == "5"
+    assert _arg(second.argv, "-c") == str(5 * p.max_model_len)
 
 
 @pytest.mark.parametrize(("concurrency", "slots"), [(1, 5), (5, 5), (8, 8), (16, 16)])
-def test_slots_cover_both_the_concurrency_measured_and_the_plans_seats(concurrency, slots):
+def test_slots_cover_both_the_concurrency_measured_and_the_plans_seats_when_the_kv_cache_holds_them(concurrency, slots):
     p = _plan("zen4-vm-hotplug")
-    (s,) = _servers("zen4-vm-hotplug", concurrency=concurrency)
-    assert p.instances[0].max_num_seqs == 5
+    (inst,) = p.instances
+    assert inst.max_num_seqs == 5
+    roomy = replace(inst, kv_cache_bytes=16 * p.max_model_len * KV_PER_TOKEN)  # a plan's KV cache of 16 contexts
+    s = _server(roomy, p.max_model_len, concurrency)
     assert (_arg(s.argv, "-np"), _arg(s.argv, "-c")) == (str(slots), str(slots * p.max_model_len))
+    assert "capped" not in s.reason
+
+
+@pytest.mark.parametrize("concurrency", [8, 16])
+def test_the_slots_are_capped_to_the_contexts_the_plans_kv_cache_holds_and_the_reason_says_why(concurrency):
+    """At C=16 the plan's 5 seats' KV cache (sized for 5 contexts of max_model_len and a spare block each) cannot
+    hold 16 contexts: llama.cpp would allocate 16 x max_model_len of f16 KV the plan never budgeted."""
+    p = _plan("zen4-vm-hotplug")
+    (inst,) = p.instances
+    holds = inst.kv_cache_bytes // KV_PER_TOKEN
+    assert holds < 8 * p.max_model_len  # the fixture plan's KV cache: 17.57 GiB, 164480 tokens at 114688 B/token
+    s = _server(inst, p.max_model_len, concurrency)
+    assert (
+        (s.slots, s.context)
+        == (holds // p.max_model_len, holds // p.max_model_len * p.max_model_len)
+        == (5, 5 * p.max_model_len)
+    )
+    assert (_arg(s.argv, "-np"), _arg(s.argv, "-c")) == ("5", str(5 * p.max_model_len))
+    assert s.context * KV_PER_TOKEN <= inst.kv_cache_bytes
+    assert f"(slots capped from {concurrency}: the plan's KV cache of 17.57 GiB holds {holds} tokens at f16" in s.reason
+    assert f"({KV_PER_TOKEN} B/token), 5 x {p.max_model_len}" in s.reason
+    assert f"{concurrency} x {p.max_model_len} = {concurrency * p.max_model_len} would not fit" in s.reason
+
+
+def test_one_slot_of_the_full_context_is_kept_when_the_kv_cache_holds_less():
+    p = _plan("zen4-vm-hotplug")
+    small = replace(p.instances[0], kv_cache_bytes=(p.max_model_len // 2) * KV_PER_TOKEN)
+    s = _server(small, p.max_model_len, 4)
+    assert (s.slots, s.context) == (1, p.max_model_len)  # never less than max_model_len per slot
+    assert "slots capped from 5" in s.reason
+
+
+@pytest.mark.parametrize("kv", [None, 0])
+def test_without_kv_figures_the_slots_are_not_capped_and_the_reason_says_it_was_not_checked(kv):
+    p = _plan("zen4-vm-hotplug")
+    s = _server(p.instances[0], p.max_model_len, 16, kv_bytes_per_token=kv)
+    assert s.slots == 16
+    assert "not checked against the plan's KV cache" in s.reason
+    unbudgeted = replace(p.instances[0], kv_cache_bytes=0)  # a plan without a KV budget
+    assert _server(unbudgeted, p.max_model_len, 16).slots == 16
 
 
 def test_the_key_is_never_in_argv_only_its_files_path():

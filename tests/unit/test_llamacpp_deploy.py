@@ -5,8 +5,10 @@ extra-vars carry)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
+import yaml
 from ansible.errors import AnsibleFilterError
 
 from tests.conftest import REPO, load_file_module
@@ -139,3 +141,57 @@ def test_the_playbooks_extra_vars_hold_each_hosts_variables_and_the_model():
     )
     assert ev["llamacpp_server_model_dir"] == "/home/me/models/tiny-llama/"
     assert ev["llamacpp_server_served_model_name"] == "tiny"
+
+
+# --- where the servers listen: where vLLM listens on the host ------------------------------------------------------
+
+
+def _include_vars(playbook: str, role: str) -> dict[str, Any]:
+    """The vars playbooks/<playbook>.yml passes to its include of ``role``."""
+    for play in yaml.safe_load((REPO / "playbooks" / f"{playbook}.yml").read_text()):
+        for task in play.get("tasks") or []:
+            inc = task.get("ansible.builtin.include_role") or {}
+            if inc.get("name") == f"zenops.inference.{role}" and "tasks_from" not in inc:
+                return dict(task["vars"])
+    raise AssertionError(f"playbooks/{playbook}.yml includes no {role} (renamed? update this test)")
+
+
+def _render(expr: str, variables: dict[str, Any]) -> Any:
+    from ansible.parsing.dataloader import DataLoader  # noqa: PLC0415
+    from ansible.template import Templar, trust_as_template  # noqa: PLC0415
+
+    return Templar(loader=DataLoader(), variables=variables).template(trust_as_template(expr))
+
+
+PRIVATE = {"zenops_private_address": "10.0.0.5"}
+
+
+@pytest.mark.parametrize(("hostvars", "listen"), [(PRIVATE, "10.0.0.5"), ({}, "0.0.0.0")])
+def test_llama_server_listens_where_vllm_listens_on_the_host(hostvars, listen):
+    """playbooks/llamacpp.yml binds llama-server at the address playbooks/serve.yml binds vLLM at (the host's
+    zenops_private_address, every address without one), and the role starts the argv with that --host."""
+    bind = _include_vars("llamacpp", "llamacpp_server")["llamacpp_server_bind_address"]
+    assert bind == _include_vars("serve", "vllm_server")["vllm_server_bind_address"]  # the same variable and default
+    from ansible.template import trust_as_template  # noqa: PLC0415
+
+    role = REPO / "roles" / "llamacpp_server"
+    loaded = {**yaml.safe_load((role / "defaults" / "main.yml").read_text()),
+              **yaml.safe_load((role / "vars" / "main.yml").read_text())}  # fmt: skip
+    # trusted as Ansible trusts a role's own files: their templates render when another template reads them
+    role_vars = {k: trust_as_template(v) if isinstance(v, str) else v for k, v in loaded.items()}
+    [inst, *_] = _vars(_plan())["llamacpp_server_instances"]
+    variables = {**role_vars, **hostvars, "item": inst}
+    variables["llamacpp_server_bind_address"] = _render(bind, variables)
+    argv = _render(role_vars["_llamacpp_server_argv"], variables)
+    assert argv[argv.index("--host") + 1] == listen
+    assert argv.count("--host") == 1
+    assert [a for i, a in enumerate(argv) if i != argv.index("--host") + 1] == [
+        a for i, a in enumerate(inst["argv"]) if i != inst["argv"].index("--host") + 1
+    ]  # the rest of the argv as zenops computed it
+    assert _render(role_vars["_llamacpp_server_host"], variables) == listen  # where the health gate looks
+    start = yaml.safe_load((role / "tasks" / "start.yml").read_text())
+    [started] = [t for t in start if t.get("name") == "Start the llama.cpp servers"]
+    assert started["community.docker.docker_container"]["command"] == "{{ _llamacpp_server_argv[1:] }}"
+    # without the playbook's address (the role alone, as Molecule runs it): the argv as computed
+    plain = {**role_vars, "item": inst}
+    assert _render(role_vars["_llamacpp_server_argv"], plain) == inst["argv"]

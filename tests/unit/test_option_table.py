@@ -21,6 +21,7 @@ from zenops.cli.up import CloudFlags
 from zenops.option_table import NOT_OPTIONS, ROWS, TABLE, Option, request_from_rows, row
 from zenops.planner import PlanOptions
 from zenops.rollout import GateLimits, RolloutRequest
+from zenops.scaling.request import ScalerFlags
 from zenops.serve import ServeRequest, plan_options
 
 REQUESTS: dict[str, type[Any]] = {
@@ -30,6 +31,7 @@ REQUESTS: dict[str, type[Any]] = {
     "BenchRequest": BenchRequest,
     "CloudFlags": CloudFlags,
     "GatewayFlags": GatewayFlags,
+    "ScalerFlags": ScalerFlags,
 }
 
 
@@ -223,6 +225,9 @@ def test_rows_are_named_uniquely_and_the_gateway_rows_are_the_gateway_services()
         "gateway_mode", "gateway_host", "gateway_flavor", "gateway_port", "gateway_tls_cert", "through_gateway",
     }  # fmt: skip
     assert {o.name for o in TABLE if o.service == "metrics"} == {"metrics"}
+    assert {o.name for o in TABLE if o.service == "scaler"} == {
+        "replicas", "max_price_per_hour", "scale_out_waiting", "scale_in_load", "scale_cooldown",
+    }  # fmt: skip
 
 
 def test_the_strategy_row_offers_auto_and_every_registered_strategy():
@@ -232,3 +237,13 @@ def test_the_strategy_row_offers_auto_and_every_registered_strategy():
 
     [row] = [o for o in TABLE if o.field == "strategy"]
     assert list(row.choices) == [strategies.AUTO, *strategies.names()]
+
+
+def test_a_requests_field_default_is_its_rows_and_an_unknown_field_is_refused():
+    """ServeRequest's defaults are read from the rows (option_table.field_default): a row's default changed is the
+    request's default changed, with nothing else to edit."""
+    assert option_table.field_default("ServeRequest", "concurrency") == row("concurrency").default
+    assert ServeRequest(model="m").concurrency == row("concurrency").default
+    assert ServeRequest(model="m").force_unsupported is False  # a bool row: a bool
+    with pytest.raises(KeyError, match=r"0 rows fill ServeRequest\.no_such_field"):
+        option_table.field_default("ServeRequest", "no_such_field")

@@ -10,11 +10,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from tests.unit.cloud_double import AddingCloud
 from tests.unit.test_rollout_cli import Fleet, flat, models, result_of, rollout  # noqa: F401  (models: a fixture)
 from zenops.cloud import ledger
 from zenops.cloud.errors import QuotaExceededError
@@ -25,9 +25,7 @@ from zenops.deployment.record import load_serving_record, save_serving_record
 from zenops.deployment.rollouts import Ledger
 from zenops.deployment.services import gateway as gw_lib
 from zenops.errors import ExitCode, RunFailedError
-from zenops.rollout import gates, strategies
-from zenops.rollout import run as rollout_run
-from zenops.rollout.plan import Sample
+from zenops.rollout import strategies
 
 OLD = ["fle-1", "fle-2"]
 NEW = ["fle-3", "fle-4"]
@@ -42,37 +40,16 @@ def names(hosts: list[str]) -> str:
     return ",".join(f"{h}-8000" for h in hosts)
 
 
-class BlueGreenCloud:
-    """TEST DOUBLE of the cloud, the Ansible runs and HAProxy for a blue/green rollout. ``calls``: what happened, in
-    order; ``tok_s``: output tok/s each host's servers measure; ``fail``: a step name -> the exception it raises
-    once."""
+class BlueGreenCloud(AddingCloud):
+    """TEST DOUBLE of the cloud, the Ansible runs and HAProxy for a blue/green rollout (tests/unit/cloud_double.py),
+    adding the new set."""
 
     def __init__(self, fleet: Fleet, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.fleet = fleet
-        self.calls: list[str] = []
-        self.tok_s = dict.fromkeys(OLD + NEW, 100.0)
-        self.fail: dict[str, BaseException] = {}
-        self.quota_ok = True
-        self.in_cloud = set(OLD)  # the deployment's serving servers as the cloud has them
+        super().__init__(fleet, monkeypatch, old=OLD, new=NEW)
         m = monkeypatch
         m.setattr(deploy, "surge_preflight", self.preflight)
         m.setattr(deploy, "add_servers", self.add_servers)
         m.setattr(deploy, "add_server", lambda *a, **k: pytest.fail("blue/green adds its set with add_servers"))
-        m.setattr(deploy, "retire_server", self.retire_server)
-        m.setattr(deploy, "serving_server_names", lambda dep: sorted(self.in_cloud))
-        m.setattr(
-            rollout_run.Rollout, "serve_hosts", lambda r, request, hosts, *, min_healthy: self.serve(request, hosts)
-        )
-        m.setattr(gates.PerfGate, "measure", lambda g, hosts, label, prompts=None: self.bench(hosts))
-        m.setattr(gw_lib, "update", self.update)
-        m.setattr(gw_lib, "ready", lambda ctx, inv, gw, names, timeout=60: self.step("ready", names))
-        m.setattr(gw_lib, "drain", lambda ctx, inv, gw, names, timeout: self.step("drain", names))
-
-    def step(self, name: str, names: list[str]) -> list[Any]:
-        self.calls.append(f"{name} {','.join(names)}")
-        if name in self.fail:
-            raise self.fail.pop(name)
-        return []
 
     def preflight(self, ctx: Any, dep: ledger.Deployment, *, more: int = 1) -> None:
         self.calls.append(f"preflight {len(dep.servers) + more}")
@@ -90,34 +67,6 @@ class BlueGreenCloud:
         dep.count = len(dep.servers)
         ledger.save(self.fleet.config.state_dir, dep)
         return list(NEW), dep
-
-    def retire_server(self, ctx: Any, dep: ledger.Deployment, name: str) -> ledger.Deployment:
-        self.step("retire", [name])
-        self.in_cloud.discard(name)
-        dep.servers = [s for s in dep.servers if s["name"] != name]
-        dep.count = len(dep.servers)
-        ledger.save(self.fleet.config.state_dir, dep)
-        return dep
-
-    def serve(self, request: dict[str, Any], hosts: list[str]) -> Any:
-        self.step("serve", [*hosts, Path(str(request["model"])).name])
-        record = load_serving_record(self.fleet.config, self.fleet.inventory)
-        assert record is not None
-        plan = dict(record.plans[OLD[0]], model=str(request["model"]))
-        return SimpleNamespace(
-            plans={h: SimpleNamespace(to_dict=lambda plan=plan: plan) for h in hosts},
-            endpoints={h: [{"instance": 0, "port": 8000, "url": f"http://{h}.example:8000/v1"}] for h in hosts},
-            images={h: {"ref": "zenops/vllm:new"} for h in hosts},
-        )
-
-    def bench(self, hosts: list[str]) -> dict[str, Sample]:
-        self.step("bench", sorted(hosts))
-        return {f"{h}-8000": Sample(self.tok_s[h], 50.0) for h in hosts}
-
-    def update(self, ctx: Any, inventory: Path, gw: gw_lib.Gateway, backends: Any) -> gw_lib.Gateway:
-        backends = tuple(backends)
-        self.calls.append("gateway " + ",".join(f"{b.name}@{b.address}" for b in backends))
-        return dataclasses.replace(gw, backends=backends)
 
 
 @pytest.fixture

@@ -462,7 +462,7 @@ def config(isolated_home):
 def _state(**extra) -> RolloutState:
     return RolloutState(
         id="rollout-20260101-000000",
-        deployment="fleet-12345678",
+        deployment="fleet",
         inventory="/tmp/fleet.yml",
         from_request={"model": "a", "max_num_seqs": None},
         to_request={"model": "b", "max_num_seqs": 9},

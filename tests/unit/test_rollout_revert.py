@@ -16,6 +16,7 @@ from tests.unit.test_rollout_cli import Fleet, models  # noqa: F401  (models: a 
 from zenops.config import load
 from zenops.context import RunContext
 from zenops.deployment import services
+from zenops.deployment.identity import DeploymentId
 from zenops.deployment.record import load_serving_record
 from zenops.deployment.rollouts import BatchState
 from zenops.deployment.services import gateway as gw_lib
@@ -199,3 +200,12 @@ def test_a_revert_that_fails_leaves_the_rollout_to_abort_and_no_server_drained(f
     again = r.ledger.load()
     assert again is not None
     assert again.status == "reverted"
+
+
+def test_the_rollout_names_its_deployment_by_its_label_not_its_files_name(fleet):
+    """The rollout's state (its JSON result, `zenops status`, the history) names the deployment as its containers,
+    metrics and bench results do (DeploymentId.label), not by the name its files are kept under."""
+    state = start(fleet).prepare()
+    dep = DeploymentId("fleet", None, fleet.inventory)
+    assert state.deployment == dep.label == "fleet"
+    assert dep.files_name != "fleet"  # fleet-<hash>: what the rollout said before

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from tests.unit.cloud_double import AddingCloud
 from tests.unit.test_rollout_cli import Fleet, flat, models, result_of, rollout  # noqa: F401  (models: a fixture)
 from zenops.cloud import ledger
 from zenops.cloud.errors import QuotaExceededError
@@ -25,41 +25,19 @@ from zenops.deployment.services import gateway as gw_lib
 from zenops.errors import ExitCode, HostFailure, RunFailedError
 from zenops.rollout import gates
 from zenops.rollout import run as rollout_run
-from zenops.rollout.plan import Sample
 
 OLD, NEW = "fle-1", "fle-2"
 
 
-class Surge:
-    """TEST DOUBLE of the cloud, the Ansible runs and HAProxy for a surge. ``calls``: what happened, in order;
-    ``tok_s``: output tok/s each host's servers measure; ``fail``: a step name -> the exception it raises once."""
+class Surge(AddingCloud):
+    """TEST DOUBLE of the cloud, the Ansible runs and HAProxy for a surge (tests/unit/cloud_double.py), adding the
+    new server; ``new_runs``: the new server's tok/s of its next gate runs, in order (then ``tok_s``)."""
 
     def __init__(self, fleet: Fleet, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.fleet = fleet
-        self.calls: list[str] = []
-        self.tok_s = {OLD: 100.0, NEW: 100.0}
-        self.new_runs: list[float] = []  # the new server's tok/s of its next gate runs, in order (then ``tok_s``)
-        self.fail: dict[str, BaseException] = {}
-        self.quota_ok = True
-        self.in_cloud = {OLD}  # the deployment's serving servers as the cloud has them
-        m = monkeypatch
-        m.setattr(deploy, "surge_preflight", self.surge_preflight)
-        m.setattr(deploy, "add_server", self.add_server)
-        m.setattr(deploy, "retire_server", self.retire_server)
-        m.setattr(deploy, "serving_server_names", lambda dep: sorted(self.in_cloud))
-        m.setattr(
-            rollout_run.Rollout, "serve_hosts", lambda r, request, hosts, *, min_healthy: self.serve(request, hosts)
-        )
-        m.setattr(gates.PerfGate, "measure", lambda g, hosts, label, prompts=None: self.bench(hosts, label))
-        m.setattr(gw_lib, "update", self.update)
-        m.setattr(gw_lib, "ready", lambda ctx, inv, gw, names, timeout=60: self.step("ready", names))
-        m.setattr(gw_lib, "drain", lambda ctx, inv, gw, names, timeout: self.step("drain", names))
-
-    def step(self, name: str, names: list[str]) -> list[Any]:
-        self.calls.append(f"{name} {','.join(names)}")
-        if name in self.fail:
-            raise self.fail.pop(name)
-        return []
+        super().__init__(fleet, monkeypatch, old=[OLD], new=[NEW])
+        self.new_runs: list[float] = []
+        monkeypatch.setattr(deploy, "surge_preflight", self.surge_preflight)
+        monkeypatch.setattr(deploy, "add_server", self.add_server)
 
     def surge_preflight(self, ctx: Any, dep: ledger.Deployment) -> None:
         self.calls.append(f"preflight {len(dep.servers) + 1}")
@@ -78,36 +56,10 @@ class Surge:
         ledger.save(self.fleet.config.state_dir, dep)
         return NEW, dep
 
-    def retire_server(self, ctx: Any, dep: ledger.Deployment, name: str) -> ledger.Deployment:
-        self.step("retire", [name])
-        self.in_cloud.discard(name)
-        dep.servers = [s for s in dep.servers if s["name"] != name]
-        dep.count = len(dep.servers)
-        ledger.save(self.fleet.config.state_dir, dep)
-        return dep
-
-    def serve(self, request: dict[str, Any], hosts: list[str]) -> Any:
-        self.step("serve", [*hosts, Path(str(request["model"])).name])
-        record = load_serving_record(self.fleet.config, self.fleet.inventory)
-        assert record is not None
-        plan = dict(record.plans[OLD], model=str(request["model"]))
-        return SimpleNamespace(
-            plans={h: SimpleNamespace(to_dict=lambda plan=plan: plan) for h in hosts},
-            endpoints={h: [{"instance": 0, "port": 8000, "url": f"http://{h}.example:8000/v1"}] for h in hosts},
-            images={h: {"ref": "zenops/vllm:new"} for h in hosts},
-        )
-
-    def bench(self, hosts: list[str], label: str) -> dict[str, Sample]:
-        self.step("bench", sorted(hosts))
-        tok_s = dict(self.tok_s)
-        if NEW in hosts and self.new_runs:
-            tok_s[NEW] = self.new_runs.pop(0)
-        return {f"{h}-8000": Sample(tok_s[h], 50.0) for h in hosts}
-
-    def update(self, ctx: Any, inventory: Path, gw: gw_lib.Gateway, backends: Any) -> gw_lib.Gateway:
-        backends = tuple(backends)
-        self.calls.append("gateway " + ",".join(f"{b.name}@{b.address}" for b in backends))
-        return dataclasses.replace(gw, backends=backends)
+    def measured(self, host: str) -> float:
+        if host == NEW and self.new_runs:
+            return self.new_runs.pop(0)
+        return super().measured(host)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import median
 from typing import TYPE_CHECKING, Any
@@ -184,14 +184,7 @@ class GroupCost:
     usd: float | None  # None: the price is unknown
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "group": self.group,
-            "flavor": self.flavor,
-            "price_per_hour": self.price_per_hour,
-            "cells": self.cells,
-            "hours": round(self.hours, 3),
-            "usd": None if self.usd is None else round(self.usd, 4),
-        }
+        return {**asdict(self), "hours": round(self.hours, 3), "usd": None if self.usd is None else round(self.usd, 4)}
 
 
 @dataclass(frozen=True)

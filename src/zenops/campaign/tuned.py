@@ -37,7 +37,7 @@ fix, from the same schema layer as zenops.yaml and campaign files (zenops.schema
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -95,15 +95,7 @@ class TunedConfig:
         return f"tuned by campaign {self.campaign} ({where}: {', '.join(facts) or 'no figures'}{at})"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "campaign": self.campaign,
-            "flavor": self.flavor,
-            "variant": self.variant,
-            "options": _plain(self.options),
-            "figures": dict(self.figures),
-            "source": self.source,
-        }
+        return {**asdict(self), "options": _plain(self.options), "figures": dict(self.figures)}
 
 
 # --- writing ----------------------------------------------------------------------------------------------------

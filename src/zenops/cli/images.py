@@ -1,6 +1,7 @@
-"""`zenops images`: the vLLM + zentorch combinations zenops supports, and checks of a pair.
+"""`zenops images`: the vLLM + zentorch combinations zenops supports, and checks of a pair. `zenops image bake`: a
+cloud deployment's serving server snapshotted into the image its new replicas boot from.
 
-Library: zenops.compat. Playbook: none.
+Library: zenops.compat; zenops.cloud.bake (``bake``). Playbook: none (openstacksdk).
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ import click
 from rich.markup import escape
 
 from zenops.cli.context import get_app
-from zenops.cli.options import json_option
+from zenops.cli.options import deployment_argument, json_option, option
+from zenops.errors import UsageError
 
 
 @click.command()
@@ -96,4 +98,70 @@ def images(ctx: click.Context, vllm_version: str | None, zentorch: str | None, f
     app.out.print(
         f"  default: {t.default.id} by --image-source {compat.own_source(t.default)} (up, plan, rollout and campaigns "
         "without --vllm); another pair or route is labelled not verified by zenops's tests where it is planned"
+    )
+
+
+@click.group()
+def image() -> None:
+    """Images of a cloud deployment's servers (`zenops images` lists the engine images)."""
+
+
+@image.command()
+@deployment_argument
+@option("deployment", "image bake")
+@option("cloud", "image bake")
+@click.option("--server", metavar="NAME", help="The serving server to snapshot (default: the deployment's first).")
+@click.option(
+    "--keep", is_flag=True, help="Keep the image past `zenops down` (marked zenops:keep: down and leaks leave it)."
+)
+@click.option(
+    "--timeout", type=click.IntRange(min=60), default=3600, show_default=True, metavar="S",
+    help="Seconds to wait for the cloud's snapshot to become an active image.",
+)  # fmt: skip
+@json_option
+@click.pass_context
+def bake(
+    ctx: click.Context, deployment: str | None, cloud: str | None, server: str | None, keep: bool, timeout: int
+) -> None:
+    """Snapshot a serving server of a cloud deployment (Docker, the engine image and the model inside) into a Glance
+    image, and boot the deployment's new serving servers from it (`up` adding servers, a rollout's surge, the
+    scaling loop's scale-out): they skip installing Docker, loading the engine image and copying the model.
+
+    \b
+      zenops image bake demo                 snapshot demo's first server, record the image in its ledger entry
+      zenops image bake demo --server zenops-demo-2 --json
+
+    \b
+    The server keeps serving (vLLM is not stopped: a new server starts it at boot with the deployment's settings,
+    and `serve` replaces it when they changed). How live the snapshot is, is the cloud's: the sandbox freezes the
+    server while it copies it. The image is private to the project and holds what the server's disk holds: the
+    deployment's API key file too. It carries the deployment's marks: `zenops down` deletes it, `zenops leaks`
+    finds it once the deployment is gone (--keep: neither; delete it with `openstack image delete`).
+
+    \b
+    Re-running reuses the image of the same inputs (flavor, base image, engine image, model): an image being made
+    is waited for, a failed one made again; other inputs make a new one and delete the previous. A deleted image is
+    noticed by the next `up`: new servers then boot the cold way. A deployment with a scaling loop: its loop reads
+    the image from its copy of the ledger entry, which the next `zenops rollout` pushes.
+    """
+    from zenops.cloud.bake import bake as bake_lib  # noqa: PLC0415
+    from zenops.deployment.identity import DeploymentId, locked  # noqa: PLC0415
+    from zenops.deployment.target import cloud_for  # noqa: PLC0415
+
+    app = get_app(ctx)
+    if not deployment:
+        raise UsageError("say which deployment to bake", hint="zenops image bake DEPLOYMENT (see `zenops status`)")
+    where = cloud_for(app.config, cloud, deployment)
+    with locked(app.config, [DeploymentId(deployment, where)], note=app.note):
+        baked = bake_lib(
+            app.config, cloud=where, name=deployment, server=server, keep=keep, timeout=timeout, note=app.note
+        )
+    if app.json:
+        app.emit_json({"type": "result", "command": "image bake", **baked.to_dict()})
+        return
+    how = "reused" if baked.reused else f"made in {baked.seconds:.0f} s"
+    size = f", {baked.size / 2**30:.2f} GiB" if baked.size else ""
+    app.out.print(
+        f"{escape(baked.image_name)} ({baked.image_id}{size}) {how} from {escape(baked.server)}: new serving servers "
+        f"of {escape(baked.deployment)} boot from it" + (" (kept past down)" if baked.kept else "")
     )

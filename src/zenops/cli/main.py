@@ -29,6 +29,7 @@ from zenops.cli import (
     reap,
     report,
     rollout,
+    scale,
     ssh,
     status,
     tiny_model,
@@ -163,6 +164,7 @@ cli.add_command(leaks.leaks)
 cli.add_command(reap.reap)
 cli.add_command(status.status)
 cli.add_command(images.images)
+cli.add_command(images.image)
 cli.add_command(tiny_model.tiny_model)
 cli.add_command(report.report)
 cli.add_command(bench.bench)
@@ -171,6 +173,7 @@ cli.add_command(campaign.campaign)
 cli.add_command(logs.logs)
 cli.add_command(ssh.ssh)
 cli.add_command(top.top)
+cli.add_command(scale.scale)
 
 
 def _wants_json(argv: list[str]) -> bool:

@@ -52,6 +52,8 @@ __all__ = [  # what cli/ imports from here, the types and the config defaults (o
     "one_deployment",
     "option",
     "options",
+    "plot_option",
+    "png_target",
     "request_options",
     "table_option",
     "to_default_map",
@@ -77,6 +79,22 @@ json_option = click.option(
     is_eager=True,
     help="Machine-readable output: JSON lines of events, then one result object (same as `zenops --json`).",
 )
+
+
+def plot_option(help_text: str) -> Callable[[F], F]:
+    """``--plot FILE.png`` (parameter ``plot_file``), its help the command's: what the PNG shows."""
+    return click.option(
+        "--plot", "plot_file", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE.png", help=help_text
+    )
+
+
+def png_target(path: Path) -> Path:
+    """A ``--plot`` file checked before anything is drawn: a .png, in a directory that exists (UsageError)."""
+    if path.suffix.lower() != ".png":
+        raise UsageError(f"--plot {path}: the plot is a PNG", hint="name the file with .png")
+    if not path.parent.is_dir():
+        raise UsageError(f"--plot {path}: directory {path.parent} does not exist", hint="create it, or pick another")
+    return path
 
 
 # --- serving ------------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import click
 from click.core import ParameterSource
 
 from zenops.cli.context import App, get_app
-from zenops.cli.options import json_option, option
+from zenops.cli.options import json_option, option, plot_option, png_target
 from zenops.errors import BenchFailedError, UsageError
 
 if TYPE_CHECKING:
@@ -33,13 +33,7 @@ if TYPE_CHECKING:
     show_default=True,
     help="table for people, md for a write-up, csv and json for scripts.",
 )
-@click.option(
-    "--plot",
-    "plot_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    metavar="FILE.png",
-    help="Also write a PNG: output tok/s, median TTFT and TPOT against max concurrency, one line per model.",
-)
+@plot_option("Also write a PNG: output tok/s, median TTFT and TPOT against max concurrency, one line per model.")
 @click.option(
     "--compare",
     "baseline_path",
@@ -216,10 +210,7 @@ def _host_totals(app: App, results: Sequence[lib.BenchResult], output_format: st
 
 
 def _plot(app: App, current: lib.Report, baseline: lib.Report | None, path: Path) -> None:
-    if path.suffix.lower() != ".png":
-        raise UsageError(f"--plot {path}: the plot is a PNG", hint="name the file with .png")
-    if not path.parent.is_dir():
-        raise UsageError(f"--plot {path}: directory {path.parent} does not exist", hint="create it, or pick another")
+    png_target(path)
     from zenops import report as lib  # noqa: PLC0415
 
     try:

@@ -7,6 +7,8 @@ performance gate). Plain Ansible users: playbooks/rollout.yml.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +30,7 @@ from zenops.option_table import request_from_rows
 
 if TYPE_CHECKING:
     from zenops.cli.options import TunedOptions
+    from zenops.context import RunContext
     from zenops.deployment.rollouts import RolloutState
     from zenops.rollout import RolloutResult
 
@@ -117,7 +120,7 @@ def rollout(
     from zenops.deployment.lifecycle import Deployment  # noqa: PLC0415
 
     with app.run_context() as run_ctx, Deployment.open(run_ctx, target, check=req.dry_run):
-        result = run_rollout(
+        result = _loop_paused(run_ctx, app, target.hosts, dry_run=req.dry_run)(run_rollout)(
             run_ctx,
             target.hosts,
             req,
@@ -126,6 +129,21 @@ def rollout(
             confirm=lambda spend: agree(app, spend, yes=yes),
         )
     _report(app, result, abort, tuned)
+
+
+@contextmanager
+def _loop_paused(run_ctx: RunContext, app: App, inventory: Path, *, dry_run: bool) -> Iterator[None]:
+    """A deployment with a scaling loop (zenops.deployment.services.scaler): the loop paused and its state pulled back
+    for the rollout (the replicas it added are rolled out too), pushed and resumed after it. A dry run: nothing."""
+    from zenops.deployment import services  # noqa: PLC0415
+    from zenops.deployment.store import Store  # noqa: PLC0415
+
+    record = None if dry_run else Store(app.config, inventory).record()
+    if record is None or not any(services.pausable(s) for s in services.services() if record.services.get(s.name)):
+        yield
+        return
+    with services.paused(run_ctx, inventory, record.services, by="zenops rollout", reason="a rollout"):
+        yield
 
 
 def _tuned(ctx: click.Context, app: App, path: Path, model: str | None, inventory: Path) -> TunedOptions | None:

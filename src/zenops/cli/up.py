@@ -8,7 +8,7 @@ playbooks/serve.yml with --model.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,7 @@ from zenops.cli.options import (
 )
 from zenops.errors import UsageError
 from zenops.option_table import request_from_rows
+from zenops.scaling.request import ScalerFlags
 
 if TYPE_CHECKING:
     from zenops.cloud.ledger import Deployment
@@ -80,6 +81,7 @@ _CLOUD_ORDER = ("cloud", "flavor", "count", "deployment", "os_image", "campaign"
     Rows("request", group="serve"),
     "tuned_file",
     Rows("gateway", group="gateway", build=GatewayFlags),
+    Rows("scaler", group="scaler", build=ScalerFlags),
     "limit",
     "dry_run",
     "yes",
@@ -93,6 +95,7 @@ def up(
     request: RequestFlags,
     tuned_file: Path | None,
     gateway: GatewayFlags,
+    scaler: ScalerFlags,
     limit: str | None,
     dry_run: bool,
     yes: bool,
@@ -148,13 +151,14 @@ def up(
     where = cloud
     flavor, ttl = where.flavor, where.ttl
     model = request.model
-    fields: dict[str, Any] = {**request.values, **vars(gateway)}
+    fields: dict[str, Any] = {**request.values, **vars(gateway), **vars(scaler)}
     tuned = _apply_tuned(ctx, tuned_file, model, flavor, fields) if tuned_file is not None else None
     check_engine_args(fields["engine_args"])  # before anything is provisioned (and again with the plans)
     check_image_ref(fields["image_source"], fields["prebuilt_ref"])
-    serve_req = request_from_rows(ServeRequest, fields) if model else None
     reason = tuned.reason if tuned else None
     cloud_name = _cloud_of(app, where, inventory)
+    where = _scaling(ctx, app, scaler, where, cloud_name, fields, given=request.given)
+    serve_req = request_from_rows(ServeRequest, fields) if model else None
     if cloud_name is not None:
         _up_cloud(app, where, cloud_name, gateway, serve_req, reason, check=check, yes=yes)
         return
@@ -178,6 +182,50 @@ def _cloud_of(app: App, where: CloudFlags, inventory: Path | None) -> str | None
             )
         return cloud_name
     return None
+
+
+def _scaling(
+    ctx: click.Context,
+    app: App,
+    scaler: ScalerFlags,
+    where: CloudFlags,
+    cloud_name: str | None,
+    fields: dict[str, Any],
+    *,
+    given: frozenset[str],
+) -> CloudFlags:
+    """`--replicas` and the scaler's options checked (zenops.scaling.request) before anything is created: the
+    serving options a range sets go into ``fields`` (the gateway and the metrics on, the capped range), what it chose
+    is said; returns ``where`` with the servers to start (MIN)."""
+    from zenops.scaling import request as scaling  # noqa: PLC0415
+
+    prices = None
+    if cloud_name is not None and where.flavor and scaler.max_price_per_hour is not None:
+        from zenops import catalog  # noqa: PLC0415
+
+        specs = catalog.flavors(app.config.flavors)
+        spec, gw_spec = specs.get(where.flavor), specs.get(fields.get("gateway_flavor") or "")
+        gw_flavor = fields.get("gateway_flavor")
+        prices = scaling.Prices(
+            where.flavor, spec.price_per_hour if spec else None, gw_flavor, gw_spec.price_per_hour if gw_spec else None
+        )
+    count_source = ctx.get_parameter_source("count")
+    done = scaling.check(
+        scaler,
+        cloud=cloud_name is not None,
+        count=where.count,
+        count_given=count_source not in (None, click.core.ParameterSource.DEFAULT),
+        with_model=bool(fields.get("model")),
+        serve=fields,
+        given=given | ({"gateway"} if fields.get("gateway") == "off" else set()),
+        prices=prices,
+    )
+    if done is None:
+        return where
+    for line in done.notes:
+        app.note(line)
+    fields.update(done.serve)
+    return replace(where, count=done.count)
 
 
 def _up_own_hosts(

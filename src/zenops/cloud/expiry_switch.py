@@ -34,7 +34,7 @@ import contextlib
 import glob
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -156,6 +156,18 @@ def token_roles(conn: Any) -> list[str]:
         return [str(r) for r in conn.session.auth.get_access(conn.session).role_names or []]
     except Exception:
         return []
+
+
+def restricted_credential(conn: Any) -> bool:
+    """Whether the connection authenticates with a restricted application credential (``unrestricted=False``, the
+    scaling loop's: zenops.cloud.scaler_cred), which Keystone refuses to create or delete application credentials.
+    The token says so (its ``application_credential.restricted``; absent: restricted, Keystone's default); False
+    when the session cannot say."""
+    try:
+        cred = conn.session.auth.get_access(conn.session).application_credential
+    except Exception:  # no application credential in the token (KeyError), or no session to ask
+        return False
+    return bool(cred) and dict(cred).get("restricted", True) is not False
 
 
 def create(
@@ -289,13 +301,7 @@ class Armed:
     why_not: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "servers": self.servers,
-            "of": self.of,
-            "expires_at": self.expires_at,
-            "auth_url": self.auth_url,
-            "why_not": self.why_not,
-        }
+        return asdict(self)
 
 
 def secret_file(state_dir: Path, cloud: str, deployment: str, server_id: str) -> Path:
@@ -436,7 +442,8 @@ def arm(
     (restricted to deleting that server, expiring after it), and run playbooks/expiry_switch.yml, which installs the
     switch with its credential on each server that reaches Keystone and Nova. ``mode`` auto: a cloud or a server
     that cannot have it is said (a warning) and the deployment goes on; required: it raises; off: nothing. None:
-    nothing to arm."""
+    nothing to arm, or nothing this connection may arm (a restricted application credential, the scaling loop's:
+    said, in every mode, and the switches armed before are left as they are)."""
     from zenops.cloud.errors import CloudError  # noqa: PLC0415
     from zenops.errors import RunFailedError  # noqa: PLC0415
 
@@ -444,6 +451,13 @@ def arm(
     if mode == "off" or not expires_at or not servers:
         return None
     ids = [str(s["id"]) for s in servers]
+    if restricted_credential(conn):  # Keystone refuses it every credential call: the switches stay as they are
+        ctx.warn(
+            f"no expiry switch on the new server(s) of {marks.deployment}: this cloud credential is a restricted "
+            "application credential (the scaling loop's), which Keystone lets make no credentials; they carry the "
+            f"expiry {expires_at}, `zenops reap --cloud {cloud}` removes them once expired"
+        )
+        return None
 
     def without(why: str) -> Armed:
         text = f"no expiry switch on {marks.deployment}: {why}; `zenops reap --cloud {cloud}` removes it once expired"

@@ -48,6 +48,9 @@ class Deployment:
     # ports are open to it too (only when no gateway fronts the servers; zenops.deployment.firewall); None: not recorded
     operator_cidr: str = ""
     api_to_operator: bool | None = None
+    # `zenops image bake`: the Glance image id new serving servers boot from (Docker, the engine image and the model
+    # inside); None: they boot from ``image`` and get all of it the cold way
+    replica_image: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -4,6 +4,9 @@
 * Nova servers also carry metadata with the same facts and the creator (metadata is what `openstack server show`
   prints first, and it survives where tags are not supported).
 * Keypairs can hold neither: their name is ``zenops-<deployment>`` and the ledger records that zenops created them.
+* Glance images zenops baked (`zenops image bake`) carry the tags and, from their creation (Nova's snapshot call takes
+  no tags), the servers' metadata as properties, plus ``zenops:bake`` (the digest of what is baked in); one made with
+  ``--keep`` also ``zenops:keep`` = 1: `down` and `leaks` leave it to the operator.
 * A server may carry an expiry, metadata ``zenops:expires_at`` (ISO-8601 UTC, seconds, e.g. 2025-11-03T14:00:00Z),
   set at creation from `up --ttl` (or a campaign's budget.ttl). `zenops reap` removes deployments whose servers have
   all passed it; a server without one is never reaped.
@@ -28,6 +31,8 @@ CAMPAIGN_PREFIX = "zenops:campaign="
 EXPIRES_KEY = "zenops:expires_at"
 ROLE_KEY = "zenops:role"  # server metadata: "gateway" on the gateway's own server (`up --gateway-flavor`)
 GATEWAY_ROLE = "gateway"
+BAKE_KEY = "zenops:bake"  # image property: the digest of a baked image's inputs (zenops.cloud.bake)
+KEEP_KEY = "zenops:keep"  # image property "1": kept past the deployment's `down`, not a leak
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$")
 
 

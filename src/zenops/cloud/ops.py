@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import openstack
@@ -79,18 +79,7 @@ class Preflight:
     cost_per_hour: float | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "cloud": self.cloud,
-            "flavor": self.flavor,
-            "image": self.image,
-            "network_mode": self.network_mode,
-            "network": self.network,
-            "external_network": self.external_network,
-            "count": self.count,
-            "limits": self.limits.__dict__,
-            "shortfalls": [str(s) for s in self.shortfalls],
-            "cost_per_hour": self.cost_per_hour,
-        }
+        return {**asdict(self), "shortfalls": [str(s) for s in self.shortfalls]}
 
 
 def _limits(conn: Connection) -> Limits:
@@ -252,9 +241,14 @@ def preflight(
 # --- what zenops owns --------------------------------------------------------------------------------------------
 
 
+# teardown's order: servers first (nothing runs on what follows), then the images they may have booted from...
+KINDS = ("servers", "images", "floating_ips", "routers", "ports", "networks", "security_groups", "keypairs")
+
+
 @dataclass
 class Owned:
     servers: list[Any] = field(default_factory=list)
+    images: list[Any] = field(default_factory=list)  # baked replica images (zenops.cloud.bake)
     floating_ips: list[Any] = field(default_factory=list)
     routers: list[Any] = field(default_factory=list)
     ports: list[Any] = field(default_factory=list)
@@ -264,7 +258,7 @@ class Owned:
 
     def items(self) -> list[tuple[str, Any]]:
         out: list[tuple[str, Any]] = []
-        for kind in ("servers", "floating_ips", "routers", "ports", "networks", "security_groups", "keypairs"):
+        for kind in KINDS:
             out += [(kind, r) for r in getattr(self, kind)]
         return out
 
@@ -295,6 +289,11 @@ def marks_of(kind: str, r: Any, project: str | None = None) -> m.Marks | None:
     credentials list every project's, and another project's ``zenops-<name>`` network is not this deployment's)."""
     if kind == "servers":
         return m.from_server(getattr(r, "metadata", None), getattr(r, "tags", None))
+    if kind == "images":  # tags, else the properties it was created with (a snapshot is made before it is tagged)
+        props = dict(getattr(r, "properties", None) or {})
+        if project is not None and str(getattr(r, "owner", None) or getattr(r, "owner_id", None) or "") != project:
+            return None  # another project's image (public, shared): never ours to delete
+        return m.from_server(props, getattr(r, "tags", None))
     if kind == "keypairs":  # no tags: named zenops-<deployment> (marks.keypair_name)
         return m.from_name(getattr(r, "name", None))
     tags = list(getattr(r, "tags", None) or ())
@@ -335,6 +334,8 @@ def list_owned(
         project = str(conn.current_project_id or "")
         owned = Owned(
             servers=[s for s in retrying(lambda: list(conn.compute.servers(details=True))) if want("servers", s)],
+            # a kept image (bake --keep) is the operator's: neither down's nor a leak
+            images=[i for i in retrying(lambda: list(conn.image.images())) if want("images", i) and not kept(i)],
             # not filtered by tag: an untagged one zenops made carries its marks in its name or description
             floating_ips=[r for r in retrying(lambda: list(conn.network.ips())) if want("floating_ips", r)],
             routers=[r for r in retrying(lambda: list(conn.network.routers())) if want("routers", r)],
@@ -354,6 +355,11 @@ def list_owned(
     except Exception as e:
         raise classify(e, cloud) from e
     return owned
+
+
+def kept(image: Any) -> bool:
+    """A baked image made with ``--keep``: zenops's, left to the operator by `down` and `leaks`."""
+    return str(dict(getattr(image, "properties", None) or {}).get(m.KEEP_KEY, "")) == "1"
 
 
 def owned_servers(conn: Connection, cloud: str, *, deployment: str | None = None) -> list[Any]:
@@ -424,6 +430,9 @@ def _delete(conn: Connection, kind: str, r: Any, timeout: int) -> None:
     if kind == "servers":
         conn.compute.delete_server(r, ignore_missing=True)
         gone(lambda: conn.compute.get_server(r.id), f"server {r.name}")
+    elif kind == "images":
+        conn.image.delete_image(r, ignore_missing=True)
+        gone(lambda: conn.image.get_image(r.id), f"image {r.name}")
     elif kind == "floating_ips":
         net.delete_ip(r, ignore_missing=True)
         gone(lambda: net.get_ip(r.id), f"floating IP {r.floating_ip_address}")

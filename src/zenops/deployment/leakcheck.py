@@ -18,7 +18,7 @@ class LeaksFoundError(ZenopsError):
 
 def leaks(config: Config, cloud: str) -> list[dict[str, Any]]:
     """zenops-marked resources whose deployment is not alive in the ledger (exit non-zero through LeaksFoundError)."""
-    from zenops.cloud import expiry_switch, ops  # noqa: PLC0415
+    from zenops.cloud import expiry_switch, ops, scaler_cred  # noqa: PLC0415
 
     listed = ledger.listing(config.state_dir, cloud)
     # a deployment whose ledger file is damaged (warned about, naming it) is still meant to be alive: not a leak
@@ -34,4 +34,5 @@ def leaks(config: Config, cloud: str) -> list[dict[str, Any]]:
     found = [ops.describe(k, r) for k, r in owned.items() if ops.describe(k, r)["deployment"] not in alive]
     # the expiry switch's application credentials (this user's: Keystone lists a user's own only)
     creds = [expiry_switch.describe(c) for c in expiry_switch.listed(conn, cloud)]
+    creds += [scaler_cred.describe(c) for c in scaler_cred.listed(conn, cloud)]  # the scaling loop's
     return found + [c for c in creds if c["deployment"] not in alive]

@@ -12,6 +12,7 @@ the open deployment with :meth:`Deployment.held`: there is no way to change a de
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
@@ -27,8 +28,11 @@ if TYPE_CHECKING:
     from zenops.cloud.preflight import Limits
     from zenops.context import RunContext
     from zenops.deployment.common import CloudRequest
+    from zenops.deployment.record import ServingRecord
+    from zenops.deployment.store import Store
     from zenops.deployment.teardown import DownResult
     from zenops.hosts import UpResult
+    from zenops.scaling.phases import ScaledOut
     from zenops.serve import ServeRequest, ServeResult
     from zenops.spend import Spend
 
@@ -165,9 +169,11 @@ class Deployment:
     # --- serve and bench --------------------------------------------------------------------------------------
 
     def serve(self, request: ServeRequest, *, limit: str | None = None, tuned: str | None = None) -> ServeResult:
-        """``request`` served on its hosts (zenops.serve.serve_inventory)."""
+        """``request`` served with vLLM on its hosts (zenops.serve.serve_inventory), the deployment's llama.cpp
+        servers stopped first when its serving record says llama.cpp serves (:meth:`_stop_llamacpp`)."""
         from zenops import serve  # noqa: PLC0415
 
+        self._stop_llamacpp()
         return serve.serve_inventory(self.ctx, self.inventory, request, limit=limit, check=self.check, tuned=tuned)
 
     def serve_engine(self, request: Mapping[str, Any]) -> None:
@@ -179,9 +185,25 @@ class Deployment:
         if llamacpp_serve.gguf_of(request):
             llamacpp_serve.serve_llamacpp(self.ctx, self.inventory, request)
             return
-        if llamacpp_serve.serving(self.ctx, self.inventory):
-            llamacpp_serve.stop_llamacpp(self.ctx, self.inventory)
+        self._stop_llamacpp()
         serve.serve_inventory(self.ctx, self.inventory, serve.request_from_dict(request))
+
+    def _stop_llamacpp(self) -> None:
+        """Before vLLM serves: the deployment's llama.cpp servers stopped (on all its hosts: the record's llama.cpp
+        cell served them all) when its serving record says llama.cpp serves (a campaign's llama.cpp cell that did not
+        finish leaves such a record): they hold the plan's ports and cores, vLLM would not bind. A dry run only says
+        it would."""
+        from zenops import llamacpp_serve  # noqa: PLC0415
+
+        if not llamacpp_serve.serving(self.ctx, self.inventory):
+            return
+        if self.check:
+            self.ctx.note(f"llama.cpp serves {self.id.describe()} (its serving record): `up` would stop its "
+                          "llama.cpp servers first, vLLM serves on the same ports")  # fmt: skip
+            return
+        self.ctx.note(f"llama.cpp serves {self.id.describe()} (its serving record): stopping its llama.cpp servers "
+                      "first, vLLM serves on the same ports")  # fmt: skip
+        llamacpp_serve.stop_llamacpp(self.ctx, self.inventory)
 
     def bench(self, request: BenchRequest, *, limit: str | None = None) -> BenchOutcome:
         """A benchmark of what it serves (zenops.bench.run.bench_inventory)."""
@@ -214,6 +236,132 @@ class Deployment:
         self._is(dep)
         return surge.retire_server(self.ctx, dep, name)
 
+    # --- replicas: the scaling loop's steps (zenops.scaling.fleet), composed of the ones above --------------------
+
+    def scale_out(
+        self, more: int, *, ready_timeout: int = 120, clock: Callable[[], float] = time.monotonic
+    ) -> ScaledOut:
+        """``more`` serving servers (:meth:`add_servers`), the serving record's request served on them through its
+        health gate, then in the record and every service (the gateway balances them once UP). A server whose serve
+        failed is deleted again: a failed step leaves nothing billing. Returns their names and how long each phase
+        took (zenops.scaling.phases: ``clock`` times the steps, the serve run's marks split it)."""
+        from zenops import serve  # noqa: PLC0415
+        from zenops.deployment import services  # noqa: PLC0415
+        from zenops.scaling import phases  # noqa: PLC0415
+
+        t0 = clock()
+        store, record, entry = self._replicas()
+        keep = sorted(str(s["name"]) for s in entry.servers)
+        port = services.server_port(record.services)
+        made, entry = self.add_servers(entry, keep=keep, more=more, gateway_port=port)
+        t_made = clock()
+        try:
+            served = serve.serve_inventory(self.ctx, self.inventory, serve.request_from_dict(record.request),
+                                           limit=",".join(made), record=False, gateway=False)  # fmt: skip
+        except BaseException:
+            for name in made:
+                entry = self.remove_server(entry, name)
+            raise
+        t_served = clock()
+        self._follow(store, record, served=served, addresses=_addresses(entry, made), ready_timeout=ready_timeout)
+        t_end = clock()
+        took = {"provision": t_made - t0}
+        docker = served.up.run.duration_s
+        facts = served.serve.host_facts if served.serve is not None else {}
+        split = phases.serve_phases({h: facts.get(h, {}).get("zenops_serve_marks") or {} for h in made})
+        took |= {"docker": docker, **split} if split else {"docker": docker, "serve": t_served - t_made - docker}
+        took |= {"rotation": t_end - t_served, "total": t_end - t0}
+        return phases.ScaledOut(made, phases.ordered({k: round(v, 1) for k, v in took.items()}))
+
+    def scale_in(self, names: list[str], *, drain_timeout: int = 600) -> None:
+        """``names`` drained through the gateway (their in-flight requests finish), out of the record and every
+        service, then deleted (:meth:`remove_server`)."""
+        from zenops.deployment import services  # noqa: PLC0415
+
+        store, record, entry = self._replicas()
+        gw = services.drainable(record.services)
+        if gw is not None and gw.names_on(names):
+            gw.drain(self.ctx, self.inventory, gw.names_on(names), timeout=drain_timeout)
+        self._follow(store, record, gone=names)
+        for name in names:
+            entry = self.remove_server(entry, name)
+
+    def replace(self, name: str, *, ready_timeout: int = 120) -> ScaledOut:
+        """The failed server ``name`` out of the record and every service, deleted, and one new one in its place
+        (:meth:`scale_out`): a dead server serves nothing, there is nothing to drain."""
+        store, record, entry = self._replicas()
+        self._follow(store, record, gone=[name])
+        self.remove_server(entry, name)
+        return self.scale_out(1, ready_timeout=ready_timeout)
+
+    def restart(self, host: str, *, ready_timeout: int = 120) -> None:
+        """Own hosts' self-healing: the serving record's request served again on ``host`` (its vLLM restarted
+        through the health gate), then back in the gateway."""
+        from zenops import serve  # noqa: PLC0415
+
+        store = self._store()
+        record = self._record(store)
+        served = serve.serve_inventory(self.ctx, self.inventory, serve.request_from_dict(record.request),
+                                       limit=host, record=False, gateway=False)  # fmt: skip
+        self._follow(store, record, served=served, ready_timeout=ready_timeout)
+
+    def _store(self) -> Store:
+        from zenops.deployment.store import Store  # noqa: PLC0415
+
+        return Store(self.ctx.config, self.inventory)
+
+    def _record(self, store: Store) -> ServingRecord:
+        from zenops.errors import NoServerError  # noqa: PLC0415
+
+        record = store.record()
+        if record is None or not record.request:
+            raise NoServerError(f"zenops has not served {self.id.describe()}: no serving record to scale from")
+        return record
+
+    def _replicas(self) -> tuple[Store, ServingRecord, ledger.Deployment]:
+        store = self._store()
+        record = self._record(store)
+        entry = store.cloud_entry()
+        if entry is None:
+            raise UsageError(
+                f"{self.id.describe()} is not a cloud deployment of this machine: its servers cannot be added or "
+                "removed", hint="own hosts get self-healing only (a failed vLLM restarted)",
+            )  # fmt: skip
+        self._is(entry)
+        return store, record, entry
+
+    def _follow(
+        self,
+        store: Store,
+        record: ServingRecord,
+        *,
+        served: ServeResult | None = None,
+        gone: Iterable[str] = (),
+        addresses: Mapping[str, str] | None = None,
+        ready_timeout: int = 120,
+    ) -> None:
+        """The serving record and every service following the servers now (``served``'s hosts in, ``gone``'s
+        out), then ``served``'s servers in rotation once their health checks pass."""
+        from datetime import UTC, datetime  # noqa: PLC0415
+
+        from zenops.deployment import services  # noqa: PLC0415
+
+        plans, endpoints, images = dict(record.plans), dict(record.endpoints), dict(record.images)
+        for host, plan in (served.plans if served else {}).items():
+            plans[host], endpoints[host] = plan.to_dict(), list(served.endpoints.get(host, []) if served else [])
+            images[host] = dict(served.images.get(host, {}) if served else {})
+        for host in gone:
+            for d in (plans, endpoints, images):
+                d.pop(host, None)
+        key = Path(record.api_key_file) if record.api_key_file else None
+        view = services.View(self.inventory, endpoints, api_key_file=key, addresses=dict(addresses or {}))
+        applied = services.update(self.ctx, view, record.services)
+        store.save_record(replace(record, plans=plans, endpoints=endpoints, images=images, services=applied,
+                                  updated_at=datetime.now(UTC).isoformat(timespec="seconds")))  # fmt: skip
+        gw = services.drainable(applied, addresses or {})
+        if gw is not None and served is not None and gw.names_on(served.plans):
+            gw.ready(self.ctx, self.inventory, gw.names_on(served.plans), timeout=ready_timeout)
+
     def _is(self, dep: ledger.Deployment) -> None:
         if (dep.name, dep.cloud) != (self.id.name, self.id.cloud):
             raise ZenopsError(f"{dep.cloud}/{dep.name} is not {self.id.describe()}")
@@ -238,13 +386,23 @@ class Deployment:
         return hosts.down_inventory(self.ctx, self.inventory, **kw)
 
 
+def _addresses(dep: ledger.Deployment, names: Iterable[str]) -> dict[str, str]:
+    """Each of ``names``' fixed address, as the ledger has it (the gateway reaches a new server by it)."""
+    wanted = set(names)
+    return {
+        str(s["name"]): str(s.get("fixed_ip") or s.get("address"))
+        for s in dep.servers
+        if s["name"] in wanted and (s.get("fixed_ip") or s.get("address"))
+    }
+
+
 # --- more than one deployment -----------------------------------------------------------------------------------
 
 
 def leak_proof(config: Any, cloud: str, campaign: str, deployments: Iterable[str] = ()) -> list[dict[str, Any]]:
     """Resources on ``cloud`` carrying the campaign's mark (what `zenops leaks` would find of it), and the expiry
     switches' application credentials of its ``deployments`` (credentials carry no tags: they go by name)."""
-    from zenops.cloud import expiry_switch, ops  # noqa: PLC0415
+    from zenops.cloud import expiry_switch, ops, scaler_cred  # noqa: PLC0415
 
     conn = ops.connect(cloud)
     owned = ops.list_owned(conn, cloud, campaign=campaign)
@@ -255,7 +413,12 @@ def leak_proof(config: Any, cloud: str, campaign: str, deployments: Iterable[str
         for c in expiry_switch.listed(conn, cloud)
         if expiry_switch.deployment_of(c.name) in names or expiry_switch.campaign_of(c) == campaign
     ]
-    return found + [expiry_switch.describe(c) for c in creds]
+    loop = [
+        c
+        for c in scaler_cred.listed(conn, cloud)
+        if scaler_cred.deployment_of(c.name) in names or scaler_cred.campaign_of(c) == campaign
+    ]
+    return found + [expiry_switch.describe(c) for c in creds] + [scaler_cred.describe(c) for c in loop]
 
 
 def quota_room(ctx: RunContext, cloud: str, flavors: list[str]) -> tuple[Limits, list[tuple[int, int]], bool]:

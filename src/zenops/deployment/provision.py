@@ -275,6 +275,8 @@ def _up_extravars(
         "provision_count": req.count,
         "provision_flavor": req.flavor,
         "provision_image": image,
+        # new serving servers boot from the deployment's baked image when it has one (the gateway's: from image)
+        "provision_replica_image": dep.replica_image or "",
         "provision_image_user": profile.image_user,
         "provision_network_mode": mode,
         "provision_provider_network": profile.provider_network,
@@ -319,6 +321,9 @@ def up_cloud(
         ctx, conn, req, existing, owned, name=name, campaign=campaign, image=image, mode=mode, confirm=confirm
     )
 
+    from zenops.cloud import bake  # noqa: PLC0415
+
+    dep.replica_image = bake.usable_replica_image(conn, req.cloud, dep.replica_image, note)
     keypair, keypair_created, private_key, public_key = _keypair(config, profile, req.cloud, name)
     mk = m.Marks(name, campaign, _expiry(conn, req, owned.servers, note, check=check))
     # the security group's range, and the vLLM ports to it or not: recorded, the gateway service changes them after

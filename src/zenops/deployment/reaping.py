@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -86,14 +86,7 @@ class ReapResult:
     failed: list[dict[str, Any]] = field(default_factory=list)  # Expiry.to_dict() + error, hint, exit_code
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "cloud": self.cloud,
-            "now": self.now,
-            "dry_run": self.dry_run,
-            "reaped": self.reaped,
-            "kept": self.kept,
-            "failed": self.failed,
-        }
+        return asdict(self)
 
 
 class ReapFailedError(ZenopsError):

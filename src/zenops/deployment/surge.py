@@ -44,19 +44,7 @@ def add_server(
     """A second serving server beside ``keep`` (what `up --count 2` does: provisioned, Docker ready, in the
     deployment's inventory and ledger, its expiry and switch as the other's); returns its name and the deployment as
     it is now. Idempotent: a server an interrupted call made is adopted and finished, never a third one made."""
-    req = CloudRequest(
-        cloud=dep.cloud,
-        flavor=dep.flavor,
-        count=2,
-        name=dep.name,
-        image=dep.image,
-        campaign=dep.campaign,
-        network_mode=dep.network_mode,
-        gateway_flavor=dep.gateway_flavor,
-        gateway_port=gateway_port,
-        gateway_fronts=True,  # a surge runs behind the deployment's gateway
-    )
-    _result, now = up_cloud(ctx, req)
+    now = _grown(ctx, dep, count=2, gateway_port=gateway_port)
     new = sorted(str(s["name"]) for s in now.servers if s["name"] != keep)
     if len(new) != 1 or keep not in {s["name"] for s in now.servers}:
         raise ZenopsError(
@@ -73,19 +61,7 @@ def add_servers(
     """``more`` serving servers beside ``keep`` (a rollout's blue/green: a whole new set), as :func:`add_server`
     makes one: returns their names and the deployment as it is now. Idempotent: servers an interrupted call made are
     adopted and finished, never more made."""
-    req = CloudRequest(
-        cloud=dep.cloud,
-        flavor=dep.flavor,
-        count=len(keep) + more,
-        name=dep.name,
-        image=dep.image,
-        campaign=dep.campaign,
-        network_mode=dep.network_mode,
-        gateway_flavor=dep.gateway_flavor,
-        gateway_port=gateway_port,
-        gateway_fronts=True,  # the new set runs behind the deployment's gateway
-    )
-    _result, now = up_cloud(ctx, req)
+    now = _grown(ctx, dep, count=len(keep) + more, gateway_port=gateway_port)
     names = {str(s["name"]) for s in now.servers}
     new = sorted(names - set(keep))
     if len(new) != more or not set(keep) <= names:
@@ -95,6 +71,25 @@ def add_servers(
             hint=f"see `zenops status --cloud {dep.cloud}`",
         )
     return new, now
+
+
+def _grown(ctx: RunContext, dep: ledger.Deployment, *, count: int, gateway_port: int) -> ledger.Deployment:
+    """The deployment with ``count`` serving servers of its flavor (what `up --count N` does: those it has adopted,
+    the others made), behind its gateway (a surge's new server, a blue/green set); returns it as it is now."""
+    req = CloudRequest(
+        cloud=dep.cloud,
+        flavor=dep.flavor,
+        count=count,
+        name=dep.name,
+        image=dep.image,
+        campaign=dep.campaign,
+        network_mode=dep.network_mode,
+        gateway_flavor=dep.gateway_flavor,
+        gateway_port=gateway_port,
+        gateway_fronts=True,  # the new servers run behind the deployment's gateway
+    )
+    _result, now = up_cloud(ctx, req)
+    return now
 
 
 def serving_server_names(dep: ledger.Deployment) -> list[str]:

@@ -52,7 +52,7 @@ def down(
             "say what to remove: exactly one of --deployment D, --campaign C, --all-mine",
             hint="see `zenops status` for the deployments",
         )
-    from zenops.cloud import expiry_switch, ops  # noqa: PLC0415
+    from zenops.cloud import expiry_switch, ops, scaler_cred  # noqa: PLC0415
     from zenops.cloud.errors import CloudError, classify  # noqa: PLC0415
 
     cloud = cloud_for(config, cloud, name)
@@ -70,30 +70,28 @@ def down(
     owned = ops.list_owned(conn, cloud, deployment=name, campaign=campaign, keypairs=keypairs)
     plan = ops.teardown(conn, cloud, owned, dry_run=True)
     names = sorted({d.name for d in selected} | {r["deployment"] for r in plan if r["deployment"]})
-    # the expiry switch's application credentials (no tags: named after their deployment), deleted after the servers
+    # the expiry switch's and the scaling loop's application credentials (no tags), deleted after the servers
     scope = set(names) | ({name} if name else set())
-
-    def in_scope(c: Any) -> bool:  # a campaign's: by its description's mark, even once its servers are all gone
-        return expiry_switch.deployment_of(c.name) in scope or (
-            campaign is not None and expiry_switch.campaign_of(c) == campaign
-        )
-
-    creds = [c for c in expiry_switch.listed(conn, cloud) if in_scope(c)]
-    plan += [expiry_switch.describe(c) for c in creds]
+    creds, loop_creds = _credentials(conn, cloud, scope, campaign)
+    plan += [expiry_switch.describe(c) for c in creds] + [scaler_cred.describe(c) for c in loop_creds]
     if dry_run or not plan:
         if not dry_run:  # nothing of it on the cloud
             _forget_all(config, cloud, selected, unreadable, keep_secrets=keep_secrets, note=note)
         return DownResult(cloud, plan, dry_run, names)
     if confirm is not None and not confirm(spend.of_teardown(command, cloud, plan, selected)):
         raise CanceledError("nothing was removed", hint="pass --yes to remove without asking")
+    from zenops.deployment.services import scaler  # noqa: PLC0415
+
+    scaler.stop_for_down(config, selected, note)  # first: no loop replaces what is deleted now
     removed = ops.teardown(conn, cloud, owned, progress=note)
     try:
         removed += expiry_switch.remove(conn, creds, progress=note)
+        removed += scaler_cred.remove(conn, loop_creds, progress=note)
     except Exception as e:
         raise classify(e, cloud) from e
     left = ops.list_owned(conn, cloud, deployment=name, campaign=campaign, keypairs=keypairs)
     left_names = [f"{k} {ops.describe(k, r)['name']}" for k, r in left.items()]
-    left_names += [f"application_credential {c.name}" for c in expiry_switch.listed(conn, cloud) if in_scope(c)]
+    left_names += [f"application_credential {c.name}" for cs in _credentials(conn, cloud, scope, campaign) for c in cs]
     if left_names:
         raise CloudError(
             f"{len(left_names)} resource(s) are still there after teardown: " + ", ".join(left_names),
@@ -101,6 +99,20 @@ def down(
         )
     _forget_all(config, cloud, selected, unreadable, keep_secrets=keep_secrets, note=note)
     return DownResult(cloud, removed, False, names)
+
+
+def _credentials(conn: Any, cloud: str, scope: set[str], campaign: str | None) -> tuple[list[Any], list[Any]]:
+    """The expiry switch's and the scaling loop's application credentials of the deployments in ``scope`` (by their
+    names) or of ``campaign`` (by their description's mark, even once its servers are all gone)."""
+    from zenops.cloud import expiry_switch, scaler_cred  # noqa: PLC0415
+
+    def mine(kind: Any, c: Any) -> bool:
+        return kind.deployment_of(c.name) in scope or (campaign is not None and kind.campaign_of(c) == campaign)
+
+    return (
+        [c for c in expiry_switch.listed(conn, cloud) if mine(expiry_switch, c)],
+        [c for c in scaler_cred.listed(conn, cloud) if mine(scaler_cred, c)],
+    )
 
 
 def _forget_all(
@@ -116,7 +128,7 @@ def _forget_all(
     the keypair zenops generated for it (unknown for an ``unreadable`` ledger file: kept), its pinned host keys, the
     expiry-switch secret files a killed `up --ttl` left, and its API key and metrics password files (unless
     ``keep_secrets``)."""
-    from zenops.cloud import expiry_switch  # noqa: PLC0415
+    from zenops.cloud import expiry_switch, scaler_cred  # noqa: PLC0415
     from zenops.deployment.record import forget_secrets  # noqa: PLC0415
 
     created = {d.name: d.keypair_created for d in selected}
@@ -132,6 +144,7 @@ def _forget_all(
             inventory_path(config.state_dir, cloud, name, kind).unlink(missing_ok=True)
         known_hosts_path(config.state_dir, cloud, name).unlink(missing_ok=True)
         expiry_switch.remove_secret_files(config.state_dir, cloud, name)  # a killed `up --ttl`'s (SIGKILL)
+        scaler_cred.remove_secret_files(config.state_dir, cloud, name)  # a killed `up --replicas`' (SIGKILL)
 
 
 def _selected(

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from zenops import spend
 from zenops.context import RunContext
 from zenops.deployment import services
+from zenops.deployment.identity import inventory_label
 from zenops.deployment.rollouts import BatchState, RolloutState, now
 from zenops.deployment.store import Store
 from zenops.errors import (
@@ -92,7 +93,9 @@ class Rollout:
         self.inventory = inventory
         self.req = req
         self.store = Store(ctx.config, inventory)
-        self.key = self.store.name
+        # the name the deployment's containers, metrics and results carry (DeploymentId.label of the deployment
+        # serving on this inventory), not the name its files are kept under (Store.name)
+        self.deployment_label = inventory_label(inventory)
         self.ledger = self.store.rollouts
         self.perf = PerfGate(self)
         record = self.store.record()
@@ -143,7 +146,7 @@ class Rollout:
         rid = new_rollout_id()
         return RolloutState(
             id=rid,
-            deployment=self.key,
+            deployment=self.deployment_label,
             inventory=str(self.inventory.resolve()),
             from_request=old,
             to_request=new,
@@ -220,7 +223,7 @@ class Rollout:
     def servers(self) -> CloudServers | None:
         if self.store.cloud_entry() is None:
             return None
-        return CloudServers(self.ctx, self.store, gateway_port=int((self.record.gateway or {}).get("port") or 8080))
+        return CloudServers(self.ctx, self.store, gateway_port=services.server_port(self._services()))
 
     def names_on(self, hosts: list[str]) -> list[str]:
         gw = self.gateway()

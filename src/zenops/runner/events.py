@@ -68,18 +68,7 @@ class RunResult:
         return sum(s.changed for s in self.stats.values())
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "playbook": self.playbook,
-            "status": self.status,
-            "rc": self.rc,
-            "run_dir": str(self.run_dir),
-            "started": self.started,
-            "duration_s": round(self.duration_s, 2),
-            "stats": {h: asdict(s) for h, s in self.stats.items()},
-            "host_facts": self.host_facts,
-            "failures": [asdict(f) for f in self.failures],
-        }
+        return {**asdict(self), "run_dir": str(self.run_dir), "duration_s": round(self.duration_s, 2)}
 
 
 class ProgressSink(Protocol):

@@ -33,7 +33,7 @@ from zenops.deployment.store import Store
 from zenops.errors import UsageError, ZenopsError
 from zenops.facts import FACT_NAME, check_topology, save_facts
 from zenops.hosts import UpResult, up_inventory
-from zenops.option_table import request_from_rows
+from zenops.option_table import field_default, request_from_rows
 from zenops.planner import (
     Plan,
     PlanOptions,
@@ -52,41 +52,59 @@ IMAGE_SOURCES = request_options.IMAGE_SOURCES
 HF_TOKEN_ENV = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 
 
+_REQ = "ServeRequest"  # its fields' defaults are its rows' (zenops.option_table.field_default): written once, there
+
+
 @dataclass(frozen=True)
 class ServeRequest:
     model: str
-    image_source: str | None = None  # None: the pair's own route (zenops.compat.engine_of); a record has it resolved
-    vllm: str | None = None
-    zentorch: str | None = None
-    force_unsupported: bool = False
-    prebuilt_ref: str | None = None
-    served_model_name: str | None = None
-    api_key_file: Path | None = None
-    hf_token_file: Path | None = None
-    platform: str = "auto"
-    dtype: str = "bfloat16"
-    tensor_parallel: int | None = None  # None: only when the model fits no NUMA node (the planner's)
-    max_model_len: int | None = None
-    max_num_seqs: int | None = None
-    concurrency: int = 4
-    objective: str = "auto"  # auto | latency | throughput (the planner's)
-    instances: int | None = None
-    base_image_archive: Path | None = None  # pip route: a `docker save` tarball of the base image (air-gapped)
-    base_image: str | None = None
-    health_timeout: int = 900
-    shutdown_timeout: int = 30  # vLLM's --shutdown-timeout: the longest expected request (Docker's stop: +15 s)
-    measure: bool = False  # hosts whose facts have no bandwidth measurement are measured once (zenops.bandwidth)
-    gateway: str = "auto"  # auto | on | off: the fleet endpoint (services/gateway.py); on with more than 1 instance
-    gateway_host: str | None = None  # the inventory host running it (default: the first host)
-    gateway_port: int = 8080
-    gateway_tls_cert_file: Path | None = None
+    # None: the pair's own route (zenops.compat.engine_of); a record has it resolved
+    image_source: str | None = field_default(_REQ, "image_source")
+    vllm: str | None = field_default(_REQ, "vllm")
+    zentorch: str | None = field_default(_REQ, "zentorch")
+    force_unsupported: bool = field_default(_REQ, "force_unsupported")
+    prebuilt_ref: str | None = field_default(_REQ, "prebuilt_ref")
+    served_model_name: str | None = field_default(_REQ, "served_model_name")
+    api_key_file: Path | None = field_default(_REQ, "api_key_file")
+    hf_token_file: Path | None = field_default(_REQ, "hf_token_file")
+    platform: str = field_default(_REQ, "platform")
+    dtype: str = field_default(_REQ, "dtype")
+    # None: only when the model fits no NUMA node (the planner's)
+    tensor_parallel: int | None = field_default(_REQ, "tensor_parallel")
+    max_model_len: int | None = field_default(_REQ, "max_model_len")
+    max_num_seqs: int | None = field_default(_REQ, "max_num_seqs")
+    concurrency: int = field_default(_REQ, "concurrency")
+    objective: str = field_default(_REQ, "objective")  # auto | latency | throughput (the planner's)
+    instances: int | None = field_default(_REQ, "instances")
+    # pip route: a `docker save` tarball of the base image (air-gapped)
+    base_image_archive: Path | None = field_default(_REQ, "base_image_archive")
+    base_image: str | None = field_default(_REQ, "base_image")
+    health_timeout: int = field_default(_REQ, "health_timeout")
+    # vLLM's --shutdown-timeout: the longest expected request (Docker's stop: +15 s)
+    shutdown_timeout: int = field_default(_REQ, "shutdown_timeout")
+    # hosts whose facts have no bandwidth measurement are measured once (zenops.bandwidth)
+    measure: bool = field_default(_REQ, "measure")
+    # auto | on | off: the fleet endpoint (services/gateway.py); on with more than 1 instance
+    gateway: str = field_default(_REQ, "gateway")
+    gateway_host: str | None = field_default(
+        _REQ, "gateway_host"
+    )  # the inventory host running it (default: the first host)
+    gateway_port: int = field_default(_REQ, "gateway_port")
+    gateway_tls_cert_file: Path | None = field_default(_REQ, "gateway_tls_cert_file")
     # cloud mode (zenops.deployment.provision): the gateway's own server's inventory (`up --gateway-flavor`;
     # gateway_host is in it), and the servers' fixed addresses, which the gateway reaches them by
     gateway_inventory: Path | None = None
     gateway_addresses: Mapping[str, str] = field(default_factory=dict)
-    engine_args: tuple[str, ...] = ()  # more `vllm serve` arguments, after the planned ones (check_engine_args)
-    metrics: str = "off"  # on | off: Prometheus and node_exporter (services/metrics.py)
-    layout: str = "zenops"  # zenops, or a peer's settings reproduced for comparison (zenops.peers)
+    # more `vllm serve` arguments, after the planned ones (check_engine_args)
+    engine_args: tuple[str, ...] = field_default(_REQ, "engine_args")
+    metrics: str = field_default(_REQ, "metrics")  # on | off: Prometheus and node_exporter (services/metrics.py)
+    # the scaling loop (services/scaler.py; zenops.scaling.request): a range MIN..MAX installs it; None: none
+    replicas: str | None = field_default(_REQ, "replicas")
+    max_price_per_hour: float | None = field_default(_REQ, "max_price_per_hour")
+    scale_out_waiting: float | None = field_default(_REQ, "scale_out_waiting")
+    scale_in_load: float | None = field_default(_REQ, "scale_in_load")
+    scale_cooldown: int | None = field_default(_REQ, "scale_cooldown")
+    layout: str = field_default(_REQ, "layout")  # zenops, or a peer's settings reproduced for comparison (zenops.peers)
 
 
 @dataclass

@@ -11,7 +11,9 @@ commands call every service through the functions below, never one by name:
 - `zenops status`: :func:`status`, read live, then :func:`lines`, each service's own lines;
 - `zenops up --dry-run`: :func:`plan`, what each service would do (nothing runs);
 - `zenops rollout` and `zenops bench --through-gateway`: :func:`drainable`, the service every client request goes
-  through (a :class:`Drainable`: it takes servers out of rotation and puts them back), whichever service that is.
+  through (a :class:`Drainable`: it takes servers out of rotation and puts them back), whichever service that is;
+- `zenops rollout`: :func:`paused`, every service that changes the deployment by itself (a :class:`Pausable`: the
+  scaling loop) paused and its state taken back for the rollout, given back and resumed after it.
 
 What a service applied is kept in the serving record (``services.<name>``: zenops.deployment.record), so that the
 next command updates or removes what is there. A new service: a module here with its object, its line in
@@ -21,7 +23,8 @@ zenops.request_options) tagged ``service="<name>"`` (:func:`rows` reads them by 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -116,6 +119,26 @@ class Drainable(Protocol):
         ...
 
 
+class Pausable(Protocol):
+    """A service that changes the deployment by itself (the scaling loop adds and removes servers): an operator's
+    command that changes it too (a rollout) pauses it, takes its state back (:meth:`pull`: the servers it added are
+    then the command's too), and gives the state back (:meth:`push`) before it resumes: the two never fight."""
+
+    def pause(self, ctx: RunContext, inventory: Path, had: State, *, by: str, reason: str) -> None:
+        """Back once the step in flight finished and the service holds still."""
+        ...
+
+    def resume(self, ctx: RunContext, inventory: Path, had: State) -> None: ...
+
+    def pull(self, ctx: RunContext, inventory: Path, had: State) -> list[Path]:
+        """Its copy of the deployment's state back to the controller; the files written."""
+        ...
+
+    def push(self, ctx: RunContext, inventory: Path, had: State) -> None:
+        """The controller's state of the deployment to it."""
+        ...
+
+
 class Service(Protocol):
     name: str
 
@@ -149,9 +172,9 @@ def services() -> tuple[Service, ...]:
     """Every service, in the order they are applied and removed (the gateway first: clients are refused, not
     half-served; the metrics after it: they run where it runs). A new service adds its line here (imported here,
     not at the top: each module imports View)."""
-    from zenops.deployment.services import gateway, metrics  # noqa: PLC0415
+    from zenops.deployment.services import gateway, metrics, scaler  # noqa: PLC0415
 
-    return (gateway.SERVICE, metrics.SERVICE)
+    return (gateway.SERVICE, metrics.SERVICE, scaler.SERVICE)
 
 
 def preflight(view: View) -> None:
@@ -229,6 +252,52 @@ def drainable(had: Mapping[str, Mapping[str, Any]], addresses: Mapping[str, str]
             if d is not None:
                 return d
     return None
+
+
+def server_port(had: Mapping[str, Mapping[str, Any]]) -> int:
+    """The port a new server of the deployment is opened to (its security group: what clients reach): the
+    :class:`Drainable` service's port, as recorded (``had``: the services' states), else the gateway's default port
+    (zenops.deployment.services.gateway.DEFAULT_PORT: where a gateway added later listens)."""
+    d = drainable(had)
+    if d is not None:
+        return d.port
+    from zenops.deployment.services import gateway  # noqa: PLC0415  (it imports View from here)
+
+    return gateway.DEFAULT_PORT
+
+
+def pausable(service: object) -> Pausable | None:
+    """``service`` as a :class:`Pausable`, or None: it changes nothing by itself."""
+    if all(callable(getattr(service, m, None)) for m in ("pause", "resume", "pull", "push")):
+        return service  # type: ignore[return-value]
+    return None
+
+
+@contextmanager
+def paused(
+    ctx: RunContext, inventory: Path, had: Mapping[str, Mapping[str, Any]], *, by: str, reason: str
+) -> Iterator[list[str]]:
+    """Every :class:`Pausable` service of the deployment (``had``: the serving record's states) paused and its state
+    pulled back before the block (the names paused); after it, however it ends, the controller's state pushed and
+    each resumed. A push that fails leaves that service paused (the error says so): it must not act on a state that
+    is not the deployment's."""
+    held = [(s, p, dict(had[s.name])) for s in services() if had.get(s.name) and (p := pausable(s)) is not None]
+    done: list[tuple[Service, Pausable, State]] = []
+    try:
+        for s, p, state in held:
+            p.pause(ctx, inventory, state, by=by, reason=reason)
+            done.append((s, p, state))
+            p.pull(ctx, inventory, state)
+        yield [s.name for s, _, _ in held]
+    finally:
+        for s, p, state in done:
+            try:
+                p.push(ctx, inventory, state)
+            except Exception as e:
+                ctx.warn(f"{s.name} stays paused: its state could not be given back ({e}); `zenops up` again, or "
+                         "`zenops scale resume` on its host once the state is right")  # fmt: skip
+                raise
+            p.resume(ctx, inventory, state)
 
 
 def rows(service: Service) -> tuple[Option, ...]:

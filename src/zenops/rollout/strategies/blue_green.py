@@ -12,11 +12,11 @@ import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from zenops.deployment.rollouts import BatchState, now
-from zenops.errors import ExitCode, UsageError, ZenopsError
-from zenops.rollout.strategies._revert import retire_new
+from zenops.errors import UsageError
+from zenops.rollout.strategies._shared import batch_done, cloud_servers, perf_gate, retire_new, room_for
 
 if TYPE_CHECKING:
-    from zenops.rollout.steps import BatchSteps, Servers
+    from zenops.rollout.steps import BatchSteps
 
 
 class BlueGreenState:
@@ -101,16 +101,12 @@ class BlueGreen:
                 hint="a rollout left new servers (`zenops rollout --abort` deletes them), `zenops up` did not "
                 "finish (re-run it), or roll in place (--strategy in-place)",
             )
-        try:
-            servers.preflight(len(serving))
-        except ZenopsError as e:
-            if e.exit_code != ExitCode.QUOTA:
-                raise
-            raise type(e)(
-                f"no room for the blue/green rollout's {len(serving)} new server(s): {e.message}",
-                hint="free resources (zenops status) or raise the project's quota, or roll in place "
-                "(--strategy in-place)",
-            ) from e
+        room_for(
+            servers,
+            len(serving),
+            what=f"the blue/green rollout's {len(serving)} new server(s)",
+            hint="free resources (zenops status) or raise the project's quota, or roll in place (--strategy in-place)",
+        )
         price = dep.price_per_hour
         d.note(
             f"blue/green: {len(serving)} new {dep.flavor} server(s) serve the new release; once they passed the "
@@ -118,15 +114,6 @@ class BlueGreen:
             + (f" (${price * len(serving):g}/h more meanwhile)" if price is not None else "")
         )
         return [BatchState(hosts=serving, strategy=self.name, strategy_state=BlueGreenState.initial(serving))]
-
-    def _servers(self) -> Servers:
-        servers = self.d.servers()
-        if servers is None:
-            raise ZenopsError(
-                "the cloud deployment is no longer in this controller's ledger: the blue/green rollout cannot go on",
-                hint="`zenops status` lists the deployments; `zenops rollout --abort` sends the fleet back",
-            )
-        return servers
 
     def run(self, i: int, batch: BatchState) -> None:
         """The new set (up --count 2N) -> the new release on it -> health gate -> performance gate -> the switch
@@ -137,7 +124,7 @@ class BlueGreen:
         t0 = time.monotonic()
         batch.started_at = batch.started_at or now()
         d.note(f"blue/green: a new set of {len(old)} server(s) for the new release, then {', '.join(old)} go")
-        servers = self._servers()
+        servers = cloud_servers(d, "the blue/green rollout")
         if not st.new:
             batch.status = "provisioning"
             d.save()
@@ -159,11 +146,7 @@ class BlueGreen:
             d.event("blue-green retired", batch=i + 1, server=name)
         d.follow([])  # the gateway balances the new set (done at the switch, unless an interruption came between)
         d.note(f"{', '.join(old)} drained and deleted")
-        batch.status = "done"
-        batch.finished_at = now()
-        batch.wall_s = round(time.monotonic() - t0, 1)
-        d.save()
-        d.event("batch done", batch=i + 1, hosts=new, wall_s=batch.wall_s)
+        batch_done(d, i, batch, t0=t0, hosts=new)
         d.note(f"blue/green done in {batch.wall_s:.0f}s: {', '.join(new)} serve the new release")
 
     def _gates_and_switch(self, i: int, batch: BatchState, st: BlueGreenState, new: list[str]) -> None:
@@ -175,12 +158,7 @@ class BlueGreen:
         d.save()
         with d.phase(batch, "replace"):
             d.serve(i, batch, new)
-        if d.perf_gate:
-            batch.status = "gating"
-            d.save()
-            with d.phase(batch, "perf gate"):
-                verdicts = d.gate(i, batch, against=dict(zip(new, old, strict=True)))
-            d.decide(i, batch, verdicts, ready_on_pause=[])
+        perf_gate(d, i, batch, against=dict(zip(new, old, strict=True)), ready_on_pause=[])
         batch.status = "switching"
         d.save()
         with d.phase(batch, "switch"):
@@ -210,7 +188,7 @@ class BlueGreen:
                 hint="re-run the same `zenops rollout` to finish it; then roll the previous release out with "
                 "`zenops rollout --strategy blue-green`",
             )
-        servers = self._servers()
+        servers = cloud_servers(d, "the blue/green rollout")
         gone = sorted((set(servers.in_cloud()) | set(st.new)) - set(old))
         d.note(f"reverting the blue/green rollout: {', '.join(old)} serve on; {', '.join(gone) or 'no new server'} go")
         retire_new(d, servers, batch, keep=old, gone=gone)

@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING, ClassVar
 
 from zenops.deployment.rollouts import BatchState, now
+from zenops.rollout.strategies._shared import batch_done, perf_gate
 
 if TYPE_CHECKING:
     from zenops.rollout.steps import BatchSteps
@@ -39,19 +40,10 @@ class InPlace:
             d.serve(i, batch, batch.hosts)
         with d.phase(batch, "services"):
             new_names = d.follow(batch.hosts)
-        if d.perf_gate:
-            batch.status = "gating"
-            d.save()
-            with d.phase(batch, "perf gate"):
-                verdicts = d.gate(i, batch)
-            d.decide(i, batch, verdicts, ready_on_pause=new_names)
+        perf_gate(d, i, batch, ready_on_pause=new_names)
         with d.phase(batch, "ready"):
             d.ready(new_names)
-        batch.status = "done"
-        batch.finished_at = now()
-        batch.wall_s = round(time.monotonic() - t0, 1)
-        d.save()
-        d.event("batch done", batch=i + 1, hosts=batch.hosts, wall_s=batch.wall_s)
+        batch_done(d, i, batch, t0=t0, hosts=batch.hosts)
         phases = ", ".join(f"{k} {v:.0f}s" for k, v in batch.phases.items())
         d.note(f"{what} done in {batch.wall_s:.0f}s ({phases}): {', '.join(batch.hosts)} serve the new release")
 

@@ -10,11 +10,11 @@ import time
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from zenops.deployment.rollouts import BatchState, now
-from zenops.errors import ExitCode, UsageError, ZenopsError
-from zenops.rollout.strategies._revert import retire_new
+from zenops.errors import UsageError
+from zenops.rollout.strategies._shared import batch_done, cloud_servers, perf_gate, retire_new, room_for
 
 if TYPE_CHECKING:
-    from zenops.rollout.steps import BatchSteps, Servers
+    from zenops.rollout.steps import BatchSteps
 
 
 class SurgeState:
@@ -111,31 +111,19 @@ class Surge:
                 "(--strategy)",
             )
         host = hosts[0]
-        try:
-            servers.preflight(1)
-        except ZenopsError as e:
-            if e.exit_code != ExitCode.QUOTA:
-                raise
-            raise type(e)(
-                f"no room for the surge's new server: {e.message}",
-                hint="free resources (zenops status) or raise the project's quota, or pass --allow-downtime (the "
-                "only server is replaced in place: clients are refused meanwhile)",
-            ) from e
+        room_for(
+            servers,
+            1,
+            what="the surge's new server",
+            hint="free resources (zenops status) or raise the project's quota, or pass --allow-downtime (the only "
+            "server is replaced in place: clients are refused meanwhile)",
+        )
         price = dep.price_per_hour
         d.note(
             f"one server: the rollout surges: a new {dep.flavor} server serves the new release, and {host} is "
             "deleted once it passed the gates" + (f" (${price}/h more meanwhile)" if price is not None else "")
         )
         return [BatchState(hosts=[host], strategy=self.name, strategy_state=SurgeState.new(host))]
-
-    def _servers(self) -> Servers:
-        servers = self.d.servers()
-        if servers is None:
-            raise ZenopsError(
-                "the cloud deployment is no longer in this controller's ledger: the surge cannot go on",
-                hint="`zenops status` lists the deployments; `zenops rollout --abort` sends the fleet back",
-            )
-        return servers
 
     def run(self, i: int, batch: BatchState) -> None:
         """New server (up --count 2) -> the new release on it -> health gate -> performance gate -> into the
@@ -146,7 +134,7 @@ class Surge:
         t0 = time.monotonic()
         batch.started_at = batch.started_at or now()
         d.note(f"surge: a new server for the new release, then {old} goes")
-        servers = self._servers()
+        servers = cloud_servers(d, "the surge")
         if not st.new_server:
             batch.status = "surging"
             d.save()
@@ -169,11 +157,7 @@ class Surge:
             d.event("surge retired", batch=i + 1, server=old)
             d.note(f"{old} drained and deleted")
         d.follow([])  # the gateway balances what is left: the new server's
-        batch.status = "done"
-        batch.finished_at = now()
-        batch.wall_s = round(time.monotonic() - t0, 1)
-        d.save()
-        d.event("batch done", batch=i + 1, hosts=[new], wall_s=batch.wall_s)
+        batch_done(d, i, batch, t0=t0, hosts=[new])
         d.note(f"surge done in {batch.wall_s:.0f}s: {new} serves the new release in place of {old}")
 
     def _gates_and_switch(self, i: int, batch: BatchState, st: SurgeState, new: str) -> None:
@@ -184,12 +168,7 @@ class Surge:
         d.save()
         with d.phase(batch, "replace"):
             d.serve(i, batch, [new])
-        if d.perf_gate:
-            batch.status = "gating"
-            d.save()
-            with d.phase(batch, "perf gate"):
-                verdicts = d.gate(i, batch, against={new: old})
-            d.decide(i, batch, verdicts, ready_on_pause=[])
+        perf_gate(d, i, batch, against={new: old}, ready_on_pause=[])
         batch.status = "switching"
         d.save()
         with d.phase(batch, "switch"):
@@ -214,7 +193,7 @@ class Surge:
                 hint="re-run the same `zenops rollout` to finish it; then roll the previous release out with "
                 "`zenops rollout` (it surges again)",
             )
-        servers = self._servers()
+        servers = cloud_servers(d, "the surge")
         extra = set(servers.in_cloud())
         if st.new_server:
             extra.add(st.new_server)

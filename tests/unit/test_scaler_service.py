@@ -1,0 +1,408 @@
+"""The scaling loop's service (zenops.deployment.services.scaler), its credential (zenops.cloud.scaler_cred), its
+wheelhouse (zenops.scaling.bundle) and the rollout's pause hook (zenops.deployment.services.paused).
+
+TEST DOUBLES: ``Runs`` records each play and answers as playbooks/scaler.yml does; the cloud (the credential's
+Keystone) is ``FakeIdentity``; pip is a recorded ``run``. The real role is roles/scaler's Molecule scenario."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import yaml
+
+from zenops import serve
+from zenops.cloud import ledger, scaler_cred
+from zenops.cloud import marks as m
+from zenops.config import load
+from zenops.context import RunContext
+from zenops.deployment import services as services_lib
+from zenops.deployment.services import scaler as sc
+from zenops.errors import ZenopsError
+from zenops.runner import RunResult
+from zenops.scaling import bundle
+from zenops.scaling.replicas import Replicas
+
+ENDPOINTS = {"s1": [{"instance": 0, "port": 8000}], "s2": [{"instance": 0, "port": 8000}]}
+
+
+class Runs:
+    """TEST DOUBLE of Ansible: records each play; the scaler play answers on its host as playbooks/scaler.yml."""
+
+    def __init__(self, tmp_path: Path, loop_state: dict[str, Any] | None = None) -> None:
+        self.tmp_path, self.specs, self.loop_state = tmp_path, [], loop_state
+
+    def __call__(self, spec: Any) -> RunResult:
+        self.specs.append(spec)
+        facts: dict[str, Any] = {}
+        if host := spec.extravars.get("zenops_scaler_host"):
+            result: dict[str, Any] = {"action": spec.extravars["zenops_scaler_action"]}
+            if spec.extravars["zenops_scaler_action"] == "state":
+                result |= {"active": "active", "state": json.dumps(self.loop_state) if self.loop_state else ""}
+            facts[host] = {"zenops_scaler_result": result}
+        if host := spec.extravars.get("zenops_gateway_host"):
+            facts[host] = {"zenops_gateway_result": {"url": f"http://{host}:8080/v1", "servers": []}}
+        if host := spec.extravars.get("zenops_metrics_prometheus_host"):
+            facts[host] = {"zenops_metrics_result": {"url": "http://127.0.0.1:9090", "targets": []}}
+        return RunResult("r1", spec.playbook, "successful", 0, self.tmp_path, "now", 0.1, host_facts=facts)
+
+    def scaler(self) -> list[tuple[str, str]]:
+        return [(s.extravars["zenops_scaler_action"], s.limit) for s in self.specs if s.playbook == "scaler"]
+
+
+@pytest.fixture
+def ctx(isolated_home, tmp_path, monkeypatch) -> RunContext:
+    monkeypatch.chdir(tmp_path)
+    c = RunContext(load())
+    runs = Runs(tmp_path)
+    monkeypatch.setattr(c, "run", runs)
+    c.runs = runs  # type: ignore[attr-defined]
+    return c
+
+
+@pytest.fixture
+def cloud(ctx, monkeypatch, tmp_path) -> dict[str, Any]:
+    """The deployment's ledger entry, the wheelhouse and the credential as TEST DOUBLES; what they were asked."""
+    seen: dict[str, Any] = {"deleted": []}
+    dep = ledger.Deployment("d1", "c1", "f1", "debian-12", 2, "provider", inventory=str(tmp_path / "d1.yml"))
+    monkeypatch.setattr(sc, "_entry", lambda _c, _i: dep)
+    monkeypatch.setattr(bundle, "ensure", lambda *_a, **_k: bundle.Wheelhouse("k123", tmp_path / "wheels"))
+
+    @contextlib.contextmanager
+    def cloud_vars(_ctx: Any, s: Any, _dep: Any) -> Any:
+        seen["made"] = s.credential
+        yield {"scaler_cloud": s.cloud, "scaler_credential": {"id": "ac1", "secret_file": "/x/secret"}}
+
+    monkeypatch.setattr(sc, "cloud_vars", cloud_vars)
+    monkeypatch.setattr(sc, "delete_credential", lambda _ctx, s: seen["deleted"].append(s.credential))
+    return seen
+
+
+def _view(endpoints: Any = ENDPOINTS, **req: Any) -> services_lib.View:
+    args = {"model": "m", "gateway": "on", "metrics": "on", "replicas": "1..3", **req}
+    return services_lib.View(Path("d1.yml"), endpoints, request=serve.ServeRequest(**args))
+
+
+def test_the_loop_is_a_service_after_the_metrics():
+    assert [s.name for s in services_lib.services()] == ["gateway", "metrics", "scaler"]
+    assert services_lib.pausable(sc.SERVICE) is sc.SERVICE
+    assert services_lib.pausable(services_lib.services()[0]) is None
+
+
+def test_up_with_a_range_installs_the_loop_on_the_gateways_host_which_scale_in_never_removes(ctx, cloud):
+    states = services_lib.apply(ctx, _view(scale_cooldown=60), {})
+    s = states["scaler"]
+    assert (s["host"], s["protected"], s["replicas"], s["wheels"]) == ("s1", "s1", {"min": 1, "max": 3}, "k123")
+    assert s["overrides"] == {"scale_cooldown": 60}
+    assert s["credential"] == cloud["made"] == "zenops-scaler-d1"
+    assert ctx.runs.scaler() == [("present", "s1")]
+    present = ctx.runs.specs[-1].extravars
+    assert present["scaler_wheelhouse"].endswith("wheels")
+    assert present["scaler_credential"] == {"id": "ac1", "secret_file": "/x/secret"}  # a file, never the secret
+
+
+def test_up_without_a_range_removes_the_loop_and_its_credential(ctx, cloud):
+    had = {"scaler": sc.Scaler("s1", "d1", "c1", Replicas(1, 3), credential="zenops-scaler-d1").to_dict()}
+    states = services_lib.apply(ctx, _view(replicas="2"), had)
+    assert "scaler" not in states
+    assert ctx.runs.scaler() == [("absent", "s1")]
+    assert cloud["deleted"] == ["zenops-scaler-d1"]
+
+
+def test_the_loop_without_the_metrics_is_refused_with_the_fix(ctx, cloud):
+    view = services_lib.View(Path("d1.yml"), ENDPOINTS, request=serve.ServeRequest(model="m", replicas="1..3"),
+                             services={"gateway": {"host": "s1", "port": 8080}})  # fmt: skip
+    with pytest.raises(ZenopsError, match="reads the metrics") as e:
+        sc.SERVICE.apply(ctx, view, None)
+    assert "--metrics on" in (e.value.hint or "")
+
+
+def test_status_reads_the_loops_state_and_lines_say_target_actual_and_the_last_decision(ctx):
+    from zenops.scaling.state import ScalingState  # noqa: PLC0415
+
+    # the loop's own state file (zenops.scaling.state writes it on the host), as the playbook's `state` action reads it
+    loop = ScalingState("d1", Replicas(1, 3), cloud="c1", cap_per_hour=2.5, target=2, actual=2, phase="idle")
+    loop.decisions = [{"action": "out", "current": 1, "target": 2, "reason": "waiting/replica 5.5 > 2",
+                       "at": "2025-01-01T12:03:10Z", "result": "done"}]  # fmt: skip
+    ctx.runs.loop_state = loop.to_dict()
+    had = {"scaler": sc.Scaler("s1", "d1", "c1", Replicas(1, 3), cap_per_hour=2.5).to_dict()}
+    entries = services_lib.status(ctx, Path("d1.yml"), had)
+    assert ctx.runs.specs[-1].extravars["scaler_state_file"] == "/var/lib/zenops-scaler/zenops/scaling/d1.json"
+    [line] = services_lib.lines(entries)
+    assert line.text == (
+        "scaling: 2 replicas (1..3, cap $2.50/h), target 2, idle; "
+        "last: out 1 -> 2 at 12:03:10 (waiting/replica 5.5 > 2): done"
+    )
+
+
+def test_a_status_that_fails_is_a_line_on_stderr():
+    [line] = sc.SERVICE.lines({"state": {}, "error": "unreachable"})
+    assert line.err
+    assert "scaling status unavailable" in line.text
+
+
+def test_the_dry_run_says_where_the_loop_would_run_and_what_it_keeps():
+    view = _view(max_price_per_hour=3.0)
+    previews = {p.name: p for p in services_lib.plan(view, {})}
+    p = previews["scaler"]
+    assert p.on
+    assert (
+        p.summary == "on; a loop on s1 keeps 1..3 replicas, cap $3.00/h; scale-in never removes s1 (the gateway's host)"
+    )
+    off = sc.SERVICE.plan(_view(replicas=None), {"host": "s1"})
+    assert not off.on
+    assert "would be removed from s1" in off.summary
+
+
+def test_the_state_the_host_gets_has_its_paths_and_reaches_servers_by_their_fixed_address(tmp_path):
+    state = tmp_path / "state"
+    inv = (
+        "all:\n  hosts:\n    s1:\n      ansible_host: 203.0.113.5\n"
+        f"      ansible_ssh_private_key_file: {state}/keys/c1/k\n"
+        "      zenops_private_address: 10.1.0.7\n    s2:\n      ansible_host: 203.0.113.6\n"
+    )
+    out = sc.rewrite(inv, state, inventory=True)
+    assert "ansible_host: 10.1.0.7" in out
+    assert "ansible_host: 203.0.113.6" in out  # no fixed address recorded: as it was
+    assert f"{sc.HOST_STATE}/keys/c1/k" in out
+    assert str(state) not in out
+
+
+def test_the_host_finds_the_record_api_key_and_metrics_password_under_its_own_inventorys_name(tmp_path):
+    """The loop's zenops looks its deployment's files up by its inventory's path on the host: the record, the API key
+    (else its serve makes a new key the gateway's clients do not have) and the metrics password go under that name,
+    and the record names the host's key file; pulled back, ours again."""
+    from zenops.config import Config  # noqa: PLC0415
+    from zenops.deployment import record as record_lib  # noqa: PLC0415
+
+    state = tmp_path / "state"
+    config = Config(state_dir=state)
+    inventory = state / "deployments" / "c1" / "d1.inventory.yml"
+    inventory.parent.mkdir(parents=True)
+    inventory.write_text("all:\n  hosts: {}\n")
+    key = record_lib.api_key_path(config, inventory)
+    for p in (key, record_lib.metrics_password_path(config, inventory)):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("x")
+    record = record_lib.serving_record_path(config, inventory)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"api_key_file": str(key), "request": {}}))
+    dep = ledger.Deployment("d1", "c1", "f", "img", 1, "fixed")
+    files = {f["src"]: f for f in sc.host_files(config, dep, inventory)}
+    here, there = sc.files_names(inventory, f"{sc.HOST_STATE}/deployments/c1/d1.inventory.yml")
+    assert here != there
+    assert files[record]["dest"] == f"serving/{there}.json"
+    assert files[key]["dest"] == f"secrets/{there}.api-key"
+    assert files[record_lib.metrics_password_path(config, inventory)]["dest"] == f"secrets/{there}.metrics-password"
+    (state / "keys" / "c1").mkdir(parents=True)  # where staged() keeps its 0700 copies
+    with sc.staged(config, dep, inventory) as staged:
+        sent = {f["dest"]: Path(f["src"]).read_text() for f in staged}
+    assert json.loads(sent[f"serving/{there}.json"])["api_key_file"] == f"{sc.HOST_STATE}/secrets/{there}.api-key"
+
+
+def test_a_rollout_pauses_pulls_then_pushes_and_resumes_even_when_it_fails(ctx):
+    calls: list[str] = []
+    fake = SimpleNamespace(
+        name="scaler",
+        pause=lambda *_a, **k: calls.append(f"pause by {k['by']}"),
+        pull=lambda *_a: calls.append("pull"),
+        push=lambda *_a: calls.append("push"),
+        resume=lambda *_a: calls.append("resume"),
+    )
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(services_lib, "services", lambda: (fake,))
+
+        def rollout() -> None:
+            with services_lib.paused(ctx, Path("d1.yml"), {"scaler": {"host": "s1"}}, by="zenops rollout", reason="r"):
+                calls.append("rollout")
+                raise RuntimeError("a batch failed")
+
+        with pytest.raises(RuntimeError):
+            rollout()
+    assert calls == ["pause by zenops rollout", "pull", "rollout", "push", "resume"]
+
+
+# --- the credential ------------------------------------------------------------------------------------------------
+
+
+class FakeIdentity:
+    def __init__(self) -> None:
+        self.made: list[tuple[str, str, dict[str, Any]]] = []
+        self.deleted: list[str] = []
+        self.creds: list[Any] = [SimpleNamespace(id="old", name="zenops-scaler-d1", description="")]
+
+    def application_credentials(self, _user: str) -> list[Any]:
+        return list(self.creds)
+
+    def create_application_credential(self, user: str, name: str, **kw: Any) -> Any:
+        self.made.append((user, name, kw))
+        return SimpleNamespace(id="new", secret="s3cr3t", expires_at=kw.get("expires_at"))
+
+    def delete_application_credential(self, _user: str, cid: str, ignore_missing: bool) -> None:
+        self.deleted.append(cid)
+
+
+def test_the_credential_is_named_described_restricted_member_only_and_expires_with_the_deployment(monkeypatch):
+    ident = FakeIdentity()
+    conn = SimpleNamespace(current_user_id="u1", identity=ident)
+    monkeypatch.setattr("zenops.cloud.expiry_switch.token_roles", lambda _c: ["admin", "member", "reader"])
+    cred = scaler_cred.create(conn, m.Marks("d1", "camp", "2030-01-01T00:00:00Z"))
+    assert ident.deleted == ["old"]  # made again: the old one's secret is gone
+    [(user, name, kw)] = ident.made
+    assert (user, name) == ("u1", "zenops-scaler-d1")
+    assert kw["unrestricted"] is False
+    assert kw["roles"] == [{"name": "member"}]
+    assert kw["expires_at"] == "2030-01-01T01:00:00Z"
+    assert kw["description"].startswith("zenops scaling loop; ")
+    assert scaler_cred.campaign_of(SimpleNamespace(description=kw["description"])) == "camp"
+    assert "s3cr3t" not in repr(cred)
+    assert scaler_cred.deployment_of("zenops-scaler-d1") == "d1"
+    assert scaler_cred.deployment_of("zenops-expiry-d1.abc") is None
+    assert "expires_at" not in scaler_cred.create_kwargs(m.Marks("d1"), None)  # no expiry: `down` deletes it
+
+
+def test_the_secret_file_is_0600_and_gone_however_the_block_ends(tmp_path):
+    cred = scaler_cred.Credential("i", "n", "s3cr3t", None)
+    path = tmp_path / "keys" / "n.secret"
+    seen: list[tuple[str, int]] = []
+
+    def interrupted() -> None:
+        with scaler_cred.secret_file_of(cred, path) as p:
+            seen.append((p.read_text(), p.stat().st_mode & 0o777))
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        interrupted()
+    assert seen == [("s3cr3t", 0o600)]
+    assert not path.exists()
+
+
+# --- the wheelhouse ------------------------------------------------------------------------------------------------
+
+
+def test_the_wheelhouse_key_changes_with_each_thing_that_changes_its_wheels():
+    base = bundle.key("1.0", "abc", ["pyyaml>=6"])
+    assert base == bundle.key("1.0", "abc", ["pyyaml>=6"])
+    assert len({base, bundle.key("1.1", "abc", ["pyyaml>=6"]), bundle.key("1.0", "abd", ["pyyaml>=6"]),
+                bundle.key("1.0", "abc", ["pyyaml>=7"]),
+                bundle.key("1.0", "abc", ["pyyaml>=6"], {**bundle.TARGET, "python_version": "3.12"})}) == 5  # fmt: skip
+
+
+def test_the_pip_commands_build_zenops_and_download_its_requirements_for_the_host(tmp_path):
+    wheel, download = bundle.commands("py", tmp_path, ["a>=1"], root=Path("/src/zenops"), version="1.0")
+    assert wheel == ["py", "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(tmp_path), "/src/zenops"]
+    assert download[:6] == ["py", "-m", "pip", "download", "--dest", str(tmp_path)]
+    assert "--only-binary=:all:" in download
+    assert download[-1] == "a>=1"
+    assert download[download.index("--python-version") + 1] == "3.11"
+    released = bundle.commands("py", tmp_path, [], root=None, version="1.0")[0]
+    assert released[-1] == "zenops==1.0"
+
+
+def test_the_wheelhouse_is_built_once_then_taken_from_the_cache_and_a_failure_leaves_nothing(tmp_path):
+    argv: list[list[str]] = []
+
+    def run(cmd: list[str], **_kw: Any) -> Any:
+        argv.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    w = bundle.ensure(run=run, python="py", root=None, cache=tmp_path)
+    assert (w.path / bundle.MARKER).is_file()
+    assert [a[3] for a in argv] == ["wheel", "download"]
+    assert bundle.ensure(run=run, python="py", root=None, cache=tmp_path) == w
+    assert len(argv) == 2  # the cache
+
+    def fails(cmd: list[str], **_kw: Any) -> Any:
+        return subprocess.CompletedProcess(cmd, 1, "", "ERROR: no matching distribution")
+
+    with pytest.raises(ZenopsError, match="no matching distribution"):
+        bundle.ensure(run=fails, python="py", root=None, cache=tmp_path / "other")
+    assert list((tmp_path / "other").iterdir()) == []
+
+
+def test_the_host_gets_the_fleets_public_key_the_loops_up_opens(tmp_path):
+    """The loop's scale-out runs `up` (provision's keypair task: openstack.cloud.keypair opens the public key file
+    whenever the deployment made its keypair): without the .pub beside the private key, its first scale-out fails."""
+    from zenops.config import Config  # noqa: PLC0415
+    from zenops.deployment.common import ensure_key  # noqa: PLC0415
+
+    state = tmp_path / "state"
+    config = Config(state_dir=state)
+    inventory = state / "deployments" / "c1" / "d1.inventory.yml"
+    inventory.parent.mkdir(parents=True)
+    inventory.write_text("all:\n  hosts: {}\n")
+    key, pub = ensure_key(state, "c1", "d1")
+    dep = ledger.Deployment("d1", "c1", "f", "img", 1, "fixed")
+    dep.private_key_file, dep.keypair_created = str(key), True
+    dests = {f["src"]: f["dest"] for f in sc.host_files(config, dep, inventory)}
+    assert dests[key] == str(key.relative_to(state))
+    assert dests[pub] == str(pub.relative_to(state))  # where the host's ensure_key finds it
+
+
+SANDBOX_CATALOG = {  # the sandbox's: the public endpoints are the controller's view, 127.0.0.1
+    ("identity", "public"): "http://127.0.0.1:5000/v3/",
+    ("compute", "public"): "http://127.0.0.1:8774/v2.1",
+    ("identity", "internal"): "http://172.30.0.1:5000/v3/",
+    ("compute", "internal"): "http://172.30.0.1:8774/v2.1",
+}
+
+
+def catalog_conn(catalog: dict[tuple[str, str], str]) -> Any:
+    def get_endpoint(*, service_type: str, interface: str, region_name: str | None) -> str:
+        return catalog[(service_type, interface)]
+
+    return SimpleNamespace(session=SimpleNamespace(get_endpoint=get_endpoint), config=SimpleNamespace(region_name=""))
+
+
+def test_the_loops_clouds_yaml_takes_every_api_from_the_interface_its_keystone_came_from(tmp_path):
+    """Keystone at its internal address, the SDK's default interface (public) would send every Nova and Neutron call
+    of the loop to the catalog's public endpoints: the sandbox's 127.0.0.1, the gateway server itself."""
+    from ansible.parsing.dataloader import DataLoader  # noqa: PLC0415
+    from ansible.plugins.loader import init_plugin_loader  # noqa: PLC0415
+    from ansible.template import Templar, trust_as_template  # noqa: PLC0415
+
+    init_plugin_loader()  # the template's lookup('ansible.builtin.file')
+    conn = catalog_conn(SANDBOX_CATALOG)
+    assert sc.loop_endpoint(conn) == {"auth_url": "http://172.30.0.1:5000/v3/", "interface": "internal"}
+    assert sc.loop_endpoint(conn, "public") == {"auth_url": "http://127.0.0.1:5000/v3/", "interface": "public"}
+    assert sc.loop_endpoint(catalog_conn({}), "any") == {}
+    secret = tmp_path / "secret"
+    secret.write_text("s3cret\n")
+    template = (Path(sc.__file__).parents[4] / "roles" / "scaler" / "templates" / "clouds.yaml.j2").read_text()
+    variables = {"scaler_cloud": "sandbox", "ansible_managed": "managed",
+                 "scaler_credential": {"id": "ac1", "secret_file": str(secret), **sc.loop_endpoint(conn)}}  # fmt: skip
+    text = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(template))
+    entry = yaml.safe_load(text)["clouds"]["sandbox"]
+    assert entry["interface"] == "internal"
+    assert entry["auth"]["auth_url"] == "http://172.30.0.1:5000/v3/"
+    assert entry["auth"]["application_credential_secret"] == "s3cret"
+
+
+def test_the_host_gets_the_gateways_own_inventory_its_services_update_runs_on(tmp_path):
+    """With `--gateway-flavor` the serving record's gateway (and metrics) state names the gateway server's inventory:
+    the loop's scale-out updates them there (rewritten to the host's state dir), so the host needs that file."""
+    from zenops.config import Config  # noqa: PLC0415
+
+    state = tmp_path / "state"
+    config = Config(state_dir=state)
+    inventory = state / "deployments" / "c1" / "d1.inventory.yml"
+    gw = state / "deployments" / "c1" / "d1.gateway.inventory.yml"
+    inventory.parent.mkdir(parents=True)
+    inventory.write_text("all:\n  hosts: {}\n")
+    gw.write_text(f"all:\n  hosts:\n    g1:\n      ansible_host: 203.0.113.9\n      zenops_private_address: 10.1.0.9\n"
+                  f"      ansible_ssh_private_key_file: {state}/keys/c1/k\n")  # fmt: skip
+    dep = ledger.Deployment("d1", "c1", "f", "img", 1, "fixed")
+    dep.gateway_inventory = str(gw)
+    files = {f["src"]: f for f in sc.host_files(config, dep, inventory)}
+    assert files[gw]["dest"] == "deployments/c1/d1.gateway.inventory.yml"
+    (state / "keys" / "c1").mkdir(parents=True)
+    with sc.staged(config, dep, inventory) as staged:
+        sent = {f["dest"]: Path(f["src"]).read_text() for f in staged}
+    host = yaml.safe_load(sent["deployments/c1/d1.gateway.inventory.yml"])["all"]["hosts"]["g1"]
+    assert host["ansible_host"] == "10.1.0.9"
+    assert host["ansible_ssh_private_key_file"] == f"{sc.HOST_STATE}/keys/c1/k"
