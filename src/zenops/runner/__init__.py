@@ -114,6 +114,37 @@ def _make_private(path: Path) -> None:
     path.chmod(0o700)
 
 
+# ssh's connection socket: Ansible names it <control_path_dir>/<10-char hash>, and ssh first binds it with a 17-char
+# temporary suffix; a Unix socket's path holds at most 107 bytes (sun_path, 108 with its NUL)
+SOCKET_PATH_MAX = 107
+_SOCKET_NAME = 1 + 10 + 17
+
+
+def control_path_dir(home: Path | None = None) -> Path | None:
+    """Where ssh's connection sockets go when Ansible's default (~/.ansible/cp) would make their paths too long for a
+    Unix socket (a deep home directory: ssh then fails every connection with "unix_listener: path ... too long for Unix
+    domain socket"); None: the default fits. The short directory is this user's own, under the system's temporary
+    directory, 0700; one that is not a directory of ours, or that others can enter, is refused."""
+    default = (home or Path.home()) / ".ansible" / "cp"
+    if len(str(default)) + _SOCKET_NAME <= SOCKET_PATH_MAX:
+        return None
+    import tempfile  # noqa: PLC0415
+
+    short = Path(tempfile.gettempdir()) / f"zenops-cp-{os.getuid()}"
+    with suppress(FileExistsError):
+        short.mkdir(mode=0o700)
+    st = short.lstat()
+    import stat  # noqa: PLC0415
+
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise UsageError(
+            f"{short} (where zenops puts ssh's connection sockets, your home directory being too deep for them) is "
+            "not a private directory of yours",
+            hint=f"remove it, or give it to your user with mode 0700: chmod 700 {short}",
+        )
+    return short
+
+
 def _ansible_cfg(settings: RunnerSettings, collections: Path) -> str:
     checking = SshSettings(host_key_checking=settings.host_key_checking).ssh_options()
     ssh_args = " ".join(("-o", "ControlMaster=auto", "-o", "ControlPersist=60s", *checking))
@@ -133,6 +164,9 @@ def _ansible_cfg(settings: RunnerSettings, collections: Path) -> str:
         "pipelining = True",
         "",
     ]
+    short = control_path_dir()
+    if short is not None:
+        lines.insert(lines.index("pipelining = True"), f"control_path_dir = {short}")
     if settings.ssh_user:
         lines.insert(3, f"remote_user = {settings.ssh_user}")
     if settings.ssh_private_key_file:
