@@ -18,12 +18,22 @@ def test_a_home_that_fits_keeps_ansibles_default(tmp_path):
     assert runner.control_path_dir(Path("/home/debian")) is None
 
 
-def test_a_deep_home_gets_a_short_private_directory_whose_socket_binds(tmp_path, monkeypatch):
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "t"))
-    (tmp_path / "t").mkdir()
+def test_a_deep_home_gets_a_short_private_directory_whose_socket_binds(monkeypatch):
+    import shutil  # noqa: PLC0415
     import tempfile  # noqa: PLC0415
 
+    # a short temp dir of the test's own (pytest's tmp_path under xdist is itself too deep to bind a socket in)
+    tmp_path = Path(tempfile.mkdtemp(prefix="zc", dir="/tmp"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "t"))
+    (tmp_path / "t").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", None)  # TMPDIR read again
+    try:
+        _deep_home_gets_a_short_directory(tmp_path)
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _deep_home_gets_a_short_directory(tmp_path: Path) -> None:
     deep = Path("/tmp/pytest-of-root/pytest-1008/test_the_readme_quickstart_run0/home")  # the failing run's
     short = runner.control_path_dir(deep)
     assert short is not None
