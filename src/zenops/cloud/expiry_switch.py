@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -220,9 +220,10 @@ def delete(conn: Any, *, deployment: str | None = None) -> list[str]:
     return [str(d["name"]) for d in remove(conn, owned(conn, deployment=deployment))]
 
 
-def listed(conn: Any, cloud: str) -> list[Any]:
-    """:func:`owned`, or nothing where this user may not list application credentials (a policy that forbids it, a
-    Keystone without them): what `down` and `leaks` read, which must work on every cloud."""
+def listed(conn: Any, cloud: str, owned: Callable[[Any], list[Any]] = owned) -> list[Any]:
+    """:func:`owned` (or another kind's ``owned``: the scaling loop's), or nothing where this user may not list
+    application credentials (a policy that forbids it, a Keystone without them): what `down` and `leaks` read, which
+    must work on every cloud."""
     from openstack import exceptions as sdk  # noqa: PLC0415
 
     from zenops.cloud.errors import classify, retrying  # noqa: PLC0415
@@ -235,30 +236,35 @@ def listed(conn: Any, cloud: str) -> list[Any]:
         raise classify(e, cloud) from e
 
 
-def campaign_of(cred: Any) -> str | None:
-    """The campaign mark a credential's description carries (:func:`description`), or None."""
+def campaign_of(cred: Any, prefix: str = DESCRIPTION_PREFIX) -> str | None:
+    """The campaign mark a credential's description carries (:func:`description`; ``prefix``: its kind's), or None."""
     text = str(getattr(cred, "description", None) or "")
-    if not text.startswith(DESCRIPTION_PREFIX):
+    if not text.startswith(prefix):
         return None
-    for word in text[len(DESCRIPTION_PREFIX) :].split():
+    for word in text[len(prefix) :].split():
         if word.startswith(m.CAMPAIGN_PREFIX):
             return word[len(m.CAMPAIGN_PREFIX) :] or None
     return None
 
 
-def describe(cred: Any) -> dict[str, Any]:
-    """A credential in the form of `down`'s and `leaks`' resource lines (``ops.describe``)."""
+def describe(
+    cred: Any, deployment_of: Callable[[str | None], str | None] = deployment_of, prefix: str = DESCRIPTION_PREFIX
+) -> dict[str, Any]:
+    """A credential in the form of `down`'s and `leaks`' resource lines (``ops.describe``); ``deployment_of`` and
+    ``prefix``: its kind's name and description (the scaling loop's: zenops.cloud.scaler_cred)."""
     return {
         "kind": "application_credential",
         "id": str(cred.id),
         "name": str(cred.name),
         "deployment": deployment_of(getattr(cred, "name", None)),
-        "campaign": campaign_of(cred),
+        "campaign": campaign_of(cred, prefix),
     }
 
 
-def remove(conn: Any, creds: list[Any], progress: Any = None) -> list[dict[str, Any]]:
-    """Delete these credentials (missing ones are fine); returns them described."""
+def remove(
+    conn: Any, creds: list[Any], progress: Any = None, describe: Callable[[Any], dict[str, Any]] = describe
+) -> list[dict[str, Any]]:
+    """Delete these credentials (missing ones are fine); returns them described (``describe``: their kind's)."""
     user = _user_id(conn) if creds else ""
     out = []
     for c in creds:

@@ -61,14 +61,8 @@ def description(marks: m.Marks) -> str:
 
 
 def campaign_of(cred: Any) -> str | None:
-    """The campaign mark a credential's description carries, or None."""
-    text = str(getattr(cred, "description", None) or "")
-    if not text.startswith(DESCRIPTION_PREFIX):
-        return None
-    for word in text[len(DESCRIPTION_PREFIX) :].split():
-        if word.startswith(m.CAMPAIGN_PREFIX):
-            return word[len(m.CAMPAIGN_PREFIX) :] or None
-    return None
+    """The campaign mark a credential's description carries, or None (the expiry switch's reading, this prefix)."""
+    return expiry_switch.campaign_of(cred, DESCRIPTION_PREFIX)
 
 
 def expiry(expires_at: str | None, margin_s: int = DEFAULT_MARGIN_S) -> str | None:
@@ -125,40 +119,18 @@ def owned(conn: Any, *, deployment: str | None = None) -> list[Any]:
 
 def listed(conn: Any, cloud: str) -> list[Any]:
     """:func:`owned`, or nothing where this user may not list application credentials (what `down` and `leaks`
-    read, which must work on every cloud)."""
-    from openstack import exceptions as sdk  # noqa: PLC0415
-
-    from zenops.cloud.errors import classify, retrying  # noqa: PLC0415
-
-    try:
-        return retrying(lambda: owned(conn))
-    except (sdk.ForbiddenException, sdk.NotFoundException, ValueError):
-        return []
-    except Exception as e:
-        raise classify(e, cloud) from e
+    read, which must work on every cloud): the expiry switch's listing of this kind."""
+    return expiry_switch.listed(conn, cloud, owned)
 
 
 def describe(cred: Any) -> dict[str, Any]:
     """A credential in the form of `down`'s and `leaks`' resource lines."""
-    return {
-        "kind": "application_credential",
-        "id": str(cred.id),
-        "name": str(cred.name),
-        "deployment": deployment_of(getattr(cred, "name", None)),
-        "campaign": campaign_of(cred),
-    }
+    return expiry_switch.describe(cred, deployment_of, DESCRIPTION_PREFIX)
 
 
 def remove(conn: Any, creds: list[Any], progress: Any = None) -> list[dict[str, Any]]:
     """Delete these credentials (missing ones are fine); returns them described."""
-    user = _user_id(conn) if creds else ""
-    out = []
-    for c in creds:
-        if progress is not None:
-            progress(f"deleting application_credential {c.name}")
-        conn.identity.delete_application_credential(user, c.id, ignore_missing=True)
-        out.append(describe(c))
-    return out
+    return expiry_switch.remove(conn, creds, progress, describe)
 
 
 def create(conn: Any, marks: m.Marks) -> Credential:
