@@ -406,3 +406,31 @@ def test_the_host_gets_the_gateways_own_inventory_its_services_update_runs_on(tm
     host = yaml.safe_load(sent["deployments/c1/d1.gateway.inventory.yml"])["all"]["hosts"]["g1"]
     assert host["ansible_host"] == "10.1.0.9"
     assert host["ansible_ssh_private_key_file"] == f"{sc.HOST_STATE}/keys/c1/k"
+
+
+def test_the_loops_credential_expires_with_the_servers_when_no_expiry_switch_was_armed(ctx, monkeypatch):
+    """`up --ttl 2h --expiry-switch off`: no switch record, but the servers carry ``zenops:expires_at`` (what `reap`
+    reads): the credential expires with them (+ the margin), not never."""
+    from zenops.cloud import ops  # noqa: PLC0415
+
+    made: list[m.Marks] = []
+
+    def create(_conn: Any, marks: m.Marks) -> scaler_cred.Credential:
+        made.append(marks)
+        return scaler_cred.Credential("ac1", scaler_cred.credential_name(marks.deployment), "s", None)
+
+    servers = [SimpleNamespace(metadata={m.EXPIRES_KEY: "2031-01-01T10:00:00Z"}),
+               SimpleNamespace(metadata={m.EXPIRES_KEY: "2031-01-01T12:00:00Z"}), SimpleNamespace(metadata={})]  # fmt: skip
+    monkeypatch.setattr(ops, "connect", lambda _c: catalog_conn(SANDBOX_CATALOG))
+    monkeypatch.setattr(ops, "owned_servers", lambda _conn, _cloud, deployment: servers if deployment == "d1" else [])
+    monkeypatch.setattr(scaler_cred, "create", create)
+    dep = ledger.Deployment("d1", "c1", "f", "img", 2, "fixed")  # expiry_switch: None (off)
+    s = sc.Scaler(host="s1", deployment="d1", cloud="c1", replicas=Replicas(1, 3))
+    (ctx.config.state_dir / "keys" / "c1").mkdir(parents=True, exist_ok=True)
+    with sc.cloud_vars(ctx, s, dep):
+        pass
+    assert made[0].expires_at == "2031-01-01T12:00:00Z"  # the latest, as `up` keeps it
+    assert scaler_cred.create_kwargs(made[0], None)["expires_at"] == "2031-01-01T13:00:00Z"  # + the margin
+    servers.clear()  # the servers gone: the switch's record, when there is one
+    dep.expiry_switch = {"expires_at": "2031-02-01T00:00:00Z"}
+    assert sc.deployment_expiry(catalog_conn({}), dep) == "2031-02-01T00:00:00Z"

@@ -307,8 +307,7 @@ def cloud_vars(ctx: RunContext, s: Scaler, dep: ledger.Deployment) -> Iterator[d
     from zenops.cloud import ops, scaler_cred  # noqa: PLC0415
 
     conn = ops.connect(s.cloud)
-    expires_at = (dep.expiry_switch or {}).get("expires_at") or None
-    cred = scaler_cred.create(conn, m.Marks(dep.name, dep.campaign, expires_at))
+    cred = scaler_cred.create(conn, m.Marks(dep.name, dep.campaign, deployment_expiry(conn, dep)))
     path = scaler_cred.secret_path(ctx.config.state_dir, s.cloud, s.deployment)
     endpoint = loop_endpoint(conn, ctx.config.cloud_profile(s.cloud).api_interface)
     with scaler_cred.secret_file_of(cred, path):
@@ -322,6 +321,19 @@ def cloud_vars(ctx: RunContext, s: Scaler, dep: ledger.Deployment) -> Iterator[d
                 "region": str(getattr(conn.config, "region_name", "") or ""),
             },
         }
+
+
+def deployment_expiry(conn: Any, dep: ledger.Deployment) -> str | None:
+    """The deployment's expiry, as `up --ttl` wrote it on its servers (``zenops:expires_at``, the latest where they
+    differ: what `up` keeps and `reap` reads), whether or not an expiry switch was armed; the switch's record when no
+    server says (they are gone); None: it never expires."""
+    from zenops.cloud import marks as m  # noqa: PLC0415
+    from zenops.cloud import ops  # noqa: PLC0415
+    from zenops.deployment.provision import decide_expiry  # noqa: PLC0415
+
+    servers = ops.owned_servers(conn, dep.cloud, deployment=dep.name)
+    marked, _said = decide_expiry(None, [(getattr(s, "metadata", None) or {}).get(m.EXPIRES_KEY) for s in servers])
+    return marked or (dep.expiry_switch or {}).get("expires_at") or None
 
 
 def loop_endpoint(conn: Any, interface: str = "any") -> dict[str, str]:
