@@ -419,8 +419,11 @@ def test_the_loops_credential_expires_with_the_servers_when_no_expiry_switch_was
         made.append(marks)
         return scaler_cred.Credential("ac1", scaler_cred.credential_name(marks.deployment), "s", None)
 
-    servers = [SimpleNamespace(metadata={m.EXPIRES_KEY: "2031-01-01T10:00:00Z"}),
-               SimpleNamespace(metadata={m.EXPIRES_KEY: "2031-01-01T12:00:00Z"}), SimpleNamespace(metadata={})]  # fmt: skip
+    servers = [
+        SimpleNamespace(metadata={m.EXPIRES_KEY: "2031-01-01T10:00:00Z"}),
+        SimpleNamespace(metadata={m.EXPIRES_KEY: "2031-01-01T12:00:00Z"}),
+        SimpleNamespace(metadata={}),
+    ]
     monkeypatch.setattr(ops, "connect", lambda _c: catalog_conn(SANDBOX_CATALOG))
     monkeypatch.setattr(ops, "owned_servers", lambda _conn, _cloud, deployment: servers if deployment == "d1" else [])
     monkeypatch.setattr(scaler_cred, "create", create)
