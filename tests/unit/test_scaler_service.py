@@ -437,3 +437,38 @@ def test_the_loops_credential_expires_with_the_servers_when_no_expiry_switch_was
     servers.clear()  # the servers gone: the switch's record, when there is one
     dep.expiry_switch = {"expires_at": "2031-02-01T00:00:00Z"}
     assert sc.deployment_expiry(catalog_conn({}), dep) == "2031-02-01T00:00:00Z"
+
+
+def test_an_operator_keypair_outside_the_state_dir_goes_to_the_hosts_keys_and_every_path_names_that_copy(tmp_path):
+    """The profile's ``keypair`` with ``private_key_file: ~/.ssh/id_ed25519``: the host gets the key under
+    keys/<cloud>/ (0600), and its inventory, its ledger entry and its zenops.yaml's profile (the loop's `up` takes the
+    key from there) name that copy, not the operator's home."""
+    from zenops.config import Config  # noqa: PLC0415
+    from zenops.scaling.inputs import host_config  # noqa: PLC0415
+
+    state = tmp_path / "state"
+    key = tmp_path / "home" / ".ssh" / "id_ed25519"
+    key.parent.mkdir(parents=True)
+    key.write_text("PRIVATE\n")
+    config = Config(state_dir=state, clouds={"c1": {"keypair": "mine", "private_key_file": "~/.ssh/id_ed25519"}})
+    inventory = state / "deployments" / "c1" / "d1.inventory.yml"
+    inventory.parent.mkdir(parents=True)
+    host_vars = {
+        "ansible_host": "203.0.113.5",
+        "ansible_ssh_private_key_file": str(key),
+        "zenops_private_address": "10.1.0.7",
+    }
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"s1": host_vars}}}))
+    dep = ledger.Deployment("d1", "c1", "f", "img", 1, "fixed", keypair="mine", private_key_file=str(key))
+    ledger.save(state, dep)
+    there = f"{sc.HOST_STATE}/keys/c1/id_ed25519"
+    files = {f["src"]: f for f in sc.host_files(config, dep, inventory)}
+    assert (files[key]["dest"], files[key]["mode"]) == ("keys/c1/id_ed25519", "0600")
+    with sc.staged(config, dep, inventory) as staged:
+        sent = {f["dest"]: Path(f["src"]).read_text() for f in staged}
+    assert sent["keys/c1/id_ed25519"] == "PRIVATE\n"
+    host = yaml.safe_load(sent["deployments/c1/d1.inventory.yml"])["all"]["hosts"]["s1"]
+    assert host["ansible_ssh_private_key_file"] == there
+    assert json.loads(sent["deployments/c1/d1.json"])["private_key_file"] == there
+    profile = yaml.safe_load(host_config(config, sc.profile_overrides(state, dep)))["clouds"]["c1"]
+    assert (profile["keypair"], profile["private_key_file"]) == ("mine", there)
