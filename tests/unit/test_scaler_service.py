@@ -70,6 +70,10 @@ def cloud(ctx, monkeypatch, tmp_path) -> dict[str, Any]:
     """The deployment's ledger entry, the wheelhouse and the credential as TEST DOUBLES; what they were asked."""
     seen: dict[str, Any] = {"deleted": []}
     dep = ledger.Deployment("d1", "c1", "f1", "debian-12", 2, "provider", inventory=str(tmp_path / "d1.yml"))
+    dep.servers = [{"name": "s1", "fixed_ip": "10.1.0.7"}, {"name": "s2", "fixed_ip": "10.1.0.8"}]
+    dep.operator_cidr, dep.api_to_operator = "198.51.100.4/32", False
+    ledger.save(ctx.config.state_dir, dep)
+    seen["dep"] = dep
     monkeypatch.setattr(sc, "_entry", lambda _c, _i: dep)
     monkeypatch.setattr(bundle, "ensure", lambda *_a, **_k: bundle.Wheelhouse("k123", tmp_path / "wheels"))
 
@@ -472,3 +476,34 @@ def test_an_operator_keypair_outside_the_state_dir_goes_to_the_hosts_keys_and_ev
     assert json.loads(sent["deployments/c1/d1.json"])["private_key_file"] == there
     profile = yaml.safe_load(host_config(config, sc.profile_overrides(state, dep)))["clouds"]["c1"]
     assert (profile["keypair"], profile["private_key_file"]) == ("mine", there)
+
+
+def test_the_loops_host_gets_ssh_by_its_fixed_address_and_the_operators_range_stays(ctx, cloud):
+    """The loop's scale-out provisions and serves new servers over SSH from the gateway's host: the security group
+    opens SSH to that host's fixed address /32 (recorded, so every later `up` keeps it), the operator's range stays as
+    recorded (the host's zenops.yaml says it: its `up` would record the host's own address), and the rule goes with
+    the loop."""
+    from zenops.scaling.inputs import host_config  # noqa: PLC0415
+
+    services_lib.apply(ctx, _view(), {})
+    fw = [sp.extravars for sp in ctx.runs.specs if sp.playbook == "firewall"]
+    assert len(fw) == 1
+    assert (fw[0]["provision_loop_cidr"], fw[0]["provision_loop_ssh"]) == ("10.1.0.7/32", True)
+    assert fw[0]["provision_operator_cidr"] == "198.51.100.4/32"
+    assert fw[0]["provision_api_to_operator"] is False  # behind the gateway, as recorded
+    saved = ledger.load(ctx.config.state_dir, "c1", "d1")
+    assert saved is not None
+    assert (saved.loop_cidr, saved.operator_cidr) == ("10.1.0.7/32", "198.51.100.4/32")
+    profile = yaml.safe_load(host_config(ctx.config, sc.profile_overrides(ctx.config.state_dir, saved)))["clouds"]
+    assert profile["c1"]["operator_cidr"] == "198.51.100.4/32"
+    from zenops.deployment import provision  # noqa: PLC0415
+
+    kept = provision._up_extravars(ctx.config, ctx.config.cloud_profile("c1"), SimpleNamespace(cloud="c1", count=1,
+        flavor="f1", gateway_port=8080), saved, m.Marks("d1"), name="d1", image="i", mode="provider",
+        public_key=Path("k.pub"))  # fmt: skip
+    assert kept["provision_loop_cidr"] == "10.1.0.7/32"  # the loop's own `up` keeps the rule
+    ctx.runs.specs.clear()
+    sc.remove(ctx, Path("d1.yml"), sc.Scaler.from_dict(services_lib.apply(ctx, _view(), {})["scaler"]))
+    fw = [sp.extravars for sp in ctx.runs.specs if sp.playbook == "firewall"]
+    assert [(f["provision_loop_cidr"], f["provision_loop_ssh"]) for f in fw] == [("10.1.0.7/32", False)]
+    assert ledger.load(ctx.config.state_dir, "c1", "d1").loop_cidr == ""  # type: ignore[union-attr]

@@ -451,9 +451,41 @@ def delete_credential(ctx: RunContext, s: Scaler) -> list[str]:
 
 
 def remove(ctx: RunContext, inventory: Path, s: Scaler) -> None:
-    """The unit stopped and disabled, its files gone (action absent), then its credential deleted."""
+    """The unit stopped and disabled, its files gone (action absent), then its credential deleted and SSH to its
+    host closed again."""
     _run(ctx, inventory, s, "absent")
     delete_credential(ctx, s)
+    from zenops.deployment.identity import cloud_entry_of  # noqa: PLC0415
+
+    dep = cloud_entry_of(ctx.config, inventory)
+    if dep is not None and dep.loop_cidr:
+        from zenops.deployment.store import Store  # noqa: PLC0415
+
+        record = Store(ctx.config, inventory).record()
+        open_ssh(ctx, dep, "", record.services if record is not None else {})
+
+
+def loop_cidr(dep: ledger.Deployment, host: str) -> str:
+    """The loop's host by its fixed address, /32: where its SSH to the servers it adds comes from (it reaches them by
+    their fixed addresses, inside the deployment's network)."""
+    for server in dep.servers + dep.gateway_servers:
+        if str(server.get("name")) == host and (server.get("fixed_ip") or server.get("address")):
+            return f"{server.get('fixed_ip') or server.get('address')}/32"
+    raise ZenopsError(
+        f"the scaling loop's host {host} is not a server of deployment '{dep.name}' with a fixed address",
+        hint=f"run `zenops up --cloud {dep.cloud}` for it again (the ledger entry records its servers' addresses)",
+    )
+
+
+def open_ssh(ctx: RunContext, dep: ledger.Deployment, cidr: str, services: Mapping[str, Any]) -> None:
+    """The deployment's security group opens SSH to the loop's host ``cidr`` ("": closes it again), besides the
+    operator's range, which stays as recorded (zenops.deployment.firewall.set_loop_ssh). Its fixed address, not the
+    whole group (``remote_group: self``, which the gateway's own server is in as well): only the loop's host holds
+    the fleet's key, and a serving server has no business reaching another's SSH."""
+    from zenops.deployment import firewall  # noqa: PLC0415
+    from zenops.deployment.services import server_port  # noqa: PLC0415
+
+    firewall.set_loop_ssh(ctx, dep, cidr, gateway_port=server_port(services))
 
 
 def state(ctx: RunContext, inventory: Path, s: Scaler) -> dict[str, Any]:
@@ -520,6 +552,7 @@ class ScalerService:
         where = "the gateway's own server " if new.own_server else ""
         kept = f"; scale-in never removes {new.protected} (the gateway's host)" if new.protected else ""
         ctx.note(f"scaling: a loop on {where}{new.host} keeps {r} replicas{kept}")
+        open_ssh(ctx, dep, loop_cidr(dep, new.host), view.services)
         return install(ctx, view.inventory, new, dep).to_dict()
 
     def update(self, ctx: RunContext, view: View, had: State) -> State:
