@@ -507,3 +507,45 @@ def test_the_loops_host_gets_ssh_by_its_fixed_address_and_the_operators_range_st
     fw = [sp.extravars for sp in ctx.runs.specs if sp.playbook == "firewall"]
     assert [(f["provision_loop_cidr"], f["provision_loop_ssh"]) for f in fw] == [("10.1.0.7/32", False)]
     assert ledger.load(ctx.config.state_dir, "c1", "d1").loop_cidr == ""  # type: ignore[union-attr]
+
+
+def test_the_role_tries_each_keystone_from_the_host_and_keeps_the_first_that_answers(tmp_path):
+    """A tenant server of many clouds does not reach the catalog's internal Keystone: the role tries the candidates
+    (:func:`sc.loop_endpoints`, internal first) from the host, and the first that answers is the clouds.yaml's."""
+    import http.server  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    assert sc.loop_endpoints(catalog_conn(SANDBOX_CATALOG)) == [
+        {"auth_url": "http://172.30.0.1:5000/v3/", "interface": "internal"},
+        {"auth_url": "http://127.0.0.1:5000/v3/", "interface": "public"},
+    ]
+    with socket.socket() as closed:  # a port nothing listens on: the internal endpoint the host does not reach
+        closed.bind(("127.0.0.1", 0))
+        dead = closed.getsockname()[1]
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    live = f"http://127.0.0.1:{server.server_address[1]}/"
+    role = Path(sc.__file__).parents[4] / "roles" / "scaler"
+    cred = {"id": "ac1", "secret_file": "/x", "auth_url": f"http://127.0.0.1:{dead}/", "interface": "internal",
+            "endpoints": [{"auth_url": f"http://127.0.0.1:{dead}/", "interface": "internal"},
+                          {"auth_url": live, "interface": "public"}]}  # fmt: skip
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False,
+             "vars": {"ansible_python_interpreter": sys.executable, "scaler_state": "present",
+                      "scaler_deployment": "d1", "scaler_cloud": "c1", "scaler_wheelhouse": "/w",
+                      "scaler_reach_timeout": 3,
+                      "scaler_credential": cred},
+             "tasks": [{"ansible.builtin.include_tasks": str(role / "tasks" / "preflight.yml")},
+                       {"ansible.builtin.copy": {"content": "{{ _scaler_endpoint | to_json }}",
+                                                 "dest": str(tmp_path / "chosen.json")}}]}]  # fmt: skip
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    env = {**os.environ, "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false"}
+    try:
+        playbook = [str(Path(sys.executable).parent / "ansible-playbook"), str(tmp_path / "play.yml")]
+        run = subprocess.run(playbook, env=env, capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        server.shutdown()
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert json.loads((tmp_path / "chosen.json").read_text()) == {"auth_url": live, "interface": "public"}

@@ -349,7 +349,8 @@ def cloud_vars(ctx: RunContext, s: Scaler, dep: ledger.Deployment) -> Iterator[d
     conn = ops.connect(s.cloud)
     cred = scaler_cred.create(conn, m.Marks(dep.name, dep.campaign, deployment_expiry(conn, dep)))
     path = scaler_cred.secret_path(ctx.config.state_dir, s.cloud, s.deployment)
-    endpoint = loop_endpoint(conn, ctx.config.cloud_profile(s.cloud).api_interface)
+    candidates = loop_endpoints(conn, ctx.config.cloud_profile(s.cloud).api_interface)
+    endpoint = candidates[0] if candidates else {}
     with scaler_cred.secret_file_of(cred, path):
         yield {
             "scaler_cloud": s.cloud,
@@ -358,6 +359,7 @@ def cloud_vars(ctx: RunContext, s: Scaler, dep: ledger.Deployment) -> Iterator[d
                 "secret_file": str(path),
                 "auth_url": endpoint.get("auth_url", ""),
                 "interface": endpoint.get("interface", "public"),
+                "endpoints": candidates,  # the role keeps the first its host reaches
                 "region": str(getattr(conn.config, "region_name", "") or ""),
             },
         }
@@ -374,6 +376,21 @@ def deployment_expiry(conn: Any, dep: ledger.Deployment) -> str | None:
     servers = ops.owned_servers(conn, dep.cloud, deployment=dep.name)
     marked, _said = decide_expiry(None, [(getattr(s, "metadata", None) or {}).get(m.EXPIRES_KEY) for s in servers])
     return marked or (dep.expiry_switch or {}).get("expires_at") or None
+
+
+def loop_endpoints(conn: Any, interface: str = "any") -> list[dict[str, str]]:
+    """Every Keystone the loop's host might reach, in the order :func:`loop_endpoint` prefers them (the catalog's
+    internal endpoints, then its public ones; the cloud profile's api_interface alone when it names one), each with
+    its interface: the role tries them from the host and writes the first that answers into the loop's clouds.yaml
+    (tenant servers of many clouds do not reach the internal endpoints)."""
+    from zenops.cloud import expiry_switch  # noqa: PLC0415
+
+    out: list[dict[str, str]] = []
+    for iface in ("internal", "public") if interface == "any" else (interface,):
+        for found in expiry_switch.server_endpoints(conn, iface):
+            if found["auth_url"] not in {e["auth_url"] for e in out}:
+                out.append({"auth_url": found["auth_url"], "interface": iface})
+    return out
 
 
 def loop_endpoint(conn: Any, interface: str = "any") -> dict[str, str]:
