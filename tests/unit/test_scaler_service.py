@@ -372,14 +372,15 @@ def test_the_loops_clouds_yaml_takes_every_api_from_the_interface_its_keystone_c
 
     init_plugin_loader()  # the template's lookup('ansible.builtin.file')
     conn = catalog_conn(SANDBOX_CATALOG)
-    assert sc.loop_endpoint(conn) == {"auth_url": "http://172.30.0.1:5000/v3/", "interface": "internal"}
-    assert sc.loop_endpoint(conn, "public") == {"auth_url": "http://127.0.0.1:5000/v3/", "interface": "public"}
-    assert sc.loop_endpoint(catalog_conn({}), "any") == {}
+    assert scaler_cred.loop_endpoint(conn) == {"auth_url": "http://172.30.0.1:5000/v3/", "interface": "internal"}
+    assert scaler_cred.loop_endpoint(conn, "public") == {"auth_url": "http://127.0.0.1:5000/v3/", "interface": "public"}
+    assert scaler_cred.loop_endpoint(catalog_conn({}), "any") == {}
     secret = tmp_path / "secret"
     secret.write_text("s3cret\n")
     template = (Path(sc.__file__).parents[4] / "roles" / "scaler" / "templates" / "clouds.yaml.j2").read_text()
     variables = {"scaler_cloud": "sandbox", "ansible_managed": "managed",
-                 "scaler_credential": {"id": "ac1", "secret_file": str(secret), **sc.loop_endpoint(conn)}}  # fmt: skip
+                 "scaler_credential": {"id": "ac1", "secret_file": str(secret),
+                                       **scaler_cred.loop_endpoint(conn)}}  # fmt: skip
     text = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(template))
     entry = yaml.safe_load(text)["clouds"]["sandbox"]
     assert entry["interface"] == "internal"
@@ -440,7 +441,7 @@ def test_the_loops_credential_expires_with_the_servers_when_no_expiry_switch_was
     assert scaler_cred.create_kwargs(made[0], None)["expires_at"] == "2031-01-01T13:00:00Z"  # + the margin
     servers.clear()  # the servers gone: the switch's record, when there is one
     dep.expiry_switch = {"expires_at": "2031-02-01T00:00:00Z"}
-    assert sc.deployment_expiry(catalog_conn({}), dep) == "2031-02-01T00:00:00Z"
+    assert scaler_cred.deployment_expiry(catalog_conn({}), dep) == "2031-02-01T00:00:00Z"
 
 
 def test_an_operator_keypair_outside_the_state_dir_goes_to_the_hosts_keys_and_every_path_names_that_copy(tmp_path):
@@ -511,14 +512,15 @@ def test_the_loops_host_gets_ssh_by_its_fixed_address_and_the_operators_range_st
 
 def test_the_role_tries_each_keystone_from_the_host_and_keeps_the_first_that_answers(tmp_path):
     """A tenant server of many clouds does not reach the catalog's internal Keystone: the role tries the candidates
-    (:func:`sc.loop_endpoints`, internal first) from the host, and the first that answers is the clouds.yaml's."""
+    (:func:`scaler_cred.loop_endpoints`, internal first) from the host, and the first that answers is the
+    clouds.yaml's."""
     import http.server  # noqa: PLC0415
     import os  # noqa: PLC0415
     import socket  # noqa: PLC0415
     import sys  # noqa: PLC0415
     import threading  # noqa: PLC0415
 
-    assert sc.loop_endpoints(catalog_conn(SANDBOX_CATALOG)) == [
+    assert scaler_cred.loop_endpoints(catalog_conn(SANDBOX_CATALOG)) == [
         {"auth_url": "http://172.30.0.1:5000/v3/", "interface": "internal"},
         {"auth_url": "http://127.0.0.1:5000/v3/", "interface": "public"},
     ]

@@ -8,11 +8,13 @@ alone by playbooks/firewall.yml)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zenops.cloud import ledger
 from zenops.cloud import marks as m
+from zenops.errors import ZenopsError
 
 if TYPE_CHECKING:
     from zenops.context import RunContext
@@ -96,3 +98,37 @@ def set_api_to_operator(ctx: RunContext, dep: ledger.Deployment, open_: bool, *,
         f"security group of {dep.name}: the vLLM ports are "
         + (f"open to {cidr} (no gateway fronts the servers)" if open_ else f"closed to {cidr}: clients use the gateway")
     )
+
+
+def loop_cidr(dep: ledger.Deployment, host: str) -> str:
+    """The loop's host by its fixed address, /32: where its SSH to the servers it adds comes from (it reaches them by
+    their fixed addresses, inside the deployment's network)."""
+    for server in dep.servers + dep.gateway_servers:
+        if str(server.get("name")) == host and (server.get("fixed_ip") or server.get("address")):
+            return f"{server.get('fixed_ip') or server.get('address')}/32"
+    raise ZenopsError(
+        f"the scaling loop's host {host} is not a server of deployment '{dep.name}' with a fixed address",
+        hint=f"run `zenops up --cloud {dep.cloud}` for it again (the ledger entry records its servers' addresses)",
+    )
+
+
+def open_ssh(ctx: RunContext, dep: ledger.Deployment, cidr: str, services: Mapping[str, Any]) -> None:
+    """The deployment's security group opens SSH to the loop's host ``cidr`` ("": closes it again), besides the
+    operator's range, which stays as recorded (zenops.deployment.firewall.set_loop_ssh). Its fixed address, not the
+    whole group (``remote_group: self``, which the gateway's own server is in as well): only the loop's host holds
+    the fleet's key, and a serving server has no business reaching another's SSH."""
+    from zenops.deployment.services import server_port  # noqa: PLC0415
+
+    set_loop_ssh(ctx, dep, cidr, gateway_port=server_port(services))
+
+
+def close_loop_ssh(ctx: RunContext, inventory: Path) -> None:
+    """The scaling loop gone: SSH no longer open to its host in the security group of the cloud deployment whose
+    serving inventory this is (nothing for own hosts, nor when no rule is recorded)."""
+    from zenops.deployment.identity import cloud_entry_of  # noqa: PLC0415
+    from zenops.deployment.store import Store  # noqa: PLC0415
+
+    dep = cloud_entry_of(ctx.config, inventory)
+    if dep is not None and dep.loop_cidr:
+        record = Store(ctx.config, inventory).record()
+        open_ssh(ctx, dep, "", record.services if record is not None else {})

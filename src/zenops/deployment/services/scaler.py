@@ -347,9 +347,9 @@ def cloud_vars(ctx: RunContext, s: Scaler, dep: ledger.Deployment) -> Iterator[d
     from zenops.cloud import ops, scaler_cred  # noqa: PLC0415
 
     conn = ops.connect(s.cloud)
-    cred = scaler_cred.create(conn, m.Marks(dep.name, dep.campaign, deployment_expiry(conn, dep)))
+    cred = scaler_cred.create(conn, m.Marks(dep.name, dep.campaign, scaler_cred.deployment_expiry(conn, dep)))
     path = scaler_cred.secret_path(ctx.config.state_dir, s.cloud, s.deployment)
-    candidates = loop_endpoints(conn, ctx.config.cloud_profile(s.cloud).api_interface)
+    candidates = scaler_cred.loop_endpoints(conn, ctx.config.cloud_profile(s.cloud).api_interface)
     endpoint = candidates[0] if candidates else {}
     with scaler_cred.secret_file_of(cred, path):
         yield {
@@ -363,48 +363,6 @@ def cloud_vars(ctx: RunContext, s: Scaler, dep: ledger.Deployment) -> Iterator[d
                 "region": str(getattr(conn.config, "region_name", "") or ""),
             },
         }
-
-
-def deployment_expiry(conn: Any, dep: ledger.Deployment) -> str | None:
-    """The deployment's expiry, as `up --ttl` wrote it on its servers (``zenops:expires_at``, the latest where they
-    differ: what `up` keeps and `reap` reads), whether or not an expiry switch was armed; the switch's record when no
-    server says (they are gone); None: it never expires."""
-    from zenops.cloud import marks as m  # noqa: PLC0415
-    from zenops.cloud import ops  # noqa: PLC0415
-    from zenops.deployment.provision import decide_expiry  # noqa: PLC0415
-
-    servers = ops.owned_servers(conn, dep.cloud, deployment=dep.name)
-    marked, _said = decide_expiry(None, [(getattr(s, "metadata", None) or {}).get(m.EXPIRES_KEY) for s in servers])
-    return marked or (dep.expiry_switch or {}).get("expires_at") or None
-
-
-def loop_endpoints(conn: Any, interface: str = "any") -> list[dict[str, str]]:
-    """Every Keystone the loop's host might reach, in the order :func:`loop_endpoint` prefers them (the catalog's
-    internal endpoints, then its public ones; the cloud profile's api_interface alone when it names one), each with
-    its interface: the role tries them from the host and writes the first that answers into the loop's clouds.yaml
-    (tenant servers of many clouds do not reach the internal endpoints)."""
-    from zenops.cloud import expiry_switch  # noqa: PLC0415
-
-    out: list[dict[str, str]] = []
-    for iface in ("internal", "public") if interface == "any" else (interface,):
-        for found in expiry_switch.server_endpoints(conn, iface):
-            if found["auth_url"] not in {e["auth_url"] for e in out}:
-                out.append({"auth_url": found["auth_url"], "interface": iface})
-    return out
-
-
-def loop_endpoint(conn: Any, interface: str = "any") -> dict[str, str]:
-    """Keystone as the loop's host reaches it (the catalog's internal endpoints first, as the expiry switch's: a
-    server inside the cloud reaches those; the cloud profile's api_interface), and that interface, which the loop's
-    clouds.yaml names so that its SDK takes Nova, Neutron and Glance from the catalog's same interface (else the
-    public ones: the controller's view, the sandbox's 127.0.0.1). Empty: the catalog has neither."""
-    from zenops.cloud import expiry_switch  # noqa: PLC0415
-
-    for iface in ("internal", "public") if interface == "any" else (interface,):
-        found = expiry_switch.server_endpoints(conn, iface)
-        if found:
-            return {"auth_url": found[0]["auth_url"], "interface": iface}
-    return {}
 
 
 def install(ctx: RunContext, inventory: Path, s: Scaler, dep: ledger.Deployment) -> Scaler:
@@ -472,37 +430,9 @@ def remove(ctx: RunContext, inventory: Path, s: Scaler) -> None:
     host closed again."""
     _run(ctx, inventory, s, "absent")
     delete_credential(ctx, s)
-    from zenops.deployment.identity import cloud_entry_of  # noqa: PLC0415
-
-    dep = cloud_entry_of(ctx.config, inventory)
-    if dep is not None and dep.loop_cidr:
-        from zenops.deployment.store import Store  # noqa: PLC0415
-
-        record = Store(ctx.config, inventory).record()
-        open_ssh(ctx, dep, "", record.services if record is not None else {})
-
-
-def loop_cidr(dep: ledger.Deployment, host: str) -> str:
-    """The loop's host by its fixed address, /32: where its SSH to the servers it adds comes from (it reaches them by
-    their fixed addresses, inside the deployment's network)."""
-    for server in dep.servers + dep.gateway_servers:
-        if str(server.get("name")) == host and (server.get("fixed_ip") or server.get("address")):
-            return f"{server.get('fixed_ip') or server.get('address')}/32"
-    raise ZenopsError(
-        f"the scaling loop's host {host} is not a server of deployment '{dep.name}' with a fixed address",
-        hint=f"run `zenops up --cloud {dep.cloud}` for it again (the ledger entry records its servers' addresses)",
-    )
-
-
-def open_ssh(ctx: RunContext, dep: ledger.Deployment, cidr: str, services: Mapping[str, Any]) -> None:
-    """The deployment's security group opens SSH to the loop's host ``cidr`` ("": closes it again), besides the
-    operator's range, which stays as recorded (zenops.deployment.firewall.set_loop_ssh). Its fixed address, not the
-    whole group (``remote_group: self``, which the gateway's own server is in as well): only the loop's host holds
-    the fleet's key, and a serving server has no business reaching another's SSH."""
     from zenops.deployment import firewall  # noqa: PLC0415
-    from zenops.deployment.services import server_port  # noqa: PLC0415
 
-    firewall.set_loop_ssh(ctx, dep, cidr, gateway_port=server_port(services))
+    firewall.close_loop_ssh(ctx, inventory)
 
 
 def state(ctx: RunContext, inventory: Path, s: Scaler) -> dict[str, Any]:
@@ -569,7 +499,9 @@ class ScalerService:
         where = "the gateway's own server " if new.own_server else ""
         kept = f"; scale-in never removes {new.protected} (the gateway's host)" if new.protected else ""
         ctx.note(f"scaling: a loop on {where}{new.host} keeps {r} replicas{kept}")
-        open_ssh(ctx, dep, loop_cidr(dep, new.host), view.services)
+        from zenops.deployment import firewall  # noqa: PLC0415
+
+        firewall.open_ssh(ctx, dep, firewall.loop_cidr(dep, new.host), view.services)
         return install(ctx, view.inventory, new, dep).to_dict()
 
     def update(self, ctx: RunContext, view: View, had: State) -> State:
