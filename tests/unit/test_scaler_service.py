@@ -70,6 +70,10 @@ def cloud(ctx, monkeypatch, tmp_path) -> dict[str, Any]:
     """The deployment's ledger entry, the wheelhouse and the credential as TEST DOUBLES; what they were asked."""
     seen: dict[str, Any] = {"deleted": []}
     dep = ledger.Deployment("d1", "c1", "f1", "debian-12", 2, "provider", inventory=str(tmp_path / "d1.yml"))
+    dep.servers = [{"name": "s1", "fixed_ip": "10.1.0.7"}, {"name": "s2", "fixed_ip": "10.1.0.8"}]
+    dep.operator_cidr, dep.api_to_operator = "198.51.100.4/32", False
+    ledger.save(ctx.config.state_dir, dep)
+    seen["dep"] = dep
     monkeypatch.setattr(sc, "_entry", lambda _c, _i: dep)
     monkeypatch.setattr(bundle, "ensure", lambda *_a, **_k: bundle.Wheelhouse("k123", tmp_path / "wheels"))
 
@@ -368,14 +372,15 @@ def test_the_loops_clouds_yaml_takes_every_api_from_the_interface_its_keystone_c
 
     init_plugin_loader()  # the template's lookup('ansible.builtin.file')
     conn = catalog_conn(SANDBOX_CATALOG)
-    assert sc.loop_endpoint(conn) == {"auth_url": "http://172.30.0.1:5000/v3/", "interface": "internal"}
-    assert sc.loop_endpoint(conn, "public") == {"auth_url": "http://127.0.0.1:5000/v3/", "interface": "public"}
-    assert sc.loop_endpoint(catalog_conn({}), "any") == {}
+    assert scaler_cred.loop_endpoint(conn) == {"auth_url": "http://172.30.0.1:5000/v3/", "interface": "internal"}
+    assert scaler_cred.loop_endpoint(conn, "public") == {"auth_url": "http://127.0.0.1:5000/v3/", "interface": "public"}
+    assert scaler_cred.loop_endpoint(catalog_conn({}), "any") == {}
     secret = tmp_path / "secret"
     secret.write_text("s3cret\n")
     template = (Path(sc.__file__).parents[4] / "roles" / "scaler" / "templates" / "clouds.yaml.j2").read_text()
     variables = {"scaler_cloud": "sandbox", "ansible_managed": "managed",
-                 "scaler_credential": {"id": "ac1", "secret_file": str(secret), **sc.loop_endpoint(conn)}}  # fmt: skip
+                 "scaler_credential": {"id": "ac1", "secret_file": str(secret),
+                                       **scaler_cred.loop_endpoint(conn)}}  # fmt: skip
     text = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(template))
     entry = yaml.safe_load(text)["clouds"]["sandbox"]
     assert entry["interface"] == "internal"
@@ -406,3 +411,143 @@ def test_the_host_gets_the_gateways_own_inventory_its_services_update_runs_on(tm
     host = yaml.safe_load(sent["deployments/c1/d1.gateway.inventory.yml"])["all"]["hosts"]["g1"]
     assert host["ansible_host"] == "10.1.0.9"
     assert host["ansible_ssh_private_key_file"] == f"{sc.HOST_STATE}/keys/c1/k"
+
+
+def test_the_loops_credential_expires_with_the_servers_when_no_expiry_switch_was_armed(ctx, monkeypatch):
+    """`up --ttl 2h --expiry-switch off`: no switch record, but the servers carry ``zenops:expires_at`` (what `reap`
+    reads): the credential expires with them (+ the margin), not never."""
+    from zenops.cloud import ops  # noqa: PLC0415
+
+    made: list[m.Marks] = []
+
+    def create(_conn: Any, marks: m.Marks) -> scaler_cred.Credential:
+        made.append(marks)
+        return scaler_cred.Credential("ac1", scaler_cred.credential_name(marks.deployment), "s", None)
+
+    servers = [
+        SimpleNamespace(metadata={m.EXPIRES_KEY: "2031-01-01T10:00:00Z"}),
+        SimpleNamespace(metadata={m.EXPIRES_KEY: "2031-01-01T12:00:00Z"}),
+        SimpleNamespace(metadata={}),
+    ]
+    monkeypatch.setattr(ops, "connect", lambda _c: catalog_conn(SANDBOX_CATALOG))
+    monkeypatch.setattr(ops, "owned_servers", lambda _conn, _cloud, deployment: servers if deployment == "d1" else [])
+    monkeypatch.setattr(scaler_cred, "create", create)
+    dep = ledger.Deployment("d1", "c1", "f", "img", 2, "fixed")  # expiry_switch: None (off)
+    s = sc.Scaler(host="s1", deployment="d1", cloud="c1", replicas=Replicas(1, 3))
+    (ctx.config.state_dir / "keys" / "c1").mkdir(parents=True, exist_ok=True)
+    with sc.cloud_vars(ctx, s, dep):
+        pass
+    assert made[0].expires_at == "2031-01-01T12:00:00Z"  # the latest, as `up` keeps it
+    assert scaler_cred.create_kwargs(made[0], None)["expires_at"] == "2031-01-01T13:00:00Z"  # + the margin
+    servers.clear()  # the servers gone: the switch's record, when there is one
+    dep.expiry_switch = {"expires_at": "2031-02-01T00:00:00Z"}
+    assert scaler_cred.deployment_expiry(catalog_conn({}), dep) == "2031-02-01T00:00:00Z"
+
+
+def test_an_operator_keypair_outside_the_state_dir_goes_to_the_hosts_keys_and_every_path_names_that_copy(tmp_path):
+    """The profile's ``keypair`` with ``private_key_file: ~/.ssh/id_ed25519``: the host gets the key under
+    keys/<cloud>/ (0600), and its inventory, its ledger entry and its zenops.yaml's profile (the loop's `up` takes the
+    key from there) name that copy, not the operator's home."""
+    from zenops.config import Config  # noqa: PLC0415
+    from zenops.scaling.inputs import host_config  # noqa: PLC0415
+
+    state = tmp_path / "state"
+    key = tmp_path / "home" / ".ssh" / "id_ed25519"
+    key.parent.mkdir(parents=True)
+    key.write_text("PRIVATE\n")
+    config = Config(state_dir=state, clouds={"c1": {"keypair": "mine", "private_key_file": "~/.ssh/id_ed25519"}})
+    inventory = state / "deployments" / "c1" / "d1.inventory.yml"
+    inventory.parent.mkdir(parents=True)
+    host_vars = {
+        "ansible_host": "203.0.113.5",
+        "ansible_ssh_private_key_file": str(key),
+        "zenops_private_address": "10.1.0.7",
+    }
+    inventory.write_text(yaml.safe_dump({"all": {"hosts": {"s1": host_vars}}}))
+    dep = ledger.Deployment("d1", "c1", "f", "img", 1, "fixed", keypair="mine", private_key_file=str(key))
+    ledger.save(state, dep)
+    there = f"{sc.HOST_STATE}/keys/c1/id_ed25519"
+    files = {f["src"]: f for f in sc.host_files(config, dep, inventory)}
+    assert (files[key]["dest"], files[key]["mode"]) == ("keys/c1/id_ed25519", "0600")
+    with sc.staged(config, dep, inventory) as staged:
+        sent = {f["dest"]: Path(f["src"]).read_text() for f in staged}
+    assert sent["keys/c1/id_ed25519"] == "PRIVATE\n"
+    host = yaml.safe_load(sent["deployments/c1/d1.inventory.yml"])["all"]["hosts"]["s1"]
+    assert host["ansible_ssh_private_key_file"] == there
+    assert json.loads(sent["deployments/c1/d1.json"])["private_key_file"] == there
+    profile = yaml.safe_load(host_config(config, sc.profile_overrides(state, dep)))["clouds"]["c1"]
+    assert (profile["keypair"], profile["private_key_file"]) == ("mine", there)
+
+
+def test_the_loops_host_gets_ssh_by_its_fixed_address_and_the_operators_range_stays(ctx, cloud):
+    """The loop's scale-out provisions and serves new servers over SSH from the gateway's host: the security group
+    opens SSH to that host's fixed address /32 (recorded, so every later `up` keeps it), the operator's range stays as
+    recorded (the host's zenops.yaml says it: its `up` would record the host's own address), and the rule goes with
+    the loop."""
+    from zenops.scaling.inputs import host_config  # noqa: PLC0415
+
+    services_lib.apply(ctx, _view(), {})
+    fw = [sp.extravars for sp in ctx.runs.specs if sp.playbook == "firewall"]
+    assert len(fw) == 1
+    assert (fw[0]["provision_loop_cidr"], fw[0]["provision_loop_ssh"]) == ("10.1.0.7/32", True)
+    assert fw[0]["provision_operator_cidr"] == "198.51.100.4/32"
+    assert fw[0]["provision_api_to_operator"] is False  # behind the gateway, as recorded
+    saved = ledger.load(ctx.config.state_dir, "c1", "d1")
+    assert saved is not None
+    assert (saved.loop_cidr, saved.operator_cidr) == ("10.1.0.7/32", "198.51.100.4/32")
+    profile = yaml.safe_load(host_config(ctx.config, sc.profile_overrides(ctx.config.state_dir, saved)))["clouds"]
+    assert profile["c1"]["operator_cidr"] == "198.51.100.4/32"
+    from zenops.deployment import provision  # noqa: PLC0415
+
+    kept = provision._up_extravars(ctx.config, ctx.config.cloud_profile("c1"), SimpleNamespace(cloud="c1", count=1,
+        flavor="f1", gateway_port=8080), saved, m.Marks("d1"), name="d1", image="i", mode="provider",
+        public_key=Path("k.pub"))  # fmt: skip
+    assert kept["provision_loop_cidr"] == "10.1.0.7/32"  # the loop's own `up` keeps the rule
+    ctx.runs.specs.clear()
+    sc.remove(ctx, Path("d1.yml"), sc.Scaler.from_dict(services_lib.apply(ctx, _view(), {})["scaler"]))
+    fw = [sp.extravars for sp in ctx.runs.specs if sp.playbook == "firewall"]
+    assert [(f["provision_loop_cidr"], f["provision_loop_ssh"]) for f in fw] == [("10.1.0.7/32", False)]
+    assert ledger.load(ctx.config.state_dir, "c1", "d1").loop_cidr == ""  # type: ignore[union-attr]
+
+
+def test_the_role_tries_each_keystone_from_the_host_and_keeps_the_first_that_answers(tmp_path):
+    """A tenant server of many clouds does not reach the catalog's internal Keystone: the role tries the candidates
+    (:func:`scaler_cred.loop_endpoints`, internal first) from the host, and the first that answers is the
+    clouds.yaml's."""
+    import http.server  # noqa: PLC0415
+    import os  # noqa: PLC0415
+    import socket  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+
+    assert scaler_cred.loop_endpoints(catalog_conn(SANDBOX_CATALOG)) == [
+        {"auth_url": "http://172.30.0.1:5000/v3/", "interface": "internal"},
+        {"auth_url": "http://127.0.0.1:5000/v3/", "interface": "public"},
+    ]
+    with socket.socket() as closed:  # a port nothing listens on: the internal endpoint the host does not reach
+        closed.bind(("127.0.0.1", 0))
+        dead = closed.getsockname()[1]
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    live = f"http://127.0.0.1:{server.server_address[1]}/"
+    role = Path(sc.__file__).parents[4] / "roles" / "scaler"
+    cred = {"id": "ac1", "secret_file": "/x", "auth_url": f"http://127.0.0.1:{dead}/", "interface": "internal",
+            "endpoints": [{"auth_url": f"http://127.0.0.1:{dead}/", "interface": "internal"},
+                          {"auth_url": live, "interface": "public"}]}  # fmt: skip
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False,
+             "vars": {"ansible_python_interpreter": sys.executable, "scaler_state": "present",
+                      "scaler_deployment": "d1", "scaler_cloud": "c1", "scaler_wheelhouse": "/w",
+                      "scaler_reach_timeout": 3,
+                      "scaler_credential": cred},
+             "tasks": [{"ansible.builtin.include_tasks": str(role / "tasks" / "preflight.yml")},
+                       {"ansible.builtin.copy": {"content": "{{ _scaler_endpoint | to_json }}",
+                                                 "dest": str(tmp_path / "chosen.json")}}]}]  # fmt: skip
+    (tmp_path / "play.yml").write_text(yaml.safe_dump(play))
+    env = {**os.environ, "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false"}
+    try:
+        playbook = [str(Path(sys.executable).parent / "ansible-playbook"), str(tmp_path / "play.yml")]
+        run = subprocess.run(playbook, env=env, capture_output=True, text=True, timeout=120, check=False)
+    finally:
+        server.shutdown()
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert json.loads((tmp_path / "chosen.json").read_text()) == {"auth_url": live, "interface": "public"}

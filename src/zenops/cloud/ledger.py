@@ -48,6 +48,10 @@ class Deployment:
     # ports are open to it too (only when no gateway fronts the servers; zenops.deployment.firewall); None: not recorded
     operator_cidr: str = ""
     api_to_operator: bool | None = None
+    # `up --replicas MIN..MAX`: the scaling loop's host (the gateway's server), by its fixed address /32, which SSH is
+    # open to as well (its scale-out provisions and serves new servers; zenops.deployment.firewall.set_loop_ssh);
+    # "": no loop
+    loop_cidr: str = ""
     # `zenops image bake`: the Glance image id new serving servers boot from (Docker, the engine image and the model
     # inside); None: they boot from ``image`` and get all of it the cold way
     replica_image: str | None = None

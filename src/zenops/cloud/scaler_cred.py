@@ -96,6 +96,43 @@ class Credential:
         return f"Credential(id={self.id!r}, name={self.name!r}, expires_at={self.expires_at!r}, secret=<hidden>)"
 
 
+def deployment_expiry(conn: Any, dep: Any) -> str | None:
+    """The deployment's expiry, as `up --ttl` wrote it on its servers (``zenops:expires_at``, the latest where they
+    differ: what `up` keeps and `reap` reads), whether or not an expiry switch was armed; the switch's record when no
+    server says (they are gone); None: it never expires."""
+    from zenops.cloud import ops  # noqa: PLC0415
+    from zenops.deployment.provision import decide_expiry  # noqa: PLC0415
+
+    servers = ops.owned_servers(conn, dep.cloud, deployment=dep.name)
+    marked, _said = decide_expiry(None, [(getattr(s, "metadata", None) or {}).get(m.EXPIRES_KEY) for s in servers])
+    return marked or (dep.expiry_switch or {}).get("expires_at") or None
+
+
+def loop_endpoints(conn: Any, interface: str = "any") -> list[dict[str, str]]:
+    """Every Keystone the loop's host might reach, in the order :func:`loop_endpoint` prefers them (the catalog's
+    internal endpoints, then its public ones; the cloud profile's api_interface alone when it names one), each with
+    its interface: the role tries them from the host and writes the first that answers into the loop's clouds.yaml
+    (tenant servers of many clouds do not reach the internal endpoints)."""
+    out: list[dict[str, str]] = []
+    for iface in ("internal", "public") if interface == "any" else (interface,):
+        for found in expiry_switch.server_endpoints(conn, iface):
+            if found["auth_url"] not in {e["auth_url"] for e in out}:
+                out.append({"auth_url": found["auth_url"], "interface": iface})
+    return out
+
+
+def loop_endpoint(conn: Any, interface: str = "any") -> dict[str, str]:
+    """Keystone as the loop's host reaches it (the catalog's internal endpoints first, as the expiry switch's: a
+    server inside the cloud reaches those; the cloud profile's api_interface), and that interface, which the loop's
+    clouds.yaml names so that its SDK takes Nova, Neutron and Glance from the catalog's same interface (else the
+    public ones: the controller's view, the sandbox's 127.0.0.1). Empty: the catalog has neither."""
+    for iface in ("internal", "public") if interface == "any" else (interface,):
+        found = expiry_switch.server_endpoints(conn, iface)
+        if found:
+            return {"auth_url": found[0]["auth_url"], "interface": iface}
+    return {}
+
+
 # --- openstacksdk --------------------------------------------------------------------------------------------------
 
 

@@ -294,6 +294,7 @@ def _up_extravars(
         "provision_gateway_flavor": dep.gateway_flavor or "",
         "provision_gateway_port": req.gateway_port,
         "provision_api_to_operator": dep.api_to_operator,
+        "provision_loop_cidr": dep.loop_cidr,  # a loop's SSH rule, kept by every run (the loop's own `up` too)
         "zenops_hosts": "zenops_targets",
         **config.docker.role_vars(),
     }

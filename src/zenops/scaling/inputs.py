@@ -20,6 +20,7 @@ again only when it is missing or of another size, so a re-run of `up` does not s
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -90,18 +91,22 @@ def _file(src: Path, dest: str, mode: str) -> dict[str, Any]:
     return {"src": str(src), "dest": dest, "mode": mode, "kind": "file", "size": src.stat().st_size, "secret": False}
 
 
-def host_config(config: Any) -> str:
+def host_config(config: Any, overrides: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """The loop's zenops.yaml: this machine's configuration as the host reads it (the cloud profiles, the flavors,
     Docker's and SSH's settings); no state_dir (the host's is its XDG_STATE_HOME), no SSH key of this machine (the
-    fleet's comes with the ledger entry)."""
+    fleet's comes with the ledger entry). ``overrides``: per cloud, the profile fields the host has its own of
+    (zenops.deployment.services.scaler.profile_overrides: the recorded operator range, the host's copy of an operator
+    keypair's private key)."""
     import yaml  # noqa: PLC0415
 
     d, ssh = config.docker, config.ssh
     docker = {"source": d.source, "users": list(d.users), "log_max_size": d.log_max_size,
               "log_max_file": d.log_max_file, "daemon_options": dict(d.daemon_options)}  # fmt: skip
+    more = overrides or {}
+    clouds = {c: {**dict(config.clouds.get(c) or {}), **dict(more.get(c) or {})} for c in {*config.clouds, *more}}
     data = {
         "keep_runs": config.keep_runs,
-        "clouds": dict(config.clouds),
+        "clouds": clouds,
         "flavors": dict(config.flavors),
         "docker": docker,
         "ssh": {"host_key_checking": ssh.host_key_checking, **({"user": ssh.user} if ssh.user else {})},

@@ -147,8 +147,42 @@ def files_names(inventory: Path, host_inventory: str) -> tuple[str, str]:
     return here, there
 
 
-def rewrite(text: str, state_dir: Path, *, inventory: bool = False, request: Mapping[str, Any] | None = None) -> str:
-    """A state file as the host reads it: every controller state path is the host's; an ``inventory``'s hosts are
+def host_key(state_dir: Path, dep: ledger.Deployment) -> tuple[Path, str] | None:
+    """The fleet's SSH key when it lies outside the state dir (the cloud profile's ``keypair`` with its
+    ``private_key_file``, e.g. ~/.ssh/id_ed25519), and where the host keeps it: ``keys/<cloud>/`` of its state dir
+    (0600, its user's). None: no such key, or one in the state dir (shipped at its relative path)."""
+    if not dep.private_key_file:
+        return None
+    key = Path(dep.private_key_file).expanduser()
+    if key.resolve().is_relative_to(Path(state_dir).resolve()):
+        return None
+    return key, f"{HOST_STATE}/keys/{dep.cloud}/{key.name}"
+
+
+def profile_overrides(state_dir: Path, dep: ledger.Deployment) -> dict[str, dict[str, str]]:
+    """The cloud profile's fields the loop's zenops.yaml has its own of (zenops.scaling.inputs.host_config): the
+    operator's address range as recorded (the loop's `up` would record its own host's address instead, and the
+    security group would open SSH to the gateway's server in the operator's place), and the host's copy of an
+    operator keypair's private key (:func:`host_key`)."""
+    out: dict[str, str] = {}
+    if dep.operator_cidr:
+        out["operator_cidr"] = dep.operator_cidr
+    key = host_key(state_dir, dep)
+    if key is not None and not dep.keypair_created:
+        out["private_key_file"] = key[1]
+    return {dep.cloud: out} if out else {}
+
+
+def rewrite(
+    text: str,
+    state_dir: Path,
+    *,
+    inventory: bool = False,
+    request: Mapping[str, Any] | None = None,
+    paths: Mapping[str, str] | None = None,
+) -> str:
+    """A state file as the host reads it: every controller state path is the host's (and each of ``paths``, the
+    controller's files outside the state dir the host has a copy of: :func:`host_key`); an ``inventory``'s hosts are
     reached by their fixed address (``zenops_private_address``, which `up --cloud` writes): the loop is inside the
     deployment's network. ``request``: a serving record's request fields the host has its own of (its copies of the
     model, the Hugging Face token, the base image archive: zenops.scaling.inputs), set in its ``request``."""
@@ -156,6 +190,8 @@ def rewrite(text: str, state_dir: Path, *, inventory: bool = False, request: Map
         data = json.loads(text)
         data["request"] = {**(data.get("request") or {}), **request}
         text = json.dumps(data, indent=2, sort_keys=True)
+    for here, there in (paths or {}).items():
+        text = text.replace(here, there)
     out = text.replace(str(state_dir), HOST_STATE)
     if not inventory:
         return out
@@ -191,7 +227,9 @@ def host_files(config: Any, dep: ledger.Deployment, inventory: Path) -> list[dic
     if dep.gateway_inventory:  # the gateway's own server's (and the metrics'): the record's services run there
         out.append({"src": dep.gateway_inventory, "dest": None, "mode": "0600", "rewrite": True, "inventory": True})
     if dep.private_key_file:
-        out.append({"src": Path(dep.private_key_file), "dest": None, "mode": "0600", "rewrite": False})
+        outside = host_key(state, dep)  # the operator's keypair: under keys/<cloud>/ on the host
+        dest = outside[1].removeprefix(f"{HOST_STATE}/") if outside else None
+        out.append({"src": Path(dep.private_key_file).expanduser(), "dest": dest, "mode": "0600", "rewrite": False})
     if dep.private_key_file and dep.keypair_created:  # the loop's `up` ensures the keypair from its public key file
         pub = Path(dep.private_key_file).with_suffix(".pub")  # (openstack.cloud.keypair opens it: missing, it fails)
         out.append({"src": pub, "dest": None, "mode": "0644", "rewrite": False})
@@ -224,13 +262,15 @@ def staged(
     host has its own of (:func:`host_inputs`)."""
     from zenops.cloud import ledger as ledger_lib  # noqa: PLC0415
 
+    key = host_key(config.state_dir, dep)
+    paths = {str(key[0]): key[1]} if key else {}
     with tempfile.TemporaryDirectory(dir=ledger_lib.keys_dir(config.state_dir, dep.cloud)) as tmp:
         out = []
         for i, f in enumerate(host_files(config, dep, inventory)):
             dst = Path(tmp) / f"{i}-{f['src'].name}"
             if f["rewrite"]:
                 text = rewrite(f["src"].read_text(), config.state_dir, inventory=bool(f.get("inventory")),
-                               request=request if f.get("record") else None)  # fmt: skip
+                               request=request if f.get("record") else None, paths=paths)  # fmt: skip
                 if f.get("names"):
                     text = text.replace(*f["names"])
                 dst.write_text(text)
@@ -260,7 +300,7 @@ def shipped(ctx: RunContext, dep: ledger.Deployment, inventory: Path) -> Iterato
         with staged(ctx.config, dep, inventory, inputs.request) as files:
             config = Path(files[0]["src"]).parent / "zenops.yaml" if files else None
             if config is not None:
-                config.write_text(host_config(ctx.config))
+                config.write_text(host_config(ctx.config, profile_overrides(ctx.config.state_dir, dep)))
                 config.chmod(0o600)
             yield {
                 "scaler_state_files": files,
@@ -307,10 +347,10 @@ def cloud_vars(ctx: RunContext, s: Scaler, dep: ledger.Deployment) -> Iterator[d
     from zenops.cloud import ops, scaler_cred  # noqa: PLC0415
 
     conn = ops.connect(s.cloud)
-    expires_at = (dep.expiry_switch or {}).get("expires_at") or None
-    cred = scaler_cred.create(conn, m.Marks(dep.name, dep.campaign, expires_at))
+    cred = scaler_cred.create(conn, m.Marks(dep.name, dep.campaign, scaler_cred.deployment_expiry(conn, dep)))
     path = scaler_cred.secret_path(ctx.config.state_dir, s.cloud, s.deployment)
-    endpoint = loop_endpoint(conn, ctx.config.cloud_profile(s.cloud).api_interface)
+    candidates = scaler_cred.loop_endpoints(conn, ctx.config.cloud_profile(s.cloud).api_interface)
+    endpoint = candidates[0] if candidates else {}
     with scaler_cred.secret_file_of(cred, path):
         yield {
             "scaler_cloud": s.cloud,
@@ -319,23 +359,10 @@ def cloud_vars(ctx: RunContext, s: Scaler, dep: ledger.Deployment) -> Iterator[d
                 "secret_file": str(path),
                 "auth_url": endpoint.get("auth_url", ""),
                 "interface": endpoint.get("interface", "public"),
+                "endpoints": candidates,  # the role keeps the first its host reaches
                 "region": str(getattr(conn.config, "region_name", "") or ""),
             },
         }
-
-
-def loop_endpoint(conn: Any, interface: str = "any") -> dict[str, str]:
-    """Keystone as the loop's host reaches it (the catalog's internal endpoints first, as the expiry switch's: a
-    server inside the cloud reaches those; the cloud profile's api_interface), and that interface, which the loop's
-    clouds.yaml names so that its SDK takes Nova, Neutron and Glance from the catalog's same interface (else the
-    public ones: the controller's view, the sandbox's 127.0.0.1). Empty: the catalog has neither."""
-    from zenops.cloud import expiry_switch  # noqa: PLC0415
-
-    for iface in ("internal", "public") if interface == "any" else (interface,):
-        found = expiry_switch.server_endpoints(conn, iface)
-        if found:
-            return {"auth_url": found[0]["auth_url"], "interface": iface}
-    return {}
 
 
 def install(ctx: RunContext, inventory: Path, s: Scaler, dep: ledger.Deployment) -> Scaler:
@@ -365,10 +392,13 @@ def pull(ctx: RunContext, inventory: Path, s: Scaler, dep: ledger.Deployment) ->
     wanted = [f for f in host_files(ctx.config, dep, inventory) if f["rewrite"] and not f.get("inventory")]
     result = _run(ctx, inventory, s, "pull", {"scaler_pull": [f["dest"] for f in wanted]})
     got = result.get("files") or {}
+    key = host_key(ctx.config.state_dir, dep)
     written = []
     for f in wanted:
         text = got.get(f["dest"])
         if isinstance(text, str) and text:
+            if key is not None:  # the host's copy of the operator's key: the operator's own again
+                text = text.replace(key[1], str(key[0]))
             text = text.replace(HOST_STATE, str(ctx.config.state_dir))
             if f.get("names"):
                 here, there = f["names"]
@@ -396,9 +426,13 @@ def delete_credential(ctx: RunContext, s: Scaler) -> list[str]:
 
 
 def remove(ctx: RunContext, inventory: Path, s: Scaler) -> None:
-    """The unit stopped and disabled, its files gone (action absent), then its credential deleted."""
+    """The unit stopped and disabled, its files gone (action absent), then its credential deleted and SSH to its
+    host closed again."""
     _run(ctx, inventory, s, "absent")
     delete_credential(ctx, s)
+    from zenops.deployment import firewall  # noqa: PLC0415
+
+    firewall.close_loop_ssh(ctx, inventory)
 
 
 def state(ctx: RunContext, inventory: Path, s: Scaler) -> dict[str, Any]:
@@ -465,6 +499,9 @@ class ScalerService:
         where = "the gateway's own server " if new.own_server else ""
         kept = f"; scale-in never removes {new.protected} (the gateway's host)" if new.protected else ""
         ctx.note(f"scaling: a loop on {where}{new.host} keeps {r} replicas{kept}")
+        from zenops.deployment import firewall  # noqa: PLC0415
+
+        firewall.open_ssh(ctx, dep, firewall.loop_cidr(dep, new.host), view.services)
         return install(ctx, view.inventory, new, dep).to_dict()
 
     def update(self, ctx: RunContext, view: View, had: State) -> State:
