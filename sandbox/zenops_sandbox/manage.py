@@ -1331,6 +1331,16 @@ def cleanup_host() -> list[str]:
             n += 1
     if n:
         done.append(f"{n} guard route(s)")
+    # server snapshots' local copies (Glance keeps their data; a server booted from one loads it again)
+    tags = docker("images", "-q", "zenops-sandbox/snapshot", check=False).split()
+    if tags:
+        docker("rmi", "-f", *sorted(set(tags)), check=False)
+        done.append(f"{len(set(tags))} snapshot image(s) in Docker")
+    cached = list((S / "snapshots").glob("*.tar*")) if (S / "snapshots").is_dir() else []
+    for path in cached:
+        path.unlink(missing_ok=True)
+    if cached:
+        done.append(f"{len(cached)} snapshot archive(s)")
     return done
 
 

@@ -588,11 +588,12 @@ def _write_snapshot(uuid: str, info: dict, tag: str, archive: str) -> None:
                 docker("unpause", uuid, check=False)
         # once, in the committed filesystem: host keys and machine id are per server
         docker("rm", "-f", cleaner, check=False)
-        docker("create", "--name", cleaner, "--network", "none", "--entrypoint", "/bin/sh", tag, "-c", snap.CLEANUP)
+        # the command replaced, not the entrypoint: the guest image has none, and `docker commit --change
+        # "ENTRYPOINT []"` does not clear one on Docker 20.10 (the child then ran `/bin/sh /sbin/init`)
+        docker("create", "--name", cleaner, "--network", "none", tag, "/bin/sh", "-c", snap.CLEANUP)
         try:
             docker("start", "--attach", cleaner, timeout=timeout)
-            docker("commit", "--change", "ENTRYPOINT []", "--change", 'CMD ["/sbin/init"]', cleaner, tag,
-                   timeout=timeout)  # fmt: skip
+            docker("commit", "--change", 'CMD ["/sbin/init"]', cleaner, tag, timeout=timeout)
         finally:
             docker("rm", "-f", cleaner, check=False)
         with open(os.path.join(work, snap.MANIFEST), "wb") as f:
