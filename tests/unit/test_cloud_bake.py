@@ -240,3 +240,67 @@ def test_a_gone_replica_image_is_noticed_and_the_cold_way_taken() -> None:
     assert bake.usable_replica_image(fake, "c", "img-y", notes.append) == "img-y"
     assert bake.usable_replica_image(fake, "c", None, notes.append) is None
     assert len(notes) == 1
+
+
+def test_the_bake_of_a_deployment_with_a_scaling_loop_pauses_it_and_gives_it_the_image(
+    config: Config, conn: FakeConn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loop pulled back before the snapshot, the image in the ledger entry before it is pushed to the loop, then
+    the loop resumed: its scale-outs boot from the image (without it, the loop's copy kept the cold way)."""
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from zenops.cli.main import cli  # noqa: PLC0415
+    from zenops.deployment import services  # noqa: PLC0415
+
+    dep = deployment(config)
+    inventory = Path(str(dep.inventory))
+    inventory.parent.mkdir(parents=True, exist_ok=True)
+    inventory.write_text("all: {}\n")
+    save_serving_record(
+        config, inventory,
+        ServingRecord(inventory=str(inventory), images={"zenops-demo-1": "zenops/vllm:abc"}, model="tiny",
+                      services={"scaler": {"host": "zenops-demo-gw"}}),
+    )  # fmt: skip
+    calls: list[str] = []
+
+    def replica_image() -> str | None:
+        entry = ledger.load(config.state_dir, "c", "demo")
+        return entry.replica_image if entry else None
+
+    loop = SimpleNamespace(
+        name="scaler",
+        pause=lambda *_a, **k: calls.append(f"pause by {k['by']}"),
+        pull=lambda *_a: calls.append(f"pull (snapshots so far: {len(conn.snapshots)})"),
+        push=lambda *_a: calls.append(f"push {replica_image()}"),
+        resume=lambda *_a: calls.append("resume"),
+    )
+    monkeypatch.setattr(services, "services", lambda: (loop,))
+    result = CliRunner().invoke(cli, ["image", "bake", "demo", "--cloud", "c"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert calls == ["pause by zenops image bake", "pull (snapshots so far: 0)", "push img-1", "resume"]
+
+
+def test_the_bake_of_a_deployment_without_a_loop_pauses_nothing(
+    config: Config, conn: FakeConn, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from zenops.cli.main import cli  # noqa: PLC0415
+    from zenops.deployment import services  # noqa: PLC0415
+
+    dep = deployment(config)
+    Path(str(dep.inventory)).parent.mkdir(parents=True, exist_ok=True)
+    Path(str(dep.inventory)).write_text("all: {}\n")
+    touched: list[str] = []
+    loop = SimpleNamespace(name="scaler", **{k: (lambda *_a, k=k, **_kw: touched.append(k)) for k in
+                                            ("pause", "pull", "push", "resume")})  # fmt: skip
+    monkeypatch.setattr(services, "services", lambda: (loop,))
+    result = CliRunner().invoke(cli, ["image", "bake", "demo", "--cloud", "c"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert touched == []
+    assert replica_image_of(config) == "img-1"
+
+
+def replica_image_of(config: Config) -> str | None:
+    entry = ledger.load(config.state_dir, "c", "demo")
+    return entry.replica_image if entry else None

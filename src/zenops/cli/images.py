@@ -141,21 +141,29 @@ def bake(
     \b
     Re-running reuses the image of the same inputs (flavor, base image, engine image, model): an image being made
     is waited for, a failed one made again; other inputs make a new one and delete the previous. A deleted image is
-    noticed by the next `up`: new servers then boot the cold way. A deployment with a scaling loop: its loop reads
-    the image from its copy of the ledger entry, which the next `zenops rollout` pushes.
+    noticed by the next `up`: new servers then boot the cold way. A deployment with a scaling loop: the loop is
+    paused for the bake and given the image (its scale-outs and replacements boot from it from then on).
     """
     from zenops.cloud.bake import bake as bake_lib  # noqa: PLC0415
-    from zenops.deployment.identity import DeploymentId, locked  # noqa: PLC0415
-    from zenops.deployment.target import cloud_for  # noqa: PLC0415
+    from zenops.deployment import services  # noqa: PLC0415
+    from zenops.deployment.lifecycle import Deployment  # noqa: PLC0415
+    from zenops.deployment.target import resolve_target  # noqa: PLC0415
 
     app = get_app(ctx)
     if not deployment:
         raise UsageError("say which deployment to bake", hint="zenops image bake DEPLOYMENT (see `zenops status`)")
-    where = cloud_for(app.config, cloud, deployment)
-    with locked(app.config, [DeploymentId(deployment, where)], note=app.note):
+    target = resolve_target(app.config, deployment=deployment, cloud=cloud, command="image bake")
+    # a scaling loop paused, its ledger entry pulled back (the servers it added can be baked), the image pushed to it
+    loop = {"by": "zenops image bake", "reason": "an image bake"}
+    with (
+        app.run_context() as run_ctx,
+        Deployment.open(run_ctx, target),
+        services.loops_paused(run_ctx, app.config, target.hosts, **loop),
+    ):
         baked = bake_lib(
-            app.config, cloud=where, name=deployment, server=server, keep=keep, timeout=timeout, note=app.note
-        )
+            app.config, cloud=target.cloud or "", name=deployment, server=server, keep=keep, timeout=timeout,
+            note=app.note,
+        )  # fmt: skip
     if app.json:
         app.emit_json({"type": "result", "command": "image bake", **baked.to_dict()})
         return

@@ -7,8 +7,7 @@ performance gate). Plain Ansible users: playbooks/rollout.yml.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,7 +29,6 @@ from zenops.option_table import request_from_rows
 
 if TYPE_CHECKING:
     from zenops.cli.options import TunedOptions
-    from zenops.context import RunContext
     from zenops.deployment.rollouts import RolloutState
     from zenops.rollout import RolloutResult
 
@@ -117,33 +115,25 @@ def rollout(
             changes.update(tuned.values)
     reason = tuned.reason if tuned is not None else None
     req = request_from_rows(RolloutRequest, settings.values, changes=changes, tuned_reason=reason)
+    from zenops.deployment import services  # noqa: PLC0415
     from zenops.deployment.lifecycle import Deployment  # noqa: PLC0415
 
     with app.run_context() as run_ctx, Deployment.open(run_ctx, target, check=req.dry_run):
-        result = _loop_paused(run_ctx, app, target.hosts, dry_run=req.dry_run)(run_rollout)(
-            run_ctx,
-            target.hosts,
-            req,
-            abort=abort,
-            on_plan=None if app.json else lambda s: _print_plan(app, s),
-            confirm=lambda spend: agree(app, spend, yes=yes),
+        pause = (
+            nullcontext()
+            if req.dry_run
+            else services.loops_paused(run_ctx, app.config, target.hosts, by="zenops rollout", reason="a rollout")
         )
+        with pause:
+            result = run_rollout(
+                run_ctx,
+                target.hosts,
+                req,
+                abort=abort,
+                on_plan=None if app.json else lambda s: _print_plan(app, s),
+                confirm=lambda spend: agree(app, spend, yes=yes),
+            )
     _report(app, result, abort, tuned)
-
-
-@contextmanager
-def _loop_paused(run_ctx: RunContext, app: App, inventory: Path, *, dry_run: bool) -> Iterator[None]:
-    """A deployment with a scaling loop (zenops.deployment.services.scaler): the loop paused and its state pulled back
-    for the rollout (the replicas it added are rolled out too), pushed and resumed after it. A dry run: nothing."""
-    from zenops.deployment import services  # noqa: PLC0415
-    from zenops.deployment.store import Store  # noqa: PLC0415
-
-    record = None if dry_run else Store(app.config, inventory).record()
-    if record is None or not any(services.pausable(s) for s in services.services() if record.services.get(s.name)):
-        yield
-        return
-    with services.paused(run_ctx, inventory, record.services, by="zenops rollout", reason="a rollout"):
-        yield
 
 
 def _tuned(ctx: click.Context, app: App, path: Path, model: str | None, inventory: Path) -> TunedOptions | None:

@@ -300,6 +300,22 @@ def paused(
             p.resume(ctx, inventory, state)
 
 
+@contextmanager
+def loops_paused(ctx: RunContext, config: Any, inventory: Path, *, by: str, reason: str) -> Iterator[None]:
+    """:func:`paused` for the deployment served from ``inventory``, read from its serving record: a deployment with
+    a service that changes it by itself (a scaling loop) has it paused and its state pulled back for the block (a
+    rollout includes the replicas the loop added; a bake's image reaches the loop's copy of the ledger entry), pushed
+    and resumed after it. Without one (or without a record): nothing."""
+    from zenops.deployment.store import Store  # noqa: PLC0415
+
+    record = Store(config, inventory).record()
+    if record is None or not any(pausable(s) for s in services() if record.services.get(s.name)):
+        yield
+        return
+    with paused(ctx, inventory, record.services, by=by, reason=reason):
+        yield
+
+
 def rows(service: Service) -> tuple[Option, ...]:
     """The options of ``service``: the table's rows tagged with its name (zenops.option_table), the one source."""
     from zenops.option_table import service_rows  # noqa: PLC0415
