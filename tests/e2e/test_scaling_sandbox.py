@@ -14,6 +14,8 @@ The module's tests share one deployment and one load, in order:
    loop made (not in this controller's inventory), rolls them all to B, resumes the loop;
 4. the load stops: the replicas go back to MIN 1 (drained through the gateway, deleted); the requests are counted:
    none failed but those in flight when the test killed a server (--full), and the counts are printed;
+4b. (--full) `zenops image bake` of the remaining server, then the load again: the loop's new replica boots from the
+   baked image; its phases beside test 1's cold ones are the "decision to first request, cold vs baked" figures;
 5. the plot of the replica count over time (`zenops scale status --plot`, written under .cache/e2e/scaling/, its path
    printed), then `down`: nothing of the deployment left in the cloud (asked of the SDK), the loop's credential gone,
    and the leak checker finds nothing of it.
@@ -367,6 +369,39 @@ def test_4_load_stops_and_the_loop_goes_back_to_min(scenario: Scenario) -> None:
     answer = complete(s.url, s.key, SERVED)
     assert answer["choices"][0]["text"] is not None, answer
     s.figures["scale_in"] = {"decided": in_, "wait_s": round(time.time() - stopped, 1)}
+
+
+@pytest.mark.full
+def test_4b_a_baked_image_and_the_next_scale_out_boots_from_it(scenario: Scenario) -> None:
+    """`zenops image bake` of the serving server (the loop paused and given the image), then the load again: the
+    loop's new replica boots from the baked image. Its phases beside the cold scale-out's (test 1) are the figures
+    for "decision to first request served, cold vs baked" (printed and kept in figures.json; not asserted: a time)."""
+    s = scenario
+    lines = s.zenops("image", "bake", DEP, "--cloud", "sandbox", timeout=3600)
+    baked = lines[-1]
+    assert baked["deployment"] == DEP, baked
+    assert baked["image_id"], baked
+    s.figures["bake"] = {k: baked.get(k) for k in ("image_id", "size", "seconds", "server", "reused")}
+    st = wait_loop(s, lambda st: st["phase"] == "idle", timeout=300, what="the loop to resume after the bake")
+    assert st["actual"] == 1, said(st)
+
+    started = time.time()
+    s.load = Load(s.url, s.key, workers=4, pause=0.0, max_tokens=16).__enter__()
+    st = wait_loop(
+        s, lambda st: st["actual"] == 2 and st["phase"] == "idle" and bool(acted(st, "out", after=started)),
+        timeout=1800, what="the replicas to go from 1 to 2 again, from the baked image",
+    )  # fmt: skip
+    s.load.__exit__(None, None, None)
+    warm = s.load.summary()
+    s.load = None
+    (out,) = acted(st, "out", after=started)
+    replicas = serving(s.conn)
+    from_image = {n: str((v.image or {}).get("id")) for n, v in replicas.items()}
+    assert baked["image_id"] in from_image.values(), from_image  # the loop's replica booted from the baked image
+    cold = (s.figures.get("scale_out") or {}).get("decided", {}).get("phases")
+    s.figures["scale_out_baked"] = {"decided": out, "load": warm, "wait_s": round(time.time() - started, 1)}
+    print(f"\nscale-out phases, cold: {cold}\nscale-out phases, baked: {out.get('phases')}")
+    assert out.get("phases", {}).get("total"), out
 
 
 def test_5_the_plot_then_down_leaves_nothing(scenario: Scenario) -> None:
