@@ -162,14 +162,16 @@ def test_up_applies_every_service_and_the_record_keeps_their_states(ctx, probe, 
     inv = tmp_path / "fleet.yml"
     store = Store(ctx.config, inv)
     req = serve.ServeRequest(model="m")
-    applied = serve._services_step(ctx, store, req, ENDPOINTS, None, apply=True)
+    applied = serve._services_step(ctx, store, store.record(), req, ENDPOINTS, None, apply=True)
     assert applied["probe"] == {"targets": ["h1:8000", "h2:8000"]}
     assert applied["gateway"]["host"] == "h1"
     assert [b["name"] for b in applied["gateway"]["backends"]] == ["h1-8000", "h2-8000"]
     assert ctx.runs.playbooks() == ["gateway:present"]
     store.save_record(ServingRecord(inventory=str(inv), endpoints=ENDPOINTS, services=applied))
     # a second `up` with --gateway off: the gateway goes, the probe is applied again with what it had
-    again = serve._services_step(ctx, store, serve.ServeRequest(model="m", gateway="off"), ENDPOINTS, None, apply=True)
+    again = serve._services_step(
+        ctx, store, store.record(), serve.ServeRequest(model="m", gateway="off"), ENDPOINTS, None, apply=True
+    )
     assert set(again) == {"probe"}
     assert ctx.runs.playbooks() == ["gateway:present", "gateway:absent"]
     assert probe.calls[-1] == ("apply", {"targets": ["h1:8000", "h2:8000"]})
@@ -178,7 +180,7 @@ def test_up_applies_every_service_and_the_record_keeps_their_states(ctx, probe, 
 def test_an_up_that_must_not_touch_services_keeps_the_recorded_ones(ctx, probe, tmp_path):
     store = Store(ctx.config, tmp_path / "fleet.yml")
     store.save_record(ServingRecord(endpoints=ENDPOINTS, services={"probe": {"targets": ["x"]}}))
-    kept = serve._services_step(ctx, store, serve.ServeRequest(model="m"), ENDPOINTS, None, apply=False)
+    kept = serve._services_step(ctx, store, store.record(), serve.ServeRequest(model="m"), ENDPOINTS, None, apply=False)
     assert kept == {"probe": {"targets": ["x"]}}
     assert probe.calls == []
     assert ctx.runs.specs == []

@@ -207,6 +207,12 @@ def test_the_host_finds_the_record_api_key_and_metrics_password_under_its_own_in
     with sc.staged(config, dep, inventory) as staged:
         sent = {f["dest"]: Path(f["src"]).read_text() for f in staged}
     assert json.loads(sent[f"serving/{there}.json"])["api_key_file"] == f"{sc.HOST_STATE}/secrets/{there}.api-key"
+    # at `up`, the record on the controller is written again once the services followed: the loop gets their
+    # states as they will be (the gateway's, its own), not the ones before this up
+    states = {"gateway": {"host": "g1"}, "scaler": {"host": "g1"}}
+    with sc.staged(config, dep, inventory, services=states) as staged:
+        sent = {f["dest"]: Path(f["src"]).read_text() for f in staged}
+    assert json.loads(sent[f"serving/{there}.json"])["services"] == states
 
 
 def test_a_rollout_pauses_pulls_then_pushes_and_resumes_even_when_it_fails(ctx):

@@ -385,9 +385,7 @@ def serve_inventory(
     if req.measure and not check:
         plans = measure_missing(ctx, inventory, topologies, images, lambda t: make_plans(t, model, opts, config), plans)
     served_name = req.served_model_name or (model_dir.name if model_dir else model.name)
-    services = _services_step(
-        ctx, store, req, endpoints, limit, apply=gateway and record and not check, api_key_file=api_key
-    )
+    previous = store.record()
     previews = _services_preview(store, req, plans, limit) if check and gateway and record else []
     result = ServeResult(
         up=up_result,
@@ -400,9 +398,13 @@ def serve_inventory(
         model=served_name,
         inventory=inventory,
         warnings=ctx.warnings[first_warning:],
-        services=services,
+        services={k: dict(v) for k, v in previous.services.items()} if previous else {},
         previews=previews,
     )
+    apply = bool(gateway and record and not check)
+    if apply:  # the record as served now, the services as they were: a service that ships it (the loop) reads it
+        _save_record(store, result, req, model, model_dir)
+    result.services = _services_step(ctx, store, previous, req, endpoints, limit, apply=apply, api_key_file=api_key)
     if record and not check:  # not for a temporary state (`zenops bench --compare-platforms`'s other platform)
         _save_record(store, result, req, model, model_dir)
     return result
@@ -503,6 +505,7 @@ def _save_record(
 def _services_step(
     ctx: RunContext,
     store: Store,
+    previous: ServingRecord | None,
     req: ServeRequest,
     endpoints: Mapping[str, list[dict[str, Any]]],
     limit: str | None,
@@ -512,8 +515,7 @@ def _services_step(
 ) -> dict[str, dict[str, Any]]:
     """The deployment's services after a serve (zenops.deployment.services: the gateway...), given every server of
     the deployment (a --limit run keeps the other hosts' servers of the record). Not ``apply``: the record's,
-    unchanged."""
-    previous = store.record()
+    unchanged. ``previous``: the record before this serve."""
     had = {k: dict(v) for k, v in previous.services.items()} if previous else {}
     if not apply:
         return had

@@ -45,6 +45,9 @@ UNIT = "zenops-scaler.service"
 ACTIONS = ("present", "absent", "pause", "resume", "state", "push", "pull")
 
 
+SERVICE_NAME = "scaler"  # its name in the serving record's services
+
+
 @dataclass(frozen=True)
 class Scaler:
     """Where the loop runs and what it keeps, as kept in the serving record (``services.scaler``)."""
@@ -180,15 +183,21 @@ def rewrite(
     inventory: bool = False,
     request: Mapping[str, Any] | None = None,
     paths: Mapping[str, str] | None = None,
+    services: Mapping[str, Any] | None = None,
 ) -> str:
     """A state file as the host reads it: every controller state path is the host's (and each of ``paths``, the
     controller's files outside the state dir the host has a copy of: :func:`host_key`); an ``inventory``'s hosts are
     reached by their fixed address (``zenops_private_address``, which `up --cloud` writes): the loop is inside the
     deployment's network. ``request``: a serving record's request fields the host has its own of (its copies of the
-    model, the Hugging Face token, the base image archive: zenops.scaling.inputs), set in its ``request``."""
-    if request:
+    model, the Hugging Face token, the base image archive: zenops.scaling.inputs), set in its ``request``.
+    ``services``: a serving record's services states as they will be once `up` is done (the record on the
+    controller is written again after its services follow: the gateway's state, the loop's own)."""
+    if request or services is not None:
         data = json.loads(text)
-        data["request"] = {**(data.get("request") or {}), **request}
+        if request:
+            data["request"] = {**(data.get("request") or {}), **request}
+        if services is not None:
+            data["services"] = {k: dict(v) for k, v in services.items()}
         text = json.dumps(data, indent=2, sort_keys=True)
     for here, there in (paths or {}).items():
         text = text.replace(here, there)
@@ -255,11 +264,15 @@ def host_files(config: Any, dep: ledger.Deployment, inventory: Path) -> list[dic
 
 @contextmanager
 def staged(
-    config: Any, dep: ledger.Deployment, inventory: Path, request: Mapping[str, Any] | None = None
+    config: Any,
+    dep: ledger.Deployment,
+    inventory: Path,
+    request: Mapping[str, Any] | None = None,
+    services: Mapping[str, Any] | None = None,
 ) -> Iterator[list[dict[str, Any]]]:
     """:func:`host_files` written to a 0700 directory as the host reads them, for the block (the play copies them);
     removed on every way out (it holds a copy of the fleet's SSH key). ``request``: the serving record's fields the
-    host has its own of (:func:`host_inputs`)."""
+    host has its own of (:func:`host_inputs`); ``services``: the record's services states to ship (:func:`rewrite`)."""
     from zenops.cloud import ledger as ledger_lib  # noqa: PLC0415
 
     key = host_key(config.state_dir, dep)
@@ -270,7 +283,8 @@ def staged(
             dst = Path(tmp) / f"{i}-{f['src'].name}"
             if f["rewrite"]:
                 text = rewrite(f["src"].read_text(), config.state_dir, inventory=bool(f.get("inventory")),
-                               request=request if f.get("record") else None, paths=paths)  # fmt: skip
+                               request=request if f.get("record") else None, paths=paths,
+                               services=services if f.get("record") else None)  # fmt: skip
                 if f.get("names"):
                     text = text.replace(*f["names"])
                 dst.write_text(text)
@@ -282,7 +296,9 @@ def staged(
 
 
 @contextmanager
-def shipped(ctx: RunContext, dep: ledger.Deployment, inventory: Path) -> Iterator[dict[str, Any]]:
+def shipped(
+    ctx: RunContext, dep: ledger.Deployment, inventory: Path, services: Mapping[str, Any] | None = None
+) -> Iterator[dict[str, Any]]:
     """The role's variables of what goes to the host (action present and push): the deployment's state
     (:func:`staged`, its serving record pointing at the host's inputs), the inputs a new replica's serve reads and
     the loop's zenops.yaml (zenops.scaling.inputs), its image cache. What the host will lack is said. The staged
@@ -297,7 +313,7 @@ def shipped(ctx: RunContext, dep: ledger.Deployment, inventory: Path) -> Iterato
         inputs = host_inputs(record, token) if record is not None else Inputs()
         for what in inputs.missing:
             ctx.warn(f"scaling: a new replica's serve on the loop's host lacks {what}; it builds or fetches it there")
-        with staged(ctx.config, dep, inventory, inputs.request) as files:
+        with staged(ctx.config, dep, inventory, inputs.request, services) as files:
             config = Path(files[0]["src"]).parent / "zenops.yaml" if files else None
             if config is not None:
                 config.write_text(host_config(ctx.config, profile_overrides(ctx.config.state_dir, dep)))
@@ -365,15 +381,19 @@ def cloud_vars(ctx: RunContext, s: Scaler, dep: ledger.Deployment) -> Iterator[d
         }
 
 
-def install(ctx: RunContext, inventory: Path, s: Scaler, dep: ledger.Deployment) -> Scaler:
-    """The loop on its host: the wheelhouse, the credential, the deployment's state, the unit (action present)."""
+def install(ctx: RunContext, inventory: Path, s: Scaler, dep: ledger.Deployment, services: Mapping[str, Any]) -> Scaler:
+    """The loop on its host: the wheelhouse, the credential, the deployment's state, the unit (action present).
+    ``services``: the states of the services applied before this one (the gateway's, the metrics'): the serving
+    record the loop gets carries them and the loop's own, as `up` records them once it is done."""
     from zenops.scaling import bundle  # noqa: PLC0415
 
     wheels = bundle.ensure(ctx.config, note=ctx.note)
-    with cloud_vars(ctx, s, dep) as cloud, shipped(ctx, dep, inventory) as goes:
+    done = replace(s, wheels=wheels.key)
+    states = {**services, SERVICE_NAME: done.to_dict()}
+    with cloud_vars(ctx, s, dep) as cloud, shipped(ctx, dep, inventory, states) as goes:
         extravars = {**cloud, **goes, "scaler_wheelhouse": str(wheels.path), "scaler_wheel_key": wheels.key}
         _run(ctx, inventory, s, "present", extravars)
-    return replace(s, wheels=wheels.key)
+    return done
 
 
 def push(ctx: RunContext, inventory: Path, s: Scaler, dep: ledger.Deployment) -> None:
@@ -478,7 +498,7 @@ def summary(replicas: Replicas, cap: float | None, loop: Mapping[str, Any] | Non
 class ScalerService:
     """`up --replicas MIN..MAX` (ServeRequest.replicas...): the scaling loop on the gateway's host."""
 
-    name = "scaler"
+    name = SERVICE_NAME
 
     def preflight(self, view: View) -> None:
         wanted(view.request)  # a bad range is refused before anything is deployed
@@ -502,7 +522,7 @@ class ScalerService:
         from zenops.deployment import firewall  # noqa: PLC0415
 
         firewall.open_ssh(ctx, dep, firewall.loop_cidr(dep, new.host), view.services)
-        return install(ctx, view.inventory, new, dep).to_dict()
+        return install(ctx, view.inventory, new, dep, view.services).to_dict()
 
     def update(self, ctx: RunContext, view: View, had: State) -> State:
         """The servers changed (a rollout): the rollout pushes the state once it is done (:meth:`push`); nothing
