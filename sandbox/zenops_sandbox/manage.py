@@ -54,10 +54,11 @@ DATABASES = ["keystone", "placement", "glance", "neutron", "nova_api", "nova", "
 PROVIDER = {"name": "provider", "cidr": "10.99.0.0/24", "gateway": "10.99.0.1", "pool": ("10.99.0.10", "10.99.0.250")}
 PUBLIC = {"name": "public", "cidr": "172.30.0.0/24", "gateway": "172.30.0.1", "pool": ("172.30.0.10", "172.30.0.250")}
 PUBLIC_DOCKER_NET, PUBLIC_BRIDGE = "zenops-sandbox-public", "zsb-public"
-# Keystone and Nova also listen on the public network's gateway (the host's address on the zsb-public bridge, which
-# exists before the APIs start): the servers reach them there (a server deleting itself through Nova: zenops's expiry
-# switch). Their "internal" catalog endpoints name that address; "public" and "admin" stay on 127.0.0.1.
-SERVER_REACHABLE_APIS = ("keystone", "nova")
+# Keystone, Nova, Glance and Neutron also listen on the public network's gateway (the host's address on the
+# zsb-public bridge, which exists before the APIs start): the servers reach them there (a server deleting itself
+# through Nova: zenops's expiry switch; the scaling loop on a gateway server creating servers with their ports,
+# addresses and images). Their "internal" catalog endpoints name that address; "public" and "admin" stay on 127.0.0.1.
+SERVER_REACHABLE_APIS = ("keystone", "nova", "glance", "neutron")
 INTERNAL_HOST = PUBLIC["gateway"]
 # name, vCPUs, RAM MiB, disk GB, ephemeral GB
 FLAVORS = [
@@ -945,6 +946,8 @@ def ensure_identity(sec: dict) -> None:
     internal = {
         "identity": f"http://{INTERNAL_HOST}:{PORTS['keystone']}/v3/",
         "compute": f"http://{INTERNAL_HOST}:{PORTS['nova']}/v2.1",
+        "image": f"http://{INTERNAL_HOST}:{PORTS['glance']}",
+        "network": f"http://{INTERNAL_HOST}:{PORTS['neutron']}",
     }
     for stype, url in internal.items():
         svc = next(iter(idp.services(type=stype)))
