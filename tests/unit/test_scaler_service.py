@@ -509,6 +509,11 @@ def test_the_loops_host_gets_ssh_by_its_fixed_address_and_the_operators_range_st
         flavor="f1", gateway_port=8080), saved, m.Marks("d1"), name="d1", image="i", mode="provider",
         public_key=Path("k.pub"))  # fmt: skip
     assert kept["provision_loop_cidr"] == "10.1.0.7/32"  # the loop's own `up` keeps the rule
+    assert kept["provision_interface"] == "public"  # the default; the loop's connection passes its internal
+    inside = provision._up_extravars(ctx.config, ctx.config.cloud_profile("c1"), SimpleNamespace(cloud="c1", count=1,
+        flavor="f1", gateway_port=8080), saved, m.Marks("d1"), name="d1", image="i", mode="provider",
+        public_key=Path("k.pub"), interface="internal")  # fmt: skip
+    assert inside["provision_interface"] == "internal"
     ctx.runs.specs.clear()
     sc.remove(ctx, Path("d1.yml"), sc.Scaler.from_dict(services_lib.apply(ctx, _view(), {})["scaler"]))
     fw = [sp.extravars for sp in ctx.runs.specs if sp.playbook == "firewall"]

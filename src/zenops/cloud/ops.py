@@ -65,6 +65,20 @@ def connect(cloud: str) -> Connection:
         raise classify(e, cloud) from e
 
 
+INTERFACES = ("public", "internal", "admin")
+
+
+def interface_of(conn: Any) -> str:
+    """The service catalog's interface ``conn`` uses (its clouds.yaml entry's ``interface``; public when unset), for
+    what does not read clouds.yaml's (openstack.cloud's modules pass public unless told)."""
+    try:
+        got = conn.config.get_interface()
+    except Exception:
+        got = None
+    got = str(got or "public").removesuffix("URL")  # old spellings: publicURL, internalURL
+    return got if got in INTERFACES else "public"
+
+
 @dataclass(frozen=True)
 class Preflight:
     cloud: str

@@ -260,11 +260,14 @@ def _up_extravars(
     image: str,
     mode: str,
     public_key: Path,
+    interface: str = "public",
 ) -> dict[str, Any]:
     """playbooks/up.yml's extra vars for the cloud: the servers, their network and keypair (as ``dep``, the ledger
-    entry, records them), the marks, the gateway's server, Docker's settings."""
+    entry, records them), the marks, the gateway's server, Docker's settings. ``interface``: the service catalog's
+    interface of zenops's connection to the cloud (clouds.yaml's; openstack.cloud's modules are told it)."""
     extravars: dict[str, Any] = {
         "provision_cloud": req.cloud,
+        "provision_interface": interface,
         "provision_deployment": name,
         # the operator's extra metadata first: zenops's own marks always win
         "provision_server_metadata": {
@@ -339,7 +342,10 @@ def up_cloud(
     if not check:
         ledger.save(config.state_dir, dep)
 
-    extravars = _up_extravars(config, profile, req, dep, mk, name=name, image=image, mode=mode, public_key=public_key)
+    extravars = _up_extravars(
+        config, profile, req, dep, mk, name=name, image=image, mode=mode, public_key=public_key,
+        interface=ops.interface_of(conn),
+    )  # fmt: skip
     env = {k: os.environ[k] for k in ("OS_CLIENT_CONFIG_FILE",) if k in os.environ}
     spec = RunSpec(
         playbook="up", inventory=None, extravars=extravars, check=check, verbosity=ctx.verbosity, envvars=env
