@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from zenops.errors import LockedError, ZenopsError
+from zenops.errors import CanceledError, LockedError, ZenopsError
 from zenops.scaling.decide import Sample, default_policy
 from zenops.scaling.heal import Backoff, Health
 from zenops.scaling.loop import Loop, Observation, Settings
@@ -254,6 +254,34 @@ def test_a_locked_deployment_makes_the_step_wait_without_counting_a_failure(tmp_
     assert len(fleet.calls) > 3  # tried every tick: waiting for the lock, not backing off
     assert st.last is not None
     assert st.last["result"].startswith("waiting: deployment 'fleet' is locked")
+
+
+def test_a_stopped_loop_ends_during_a_step_and_records_it_canceled(tmp_path: Path) -> None:
+    """systemctl stop during a scale-out: zenops's SIGTERM handler cancels the playbook (CanceledError); the loop
+    records the step canceled and ends (it took that for a failed step and went on, so systemd killed it 90 s
+    later, in the sandbox e2e)."""
+    fleet = FakeFleet(fail_out=CanceledError("canceled"))
+    loop, clock = make(tmp_path, fleet)
+    with pytest.raises(CanceledError):
+        run_until(loop, clock, 400)
+    assert fleet.calls == [("out", 1)]
+    st = load_state(state_path(tmp_path, "fleet"))
+    assert st is not None
+    assert (st.phase, st.actual, st.target, st.attempts) == ("idle", 1, 1, [])
+    assert st.last is not None
+    assert st.last["result"] == "canceled: the loop was stopped during the step"
+
+
+def test_a_stopped_loop_ends_during_a_look(tmp_path: Path) -> None:
+    fleet = FakeFleet()
+
+    def canceled(_now: float) -> Observation:
+        raise CanceledError("canceled")
+
+    fleet.observe = canceled  # type: ignore[method-assign]
+    loop, _clock = make(tmp_path, fleet)
+    with pytest.raises(CanceledError):
+        loop.tick()
 
 
 def test_run_ticks_on_its_interval_and_a_pause_asked_between_ticks_is_seen_at_once(tmp_path: Path) -> None:

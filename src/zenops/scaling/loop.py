@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from zenops.errors import LockedError, ZenopsError
+from zenops.errors import CanceledError, LockedError, ZenopsError
 from zenops.scaling import decide, heal
 from zenops.scaling.decide import Decision, Policy, Sample
 from zenops.scaling.heal import Attempt, Backoff, Health
@@ -175,6 +175,8 @@ class Loop:
             return held
         try:
             obs = self.observer.observe(now)
+        except CanceledError:  # the loop stopped (systemctl stop, Ctrl-C) during a look: it ends
+            raise
         except Exception as e:  # a look that failed decides nothing; the next tick looks again
             return self._end(now, Decision("hold", f"could not observe the fleet: {e}", self.state.actual), "")
         self._remember(obs)
@@ -225,6 +227,12 @@ class Loop:
         except LockedError as e:  # an operator command holds the deployment: the step waits for the next tick
             st.target = st.actual
             return f"waiting: {e.message}"
+        except CanceledError:  # the loop stopped during the step (canceled as a command's): recorded, then it ends
+            st.last_action_t = self.clock.now()
+            st.target, st.phase, st.step = st.actual, "idle", None
+            st.finish("canceled: the loop was stopped during the step")
+            st.save(self.path)
+            raise
         except Exception as e:
             end = self.clock.now()
             st.last_action_t = end
