@@ -379,13 +379,16 @@ def serve_inventory(
 
     # image -> server -> health
     extravars = _serve_extravars(inventory, req, combo, plans, topologies, model, model_dir, api_key, min_healthy)
+    previous = store.record()
+    pin = fleet_image_inputs(previous, req, combo, limit)
+    if pin:  # servers added to a running deployment get its image, not one of this machine's inputs
+        extravars["vllm_image_inputs_digest"] = pin
     serve_run = _serve_run(ctx, inventory, req, model, model_dir, extravars, limit=limit, check=check)
     endpoints = {h: list(serve_run.host_facts.get(h, {}).get("zenops_endpoints") or []) for h in plans}
     images = {h: dict(serve_run.host_facts.get(h, {}).get("zenops_image") or {}) for h in plans}
     if req.measure and not check:
         plans = measure_missing(ctx, inventory, topologies, images, lambda t: make_plans(t, model, opts, config), plans)
     served_name = req.served_model_name or (model_dir.name if model_dir else model.name)
-    previous = store.record()
     previews = _services_preview(store, req, plans, limit) if check and gateway and record else []
     result = ServeResult(
         up=up_result,
@@ -408,6 +411,26 @@ def serve_inventory(
     if record and not check:  # not for a temporary state (`zenops bench --compare-platforms`'s other platform)
         _save_record(store, result, req, model, model_dir)
     return result
+
+
+IMAGE_FIELDS = ("image_source", "base_image", "prebuilt_ref")  # the request's fields the engine image is made of
+
+
+def fleet_image_inputs(
+    previous: ServingRecord | None, req: ServeRequest, combo: compat.Combo, limit: str | None
+) -> str:
+    """The inputs digest of the engine image a deployment runs, for servers added to it (``limit``: a scale-out, a
+    surge, a rollout's batch) with the same engine (pair and image fields as recorded): they get that image (from
+    the image cache), not one this machine would make from its own inputs (another controller's pip settings, or
+    a scaling loop's host, hash differently). Empty: not such a serve, or the record names no single image (an
+    older record, hosts on different images)."""
+    if limit is None or previous is None or (previous.compat or {}).get("id") != combo.id:
+        return ""
+    had = previous.request or {}
+    if any(str(had.get(f) or "") != str(getattr(req, f) or "") for f in IMAGE_FIELDS):
+        return ""
+    digests = {str((img or {}).get("inputs") or "") for img in previous.images.values()}
+    return digests.pop() if len(digests) == 1 and "" not in digests else ""
 
 
 def _serve_extravars(
