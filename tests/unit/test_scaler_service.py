@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import REPO
 from zenops import serve
 from zenops.cloud import ledger, scaler_cred
 from zenops.cloud import marks as m
@@ -562,3 +563,21 @@ def test_the_role_tries_each_keystone_from_the_host_and_keeps_the_first_that_ans
         server.shutdown()
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert json.loads((tmp_path / "chosen.json").read_text()) == {"auth_url": live, "interface": "public"}
+
+
+def test_the_role_puts_the_loops_configuration_where_zenops_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The unit's XDG_CONFIG_HOME is scaler_config_dir: the role's copy must land where zenops.config looks (it was
+    zenops/zenops.yaml, which zenops never reads: the loop ran without the flavors' prices and the operator range)."""
+    import yaml  # noqa: PLC0415
+
+    from zenops import config as config_lib  # noqa: PLC0415
+
+    role = REPO / "roles" / "scaler"
+    config_dir = yaml.safe_load((role / "defaults" / "main.yml").read_text())["scaler_config_dir"]
+    tasks = yaml.safe_load((role / "tasks" / "configure.yml").read_text())
+    (copy,) = [t for t in tasks if t["name"].startswith("Copy the configuration")]
+    dest = copy["ansible.builtin.copy"]["dest"].replace("{{ scaler_config_dir }}", config_dir)
+    monkeypatch.setenv("XDG_CONFIG_HOME", config_dir)
+    assert dest == str(config_lib._user_config())
+    unit = (role / "templates" / "zenops-scaler.service.j2").read_text()
+    assert "Environment=XDG_CONFIG_HOME={{ scaler_config_dir }}" in unit
