@@ -87,7 +87,8 @@ class Scenario:
     key: str = ""
     gateway_id: str = ""
     model_b: Path = Path()
-    load: Load | None = None
+    load: Load | None = None  # the steady load, from test 1 to test 4 (its requests are counted)
+    bursts: list[Load] = field(default_factory=list)  # the loads that made the loop scale out (counted too)
     kill: tuple[float, float] | None = None  # the killed server: (delete asked, gone), epoch s
     killed: str = ""
     figures: dict[str, Any] = field(default_factory=dict)
@@ -138,6 +139,27 @@ def wait_loop(s: Scenario, done: Callable[[dict[str, Any]], bool], *, timeout: f
             pytest.fail(f"the loop stopped while waiting for {what}:\n{said(st)}")
         time.sleep(POLL_S)
     pytest.fail(f"{what}: not within {timeout:.0f} s\n{said(st)}")
+
+
+def decided(st: dict[str, Any], action: str, *, after: float = 0.0) -> bool:
+    """Whether the loop decided ``action`` since ``after`` (epoch s), done or still in flight."""
+    return any(
+        d.get("action") == action and datetime.fromisoformat(str(d["at"])).timestamp() >= after - 1
+        for d in st.get("decisions") or []
+    )
+
+
+def burst_until_out(s: Scenario, after: float) -> None:
+    """Four clients without a pause (one seat per replica: three requests wait) until the loop decides a scale-out,
+    then they stop. Only that long: this machine's two cores are every sandbox server's, and a saturated vLLM
+    busy-polls them; under a burst kept on, the new server's vLLM worker got 1.3 CPU-s in ten minutes and failed its
+    health gate (seen on the first runs). The steady load (2 clients, a request every 2.5 s) goes on meanwhile."""
+    burst = Load(s.url, s.key, workers=4, pause=0.0, max_tokens=16).__enter__()
+    s.bursts.append(burst)
+    try:
+        wait_loop(s, lambda st: decided(st, "out", after=after), timeout=900, what="the loop to decide a scale-out")
+    finally:
+        burst.__exit__(None, None, None)
 
 
 def acted(st: dict[str, Any], action: str, *, after: float = 0.0) -> list[dict[str, Any]]:
@@ -240,8 +262,9 @@ def scenario(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> I
         assert (scaler["host"], scaler["replicas"]) == (gw_server["name"], {"min": 1, "max": 2}), scaler
         yield s
     finally:
-        if s.load is not None:
-            s.load.__exit__(None, None, None)
+        for load in [s.load, *s.bursts]:
+            if load is not None:
+                load.__exit__(None, None, None)
         RUNS.mkdir(parents=True, exist_ok=True)
         (RUNS / "figures.json").write_text(json.dumps(s.figures, indent=2))
         if not s.down:  # a failed test: the plot if there is a state, then nothing of the deployment is left
@@ -271,9 +294,10 @@ def test_1_load_rises_and_the_loop_adds_a_replica_behind_the_gateway(scenario: S
     (first,) = serving(s.conn)
     up_backends(s, {first})
 
-    # four clients, no pause, one seat per replica: three requests wait; the loop adds a replica (MAX 2)
+    # a burst: three requests wait per replica; the loop adds a replica (MAX 2), the steady load runs throughout
     started = time.time()
-    s.load = Load(s.url, s.key, workers=4, pause=0.0, max_tokens=16).__enter__()
+    s.load = Load(s.url, s.key).__enter__()
+    burst_until_out(s, started)
     st = wait_loop(
         s, lambda st: st["actual"] == 2 and st["phase"] == "idle" and bool(acted(st, "out", after=started)),
         timeout=1800, what="the replicas to go from 1 to 2 under the load",
@@ -291,7 +315,11 @@ def test_1_load_rises_and_the_loop_adds_a_replica_behind_the_gateway(scenario: S
     live = scaler_entry(s)["live"]["state"]
     assert (live["actual"], live["target"]) == (2, 2), said(live)
     assert s.load.failed == 0, s.load.summary()
-    s.figures["scale_out"] = {"decided": out, "load": s.load.summary(), "wait_s": round(time.time() - started, 1)}
+    assert s.bursts[-1].failed == 0, s.bursts[-1].summary()
+    s.figures["scale_out"] = {
+        "decided": out, "load": s.load.summary(), "burst": s.bursts[-1].summary(),
+        "wait_s": round(time.time() - started, 1),
+    }  # fmt: skip
 
 
 @pytest.mark.full
@@ -333,11 +361,12 @@ def test_3_a_rollout_during_scaling_takes_every_replica_to_the_new_release(scena
     roll = lines[-1]
     assert roll["status"] == "done", roll
     after = serving(s.conn)
-    assert len(after) == 2, (sorted(servers), sorted(after))  # in place (auto, two servers): the same ones
+    assert set(after) <= set(servers), (sorted(servers), sorted(after))  # in place: the same ones (the loop, paused,
+    # may have scaled in before the pause: the steady load alone is under the scale-in target)
     assert {n: release_of(v.id) for n, v in after.items()} == dict.fromkeys(after, s.model_b.name)
     # the loop was paused for it, and runs again with the fleet as the rollout left it
     st = wait_loop(s, lambda st: st["phase"] == "idle", timeout=300, what="the loop to resume after the rollout")
-    assert st["actual"] == 2, said(st)
+    assert st["actual"] == len(after), said(st)
     up_backends(s, set(after))
     during = counts([r for r in s.load.log if r[0] >= t0], None)
     assert during["failed"] == 0, (during, s.load.errors[-5:])
@@ -349,7 +378,7 @@ def test_4_load_stops_and_the_loop_goes_back_to_min(scenario: Scenario) -> None:
     assert s.load is not None, "test 1 did not leave the load running"
     s.load.__exit__(None, None, None)
     stopped = time.time()
-    c = counts(s.load.log, s.kill)
+    c = counts(sorted([*s.load.log, *(r for b in s.bursts for r in b.log)]), s.kill)
     s.figures["requests"] = {**c, "killed": s.killed, "errors": s.load.errors[:8]}
     print(f"\nrequests through the gateway: {json.dumps(s.figures['requests'])}")
     s.load = None
@@ -357,11 +386,13 @@ def test_4_load_stops_and_the_loop_goes_back_to_min(scenario: Scenario) -> None:
     assert c["failed_otherwise"] == 0, s.figures["requests"]  # only what was in flight on the killed server
     assert c["failed"] <= 4, c  # at most one per client
 
+    # (the steady load alone is under the scale-in target: the loop may have scaled in already, after test 1's)
+    out_t = datetime.fromisoformat(str(s.figures["scale_out"]["decided"]["at"])).timestamp()
     st = wait_loop(
-        s, lambda st: st["actual"] == 1 and st["phase"] == "idle" and bool(acted(st, "in", after=stopped)),
+        s, lambda st: st["actual"] == 1 and st["phase"] == "idle" and bool(acted(st, "in", after=out_t)),
         timeout=1500, what="the replicas to go back to MIN 1 once the load stopped",
     )  # fmt: skip
-    (in_,) = acted(st, "in", after=stopped)
+    in_ = acted(st, "in", after=out_t)[-1]
     assert "running+waiting/replica" in in_["reason"], in_
     assert " < 0.5 " in in_["reason"], in_
     (left,) = serving(s.conn)
@@ -386,14 +417,12 @@ def test_4b_a_baked_image_and_the_next_scale_out_boots_from_it(scenario: Scenari
     assert st["actual"] == 1, said(st)
 
     started = time.time()
-    s.load = Load(s.url, s.key, workers=4, pause=0.0, max_tokens=16).__enter__()
+    burst_until_out(s, started)
     st = wait_loop(
         s, lambda st: st["actual"] == 2 and st["phase"] == "idle" and bool(acted(st, "out", after=started)),
         timeout=1800, what="the replicas to go from 1 to 2 again, from the baked image",
     )  # fmt: skip
-    s.load.__exit__(None, None, None)
-    warm = s.load.summary()
-    s.load = None
+    warm = s.bursts[-1].summary()
     (out,) = acted(st, "out", after=started)
     replicas = serving(s.conn)
     from_image = {n: str((v.image or {}).get("id")) for n, v in replicas.items()}
