@@ -343,7 +343,8 @@ def test_2_a_replica_deleted_behind_zenops_back_is_replaced(scenario: Scenario) 
     assert re.search(r"server (MISSING|DELETED)", heal["reason"]), heal
     now = serving(s.conn)
     assert len(now) == 2, sorted(now)
-    assert s.killed not in now, sorted(now)
+    assert victim.id not in {v.id for v in now.values()}, sorted(now)  # a new server (in the replaced one's place,
+    # under its name)
     up_backends(s, set(now))
     s.figures["heal"] = {"decided": heal, "replaced_in_s": round(time.time() - t_kill, 1)}
 
