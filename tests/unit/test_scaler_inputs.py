@@ -95,7 +95,7 @@ def test_the_record_the_host_gets_points_at_its_copies_and_its_state(tmp_path: P
     record = {"request": {"model": "/home/me/models/tiny", "hf_token_file": None, "dtype": "bfloat16"},
               "api_key_file": f"{state}/secrets/d1.api-key"}  # fmt: skip
     host = {"model": f"{si.HOST_INPUTS}/models/tiny", "hf_token_file": f"{si.HOST_SECRETS}/hf-token"}
-    out = json.loads(sc.rewrite(json.dumps(record), state, request=host))
+    out = json.loads(si.rewrite(json.dumps(record), state, request=host))
     assert out["request"] == {**host, "dtype": "bfloat16"}
     assert out["api_key_file"] == f"{sc.HOST_STATE}/secrets/d1.api-key"
 

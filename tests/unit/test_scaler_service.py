@@ -26,7 +26,7 @@ from zenops.deployment import services as services_lib
 from zenops.deployment.services import scaler as sc
 from zenops.errors import ZenopsError
 from zenops.runner import RunResult
-from zenops.scaling import bundle
+from zenops.scaling import bundle, inputs
 from zenops.scaling.replicas import Replicas
 
 ENDPOINTS = {"s1": [{"instance": 0, "port": 8000}], "s2": [{"instance": 0, "port": 8000}]}
@@ -171,7 +171,7 @@ def test_the_state_the_host_gets_has_its_paths_and_reaches_servers_by_their_fixe
         f"      ansible_ssh_private_key_file: {state}/keys/c1/k\n"
         "      zenops_private_address: 10.1.0.7\n    s2:\n      ansible_host: 203.0.113.6\n"
     )
-    out = sc.rewrite(inv, state, inventory=True)
+    out = inputs.rewrite(inv, state, inventory=True)
     assert "ansible_host: 10.1.0.7" in out
     assert "ansible_host: 203.0.113.6" in out  # no fixed address recorded: as it was
     assert f"{sc.HOST_STATE}/keys/c1/k" in out

@@ -119,20 +119,13 @@ def rollout(
     from zenops.deployment.lifecycle import Deployment  # noqa: PLC0415
 
     with app.run_context() as run_ctx, Deployment.open(run_ctx, target, check=req.dry_run):
-        pause = (
-            nullcontext()
-            if req.dry_run
-            else services.loops_paused(run_ctx, app.config, target.hosts, by="zenops rollout", reason="a rollout")
-        )
-        with pause:
+        # a scaling loop paused, its replicas taken in (services.loops_paused); a dry run changes nothing
+        paused = services.loops_paused(run_ctx, app.config, target.hosts, by="zenops rollout", reason="a rollout")
+        with nullcontext() if req.dry_run else paused:
             result = run_rollout(
-                run_ctx,
-                target.hosts,
-                req,
-                abort=abort,
-                on_plan=None if app.json else lambda s: _print_plan(app, s),
+                run_ctx, target.hosts, req, abort=abort, on_plan=None if app.json else lambda s: _print_plan(app, s),
                 confirm=lambda spend: agree(app, spend, yes=yes),
-            )
+            )  # fmt: skip
     _report(app, result, abort, tuned)
 
 

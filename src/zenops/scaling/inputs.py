@@ -12,7 +12,7 @@ had for that serve:
 * the Hugging Face token's file, given or made from $HF_TOKEN (a secret: 0600, copied with no_log, never in argv);
 * the configuration (:func:`host_config`: the cloud profiles and the flavors).
 
-The serving record the host gets points at the host's copies (zenops.deployment.services.scaler.rewrite), and a
+The serving record the host gets points at the host's copies (:func:`rewrite`), and a
 record pulled back has this machine's again (:func:`restored`). roles/scaler copies them (``scaler_inputs``): a file
 again only when it is missing or of another size, so a re-run of `up` does not send 3 GB again.
 """
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zenops.deployment.services.scaler import HOME
+from zenops.deployment.services.scaler import HOME, HOST_STATE
 
 HOST_IMAGES = f"{HOME}/.cache/zenops/images"  # its ZENOPS_IMAGE_CACHE: the engine images a new replica loads
 HOST_INPUTS = f"{HOME}/inputs"  # what else a new replica's serve reads on the host: the model, the base archive
@@ -126,3 +126,40 @@ def restored(text: str, mine: Path) -> str:
         if str(req.get(k) or "").startswith(f"{HOME}/"):
             req[k] = here.get(k)
     return json.dumps({**data, "request": req}, indent=2, sort_keys=True)
+
+
+def rewrite(
+    text: str,
+    state_dir: Path,
+    *,
+    inventory: bool = False,
+    request: Mapping[str, Any] | None = None,
+    paths: Mapping[str, str] | None = None,
+    services: Mapping[str, Any] | None = None,
+) -> str:
+    """A state file as the host reads it: every controller state path is the host's (and each of ``paths``, the
+    controller's files outside the state dir the host has a copy of: :func:`host_key`); an ``inventory``'s hosts are
+    reached by their fixed address (``zenops_private_address``, which `up --cloud` writes): the loop is inside the
+    deployment's network. ``request``: a serving record's request fields the host has its own of (its copies of the
+    model, the Hugging Face token, the base image archive: zenops.scaling.inputs), set in its ``request``.
+    ``services``: a serving record's services states as they will be once `up` is done (the record on the
+    controller is written again after its services follow: the gateway's state, the loop's own)."""
+    if request or services is not None:
+        data = json.loads(text)
+        if request:
+            data["request"] = {**(data.get("request") or {}), **request}
+        if services is not None:
+            data["services"] = {k: dict(v) for k, v in services.items()}
+        text = json.dumps(data, indent=2, sort_keys=True)
+    for here, there in (paths or {}).items():
+        text = text.replace(here, there)
+    out = text.replace(str(state_dir), HOST_STATE)
+    if not inventory:
+        return out
+    import yaml  # noqa: PLC0415
+
+    data = yaml.safe_load(out) or {}
+    for hv in ((data.get("all") or {}).get("hosts") or {}).values():
+        if isinstance(hv, dict) and hv.get("zenops_private_address"):
+            hv["ansible_host"] = hv["zenops_private_address"]
+    return str(yaml.safe_dump(data, sort_keys=True))

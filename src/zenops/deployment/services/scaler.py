@@ -176,43 +176,6 @@ def profile_overrides(state_dir: Path, dep: ledger.Deployment) -> dict[str, dict
     return {dep.cloud: out} if out else {}
 
 
-def rewrite(
-    text: str,
-    state_dir: Path,
-    *,
-    inventory: bool = False,
-    request: Mapping[str, Any] | None = None,
-    paths: Mapping[str, str] | None = None,
-    services: Mapping[str, Any] | None = None,
-) -> str:
-    """A state file as the host reads it: every controller state path is the host's (and each of ``paths``, the
-    controller's files outside the state dir the host has a copy of: :func:`host_key`); an ``inventory``'s hosts are
-    reached by their fixed address (``zenops_private_address``, which `up --cloud` writes): the loop is inside the
-    deployment's network. ``request``: a serving record's request fields the host has its own of (its copies of the
-    model, the Hugging Face token, the base image archive: zenops.scaling.inputs), set in its ``request``.
-    ``services``: a serving record's services states as they will be once `up` is done (the record on the
-    controller is written again after its services follow: the gateway's state, the loop's own)."""
-    if request or services is not None:
-        data = json.loads(text)
-        if request:
-            data["request"] = {**(data.get("request") or {}), **request}
-        if services is not None:
-            data["services"] = {k: dict(v) for k, v in services.items()}
-        text = json.dumps(data, indent=2, sort_keys=True)
-    for here, there in (paths or {}).items():
-        text = text.replace(here, there)
-    out = text.replace(str(state_dir), HOST_STATE)
-    if not inventory:
-        return out
-    import yaml  # noqa: PLC0415
-
-    data = yaml.safe_load(out) or {}
-    for hv in ((data.get("all") or {}).get("hosts") or {}).values():
-        if isinstance(hv, dict) and hv.get("zenops_private_address"):
-            hv["ansible_host"] = hv["zenops_private_address"]
-    return str(yaml.safe_dump(data, sort_keys=True))
-
-
 def host_files(config: Any, dep: ledger.Deployment, inventory: Path) -> list[dict[str, Any]]:
     """The deployment's state the loop needs, as (src on the controller, dest relative to the host's state dir,
     mode, whether it is rewritten (:func:`rewrite`)): the ledger entry, the serving inventory and record, the API key,
@@ -274,6 +237,7 @@ def staged(
     removed on every way out (it holds a copy of the fleet's SSH key). ``request``: the serving record's fields the
     host has its own of (:func:`host_inputs`); ``services``: the record's services states to ship (:func:`rewrite`)."""
     from zenops.cloud import ledger as ledger_lib  # noqa: PLC0415
+    from zenops.scaling import inputs as inputs_lib  # noqa: PLC0415
 
     key = host_key(config.state_dir, dep)
     paths = {str(key[0]): key[1]} if key else {}
@@ -282,7 +246,7 @@ def staged(
         for i, f in enumerate(host_files(config, dep, inventory)):
             dst = Path(tmp) / f"{i}-{f['src'].name}"
             if f["rewrite"]:
-                text = rewrite(f["src"].read_text(), config.state_dir, inventory=bool(f.get("inventory")),
+                text = inputs_lib.rewrite(f["src"].read_text(), config.state_dir, inventory=bool(f.get("inventory")),
                                request=request if f.get("record") else None, paths=paths,
                                services=services if f.get("record") else None)  # fmt: skip
                 if f.get("names"):
