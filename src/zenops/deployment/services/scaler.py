@@ -396,7 +396,26 @@ def pull(ctx: RunContext, inventory: Path, s: Scaler, dep: ledger.Deployment) ->
         now = ledger_lib.load(ctx.config.state_dir, dep.cloud, dep.name)
         if now is not None:
             written.append(write_inventory(ctx.config.state_dir, now, ctx.config.cloud_profile(dep.cloud).image_user))
+            written += _pull_facts(ctx, inventory, s, [str(x["name"]) for x in now.servers])
     return written
+
+
+def _pull_facts(ctx: RunContext, inventory: Path, s: Scaler, servers: list[str]) -> list[Path]:
+    """The saved facts of the servers the loop added (this machine has none: a rollout plans from them), taken back
+    from the loop's host; the files written."""
+    from zenops.facts import facts_path  # noqa: PLC0415
+
+    state = Path(ctx.config.state_dir)
+    lacking = {str(facts_path(ctx.config, n).relative_to(state)): facts_path(ctx.config, n) for n in servers}
+    lacking = {rel: path for rel, path in lacking.items() if not path.is_file()}
+    if not lacking:
+        return []
+    got = _run(ctx, inventory, s, "pull", {"scaler_pull": sorted(lacking)}).get("files") or {}
+    for rel, text in got.items():
+        if rel in lacking and isinstance(text, str) and text:
+            lacking[rel].parent.mkdir(parents=True, exist_ok=True)
+            lacking[rel].write_text(text)
+    return [lacking[rel] for rel in sorted(got) if rel in lacking and lacking[rel].is_file()]
 
 
 def delete_credential(ctx: RunContext, s: Scaler) -> list[str]:
