@@ -322,3 +322,23 @@ def test_a_loop_restarted_mid_step_starts_idle_with_its_history(tmp_path: Path, 
     again, _ = make(tmp_path, fleet)
     assert again.state.phase == "idle"
     assert again.state.last_action_t == st.last_action_t is not None  # the cooldown holds across restarts
+
+
+def test_the_series_shows_the_new_replica_when_the_scale_out_ended(tmp_path: Path) -> None:
+    """A scale-out takes minutes: the replica count goes up in the series when it ended (the plot drew it at the
+    decision, 3 minutes early, in the sandbox e2e's plot)."""
+    fleet = FakeFleet()
+    loop, clock = make(tmp_path, fleet)
+    real = fleet.scale_out
+
+    def slow(count: int) -> ScaledOut:
+        clock.t += 200.0  # the step's time
+        return real(count)
+
+    fleet.scale_out = slow  # type: ignore[method-assign]
+    run_until(loop, clock, 80)
+    (out,) = [t for a, t in actions(tmp_path) if a == "out"]
+    st = load_state(state_path(tmp_path, "fleet"))
+    assert st is not None
+    assert [p[1:] for p in st.series if p[0] == out] == [[1, 2]]  # decided: target 2, still 1 replica
+    assert [p[1:] for p in st.series if p[0] == out + 200.0] == [[2, 2]]  # in rotation 200 s later

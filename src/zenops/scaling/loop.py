@@ -296,13 +296,15 @@ class Loop:
 
     def _end(self, now: float, decision: Decision, result: str) -> TickResult:
         st = self.state
+        at = now
         if st.phase == "acting":
+            at = max(now, self.clock.now())  # the replicas changed when the action ended, not when it was decided
             st.phase, st.step = "idle", None
         if st.last is not None and st.last.get("result") == "in flight":
             st.finish(result)
         else:
             st.record(decision, at=now, result=result)
-        st.tick(now)
+        st.tick(at)
         st.save(self.path)
         return TickResult(now, decision, result, st.phase, st.actual)
 
