@@ -385,15 +385,18 @@ def test_the_loops_clouds_yaml_takes_every_api_from_the_interface_its_keystone_c
 
     init_plugin_loader()  # the template's lookup('ansible.builtin.file')
     conn = catalog_conn(SANDBOX_CATALOG)
-    assert scaler_cred.loop_endpoint(conn) == {"auth_url": "http://172.30.0.1:5000/v3/", "interface": "internal"}
-    assert scaler_cred.loop_endpoint(conn, "public") == {"auth_url": "http://127.0.0.1:5000/v3/", "interface": "public"}
-    assert scaler_cred.loop_endpoint(catalog_conn({}), "any") == {}
+    assert scaler_cred.loop_endpoints(conn)[0] == {"auth_url": "http://172.30.0.1:5000/v3/", "interface": "internal"}
+    assert scaler_cred.loop_endpoints(conn, "public")[0] == {
+        "auth_url": "http://127.0.0.1:5000/v3/",
+        "interface": "public",
+    }
+    assert scaler_cred.loop_endpoints(catalog_conn({}), "any") == []
     secret = tmp_path / "secret"
     secret.write_text("s3cret\n")
     template = (Path(sc.__file__).parents[4] / "roles" / "scaler" / "templates" / "clouds.yaml.j2").read_text()
     variables = {"scaler_cloud": "sandbox", "ansible_managed": "managed",
                  "scaler_credential": {"id": "ac1", "secret_file": str(secret),
-                                       **scaler_cred.loop_endpoint(conn)}}  # fmt: skip
+                                       **scaler_cred.loop_endpoints(conn)[0]}}  # fmt: skip
     text = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(template))
     entry = yaml.safe_load(text)["clouds"]["sandbox"]
     assert entry["interface"] == "internal"

@@ -109,7 +109,7 @@ def deployment_expiry(conn: Any, dep: Any) -> str | None:
 
 
 def loop_endpoints(conn: Any, interface: str = "any") -> list[dict[str, str]]:
-    """Every Keystone the loop's host might reach, in the order :func:`loop_endpoint` prefers them (the catalog's
+    """Every Keystone the loop's host might reach, in the order the loop prefers them (the catalog's
     internal endpoints, then its public ones; the cloud profile's api_interface alone when it names one), each with
     its interface: the role tries them from the host and writes the first that answers into the loop's clouds.yaml
     (tenant servers of many clouds do not reach the internal endpoints)."""
@@ -119,18 +119,6 @@ def loop_endpoints(conn: Any, interface: str = "any") -> list[dict[str, str]]:
             if found["auth_url"] not in {e["auth_url"] for e in out}:
                 out.append({"auth_url": found["auth_url"], "interface": iface})
     return out
-
-
-def loop_endpoint(conn: Any, interface: str = "any") -> dict[str, str]:
-    """Keystone as the loop's host reaches it (the catalog's internal endpoints first, as the expiry switch's: a
-    server inside the cloud reaches those; the cloud profile's api_interface), and that interface, which the loop's
-    clouds.yaml names so that its SDK takes Nova, Neutron and Glance from the catalog's same interface (else the
-    public ones: the controller's view, the sandbox's 127.0.0.1). Empty: the catalog has neither."""
-    for iface in ("internal", "public") if interface == "any" else (interface,):
-        found = expiry_switch.server_endpoints(conn, iface)
-        if found:
-            return {"auth_url": found[0]["auth_url"], "interface": iface}
-    return {}
 
 
 # --- openstacksdk --------------------------------------------------------------------------------------------------
