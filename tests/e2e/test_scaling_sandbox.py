@@ -31,7 +31,10 @@ them (one scale-in window is 5 min of the run).
 Time (measured on a 2-vCPU Zen 5, 2026-11-29): the `up` with the loop's installation 282-328 s; test 1 about 5 min
 (the 60 s window, then a cold scale-out of 185-200 s: provision 39-48 s, Docker 7-8 s, the image tarball copied
 and loaded 54-57 s, the model 5-6 s, vLLM's start 34-36 s, into rotation 43-46 s); test 2 (--full) 309 s from the
-delete to the replacement in rotation. --full only (scripts/test says why).
+delete to the replacement in rotation; test 4b (--full): the bake 66 s, then a scale-out from the baked image of 109 s
+(the engine image already inside: 3 s). In `scripts/test --full` beside the other lanes (load average about 20) the
+whole module took 57 min (the `up` 931 s, the cold scale-out 747 s, the replacement 743 s). --full only (scripts/test
+says why).
 """
 
 from __future__ import annotations
