@@ -199,6 +199,9 @@ def test_client_sends_warmup_requests_before_the_measured_ones_only_when_asked()
     argv = bench.bench_argv(run, SERVER, run_id="r1", result_dir="/r", platform="zen")
     assert _flag(argv, "--num-warmups") == "8"
     assert argv.index("--num-warmups") < argv.index("--metadata")  # a flag of vllm bench, not a metadata pair
+    # the result records them: the server's token count includes them (zenops.report.loading.counted_by_server)
+    assert "num_warmups=8" in argv[argv.index("--metadata") + 1 :]
+    assert "num_warmups=0" in _argv()[_argv().index("--metadata") + 1 :]
 
 
 def test_api_key_reaches_the_client_only_from_its_file_inside_the_container():

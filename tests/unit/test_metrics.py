@@ -320,3 +320,88 @@ def test_top_without_the_api_key_file_names_the_fix(run, isolated_home, tmp_path
     assert r.exit_code == 2, r.output
     assert "API key file" in r.output
     assert "zenops up --inventory" in " ".join(r.output.split())
+
+
+# llama-server --metrics (b11434: tools/server/server-task.cpp to_metrics): counters and gauges, no labels
+LLAMACPP_METRICS = """\
+# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed, excluding cached tokens
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total {prompt}
+# TYPE llamacpp:tokens_predicted_total counter
+llamacpp:tokens_predicted_total {predicted}
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing {busy}
+# TYPE llamacpp:requests_deferred gauge
+llamacpp:requests_deferred {deferred}
+"""
+
+
+def test_server_figures_count_the_tokens_either_engine_generated():
+    vllm = server_figures({"before": metrics(generated=100), "after": metrics(generated=612), "gauges": []})
+    assert vllm["output_tokens"] == 512.0
+    before = LLAMACPP_METRICS.format(prompt=25, predicted=64, busy=0, deferred=0)
+    after = LLAMACPP_METRICS.format(prompt=1049, predicted=576, busy=0, deferred=0)
+    llama = server_figures({"before": before, "after": after, "gauges": []})
+    assert llama["output_tokens"] == 512.0
+    assert llama["requests"] is None  # llama.cpp counts no requests: unknown, not 0
+    assert server_figures({"before": before, "after": None, "gauges": []})["output_tokens"] is None
+    from zenops.metrics.server import merged  # noqa: PLC0415
+
+    both = merged([vllm, llama])
+    assert both is not None
+    assert both["output_tokens"] == 1024.0
+
+
+def test_the_sampler_reads_llama_cpp_busy_slots_and_waiting_requests():
+    from zenops.bench.sampler import gauges  # noqa: PLC0415
+
+    busy = LLAMACPP_METRICS.format(prompt=0, predicted=0, busy=3, deferred=2)
+    assert gauges(busy) == {"running": 3.0, "waiting": 2.0}
+    assert gauges(metrics(running=4.0)) == {"running": 4.0, "waiting": 1.0, "kv": 0.25}  # vLLM's, as before
+
+
+def _llamacpp_run(tmp_path, *, predicted: int, warmups: int | None = 0):
+    """A run directory as zenops bench leaves it for a llama.cpp server: the client's result (its figures as vllm
+    bench 0.32 computed them from 618 re-tokenized tokens) and the sampler's read of the server (512 generated:
+    8 requests x 64). The figures are a real run's (2-vCPU Zen 5, 200M model, Q8_0, C=1, 2026-11-29)."""
+    import json  # noqa: PLC0415
+
+    d = tmp_path / "runs" / "r1" / "h1" / "0"
+    d.mkdir(parents=True, exist_ok=True)
+    result = {"completed": 8, "failed": 0, "num_prompts": 8, "max_concurrency": 1, "duration": 4.0,
+              "total_input_tokens": 1024, "total_output_tokens": 618, "output_throughput": 154.5,
+              "total_token_throughput": 410.5, "request_throughput": 2.0, "median_ttft_ms": 100.0,
+              "median_tpot_ms": 5.0, "mean_tpot_ms": 5.0, "p99_tpot_ms": 6.0, "model_id": "tiny", "host": "h1",
+              "instance": "0", "engine": "llama.cpp", "weights": "q8_0",
+              **({} if warmups is None else {"num_warmups": str(warmups)})}  # fmt: skip
+    (d / "llamacpp-c1.json").write_text(json.dumps(result))
+    before = LLAMACPP_METRICS.format(prompt=0, predicted=4, busy=0, deferred=0)
+    after = LLAMACPP_METRICS.format(prompt=1024, predicted=4 + predicted, busy=0, deferred=0)
+    (d / "llamacpp-c1.server.json").write_text(json.dumps({"before": before, "after": after, "gauges": []}))
+    return tmp_path / "runs" / "r1"
+
+
+def test_output_tokens_are_the_servers_count_when_the_client_counted_otherwise(tmp_path):
+    from zenops.report import load  # noqa: PLC0415
+
+    (r,) = load([_llamacpp_run(tmp_path, predicted=512)]).results
+    assert r.output_tok_s == pytest.approx(154.5 * 512 / 618)  # 128.0: 512 tokens in 4 s
+    assert r.output_len == 64.0
+    assert r.total_tok_s == pytest.approx(410.5 - 154.5 * 106 / 618)
+    # TPOT = (latency - TTFT) / (tokens - 1): the same time over 63 gaps, not 76.25
+    assert r.median_tpot_ms == pytest.approx(5.0 * (618 / 8 - 1) / 63)
+    assert r.p99_tpot_ms == pytest.approx(6.0 * (618 / 8 - 1) / 63)
+    assert r.metadata["output_tokens"] == "512 by the server's count (618 counted by the client)"
+
+
+def test_the_clients_count_stands_when_it_agrees_or_warm_ups_blur_the_servers(tmp_path):
+    from zenops.report import load  # noqa: PLC0415
+
+    (same,) = load([_llamacpp_run(tmp_path / "a", predicted=618)]).results
+    assert same.output_tok_s == 154.5
+    assert "output_tokens" not in same.metadata
+    # 8 warm-up requests: the server's 1130 tokens include them, the measured run's share is unknown
+    (warm,) = load([_llamacpp_run(tmp_path / "b", predicted=1130, warmups=8)]).results
+    assert warm.output_tok_s == 154.5
+    (older,) = load([_llamacpp_run(tmp_path / "c", predicted=512, warmups=None)]).results
+    assert older.output_tok_s == pytest.approx(128.0)  # results from before zenops recorded warm-ups: vllm's 0

@@ -103,6 +103,7 @@ def bench_argv(
     stem = result_stem(platform, run)
     base_url = f"http://{server.get('address') or '127.0.0.1'}:{server['port']}"
     meta = _run_metadata(server, run_id=run_id, platform=platform, metadata=metadata)
+    meta["num_warmups"] = int(run.get("num_warmups") or 0)  # the server counts them: zenops.report's token check
     argv = _docker_run(
         server,
         run_id=run_id,

@@ -24,9 +24,9 @@ import time
 import urllib.request
 from typing import Any
 
-GAUGES = {
-    "running": ("vllm:num_requests_running",),
-    "waiting": ("vllm:num_requests_waiting",),
+GAUGES = {  # vLLM's names, then llama.cpp's (llama-server --metrics: slots busy, requests waiting for a slot)
+    "running": ("vllm:num_requests_running", "llamacpp:requests_processing"),
+    "waiting": ("vllm:num_requests_waiting", "llamacpp:requests_deferred"),
     "kv": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
 }
 

@@ -7,7 +7,10 @@
 - ``waiting_peak``: the longest queue seen;
 - ``queue_ms_mean``: the mean time a request waited before it was scheduled;
 - ``prefix_cache_hit_pct``: prefix-cache hits of the run's queries;
-- ``requests``: requests the server completed during the run (warm-up requests of the client included).
+- ``requests``: requests the server completed during the run (warm-up requests of the client included);
+- ``output_tokens``: the tokens the server generated during the run, by its own count (vLLM's
+  ``vllm:generation_tokens``, llama.cpp's ``llamacpp:tokens_predicted``; warm-up requests included): what
+  zenops.report.loading.counted_by_server checks the client's count against.
 
 A figure the server does not export (an older engine) or that could not be read is None; ``errors`` says why.
 """
@@ -23,10 +26,16 @@ SUFFIX = ".server.json"  # a run's read of its server, beside its result <stem>.
 
 
 KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")  # the older name on older engines
+GENERATED = ("vllm:generation_tokens", "llamacpp:tokens_predicted")  # counters: vLLM's, llama.cpp's (--metrics)
 
 
 def _grew(before: list[promtext.Sample], after: list[promtext.Sample], name: str) -> float | None:
     return series.increase(promtext.counter(before, name), promtext.counter(after, name))
+
+
+def _generated(before: list[promtext.Sample], after: list[promtext.Sample]) -> float | None:
+    """The increase of the first GENERATED counter the server exports (an engine exports one of them)."""
+    return next((v for name in GENERATED if (v := _grew(before, after, name)) is not None), None)
 
 
 def server_figures(read: Mapping[str, Any]) -> dict[str, Any]:
@@ -52,6 +61,7 @@ def server_figures(read: Mapping[str, Any]) -> dict[str, Any]:
         "queue_ms_mean": round(queue_ms, 2) if queue_ms is not None else None,
         "prefix_cache_hit_pct": round(100 * hits / queries, 1) if complete and hits is not None and queries else None,
         "requests": _grew(before, after, "vllm:request_success") if complete else None,
+        "output_tokens": _generated(before, after) if complete else None,
         "samples": len(gauges),
         "errors": [str(e) for e in read.get("errors") or []][:5],
     }
@@ -106,6 +116,7 @@ def merged(figures: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None
         "queue_ms_mean": mean("queue_ms_mean", 2),
         "prefix_cache_hit_pct": mean("prefix_cache_hit_pct", 1),
         "requests": added("requests"),
+        "output_tokens": added("output_tokens"),
         "samples": sum(int(f.get("samples") or 0) for f in known),
         "errors": [e for f in known for e in f.get("errors") or []][:5],
     }

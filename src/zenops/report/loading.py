@@ -184,7 +184,7 @@ def load(paths: Iterable[Path], *, price_of: PriceLookup | None = None) -> Repor
                 plan = _plan_for(file, root, plans)
                 by_dir = int(file.parent.name) if file.parent.name.isdigit() else None
                 found.extend(
-                    with_server(with_roofline(_apply(r, defaults, price_of), plan, by_dir), file) for r in results
+                    with_roofline(with_server(_apply(r, defaults, price_of), file), plan, by_dir) for r in results
                 )
             if not found:
                 others = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.suffix in (".txt", ".log"))
@@ -201,7 +201,7 @@ def load(paths: Iterable[Path], *, price_of: PriceLookup | None = None) -> Repor
             plan = _plan_for(path.resolve(), directory.parent, plans)
             by_dir = int(directory.name) if directory.name.isdigit() else None
             report.results.extend(
-                with_server(with_roofline(_apply(r, defaults, price_of), plan, by_dir), path) for r in results
+                with_roofline(with_server(_apply(r, defaults, price_of), path), plan, by_dir) for r in results
             )
     return report
 
@@ -293,4 +293,51 @@ def with_server(result: BenchResult, file: Path) -> BenchResult:
         read = json.loads(side.read_text())
     except (OSError, json.JSONDecodeError):
         return result
-    return replace(result, server=server_metrics.server_figures(read)) if isinstance(read, dict) else result
+    return (
+        counted_by_server(replace(result, server=server_metrics.server_figures(read)))
+        if isinstance(read, dict)
+        else result
+    )
+
+
+COUNT_TOLERANCE = 0.01  # the client's and the server's token counts agree within this share: the client's stands
+
+
+def counted_by_server(result: BenchResult) -> BenchResult:
+    """The result with its output tokens as the server counted them, when the client counted otherwise.
+
+    `vllm bench serve` (0.32) takes a request's output tokens from the usage the server streams in a chunk of its
+    own; llama.cpp's server sends its usage inside the last chunk that still carries a choice, which the client
+    passes over, and then counts by re-tokenizing the generated text: with a random-weight model 15-19% more tokens
+    than were generated (2-vCPU Zen 5, 2026-11-30: 618 counted of 512 generated), which inflates llama.cpp's tok/s and
+    shrinks its TPOT. The server's own counter over the run (``server["output_tokens"]``) is then the count: tok/s
+    are scaled by it, and TPOT ((latency - TTFT) / (tokens - 1) per request) by the mean tokens per request before
+    and after (exact when every request had the same length, as `--ignore-eos` runs have). ``metadata
+    ["output_tokens"]`` says so. Left as the client counted: no server figure, warm-up requests (the server counted
+    them too: the runs' tokens cannot be told apart), or counts within COUNT_TOLERANCE."""
+    served = (result.server or {}).get("output_tokens")
+    if served is None or result.output_len is None or not result.completed or result.num_warmups:
+        return result
+    counted = result.output_len * result.completed
+    if counted <= 0 or served <= 0 or abs(served - counted) <= COUNT_TOLERANCE * counted:
+        return result
+    ratio = served / counted
+    per_request = served / result.completed
+    tpot = (result.output_len - 1) / (per_request - 1) if per_request > 1 and result.output_len > 1 else None
+
+    def scaled(v: float | None, by: float | None) -> float | None:
+        return None if v is None or by is None else v * by
+
+    return replace(
+        result,
+        output_tok_s=result.output_tok_s * ratio,
+        total_tok_s=None if result.total_tok_s is None else result.total_tok_s + result.output_tok_s * (ratio - 1),
+        median_tpot_ms=scaled(result.median_tpot_ms, tpot),
+        mean_tpot_ms=scaled(result.mean_tpot_ms, tpot),
+        p99_tpot_ms=scaled(result.p99_tpot_ms, tpot),
+        output_len=per_request,
+        metadata={
+            **result.metadata,
+            "output_tokens": f"{served:.0f} by the server's count ({counted:.0f} counted by the client)",
+        },
+    )

@@ -226,6 +226,7 @@ def parse_json_result(obj: Mapping[str, Any], source: str) -> BenchResult:
         input_len=total_in / completed if total_in is not None and completed else None,
         output_len=total_out / completed if total_out is not None and completed else None,
         instance=int(instance) if isinstance(instance, int | str) and str(instance).isdigit() else None,
+        num_warmups=_json_count(obj, "num_warmups", source),
     )
 
 

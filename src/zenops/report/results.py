@@ -75,6 +75,7 @@ class BenchResult:
     instance: int | None = None  # the server instance (zenops bench's metadata), None when unknown
     roofline: Mapping[str, Any] | None = None  # the plan's decode ceiling at this run's concurrency and context
     server: Mapping[str, Any] | None = None  # the server's own figures of the run (zenops.metrics.server), if read
+    num_warmups: int | None = None  # requests sent before the measured ones (zenops bench records it), None: unknown
 
     @property
     def cost_per_million_output_tokens(self) -> float | None:
