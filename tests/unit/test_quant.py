@@ -197,7 +197,7 @@ def test_a_format_measured_slower_than_bf16_on_its_platform_is_warned_where_it_w
     assert any("measured decode tok/s against bf16" in r.text for r in gptq.reasons if r.topic == "quantization")
     w8 = plan(zen, catalog.get_model(str(models["w8a8"])), ENGINE)
     assert not [w for w in w8.warnings if "slower than bf16" in w]
-    assert any("1.68x" in r.text for r in w8.reasons if r.topic == "quantization")
+    assert any("1.56x" in r.text for r in w8.reasons if r.topic == "quantization")
     intel = plan(topo("xeon-8480-2s"), catalog.get_model(str(models["gptq-int4"])), ENGINE)
     assert not [w for w in intel.warnings if "slower than bf16" in w]
     assert not any("measured decode" in r.text for r in intel.reasons)

@@ -128,6 +128,7 @@ class Row:
             "concurrency": self.concurrency,
             "repeats": len(self.runs),
             "output_throughput_spread": self.spread,
+            "output_throughput_runs": [r.output_tok_s for r in self.runs],  # each repeat's, in order
             "user_tok_s": self.user_tok_s,
             "bursty": self.bursty,
             "sources": [r.source for r in self.runs],
