@@ -308,11 +308,12 @@ def counted_by_server(result: BenchResult) -> BenchResult:
 
     `vllm bench serve` (0.32) takes a request's output tokens from the usage the server streams in a chunk of its
     own; llama.cpp's server sends its usage inside the last chunk that still carries a choice, which the client
-    passes over, and then counts by re-tokenizing the generated text: with a random-weight model 15-19% more tokens
+    passes over, and then counts by re-tokenizing the generated text: with a random-weight model 15-23% more tokens
     than were generated (2-vCPU Zen 5, 2026-11-30: 618 counted of 512 generated), which inflates llama.cpp's tok/s and
     shrinks its TPOT. The server's own counter over the run (``server["output_tokens"]``) is then the count: tok/s
-    are scaled by it, and TPOT ((latency - TTFT) / (tokens - 1) per request) by the mean tokens per request before
-    and after (exact when every request had the same length, as `--ignore-eos` runs have). ``metadata
+    are scaled by it (exact), and TPOT ((latency - TTFT) / (tokens - 1) per request) by the mean tokens per request
+    before and after: exact when the client counted every request alike, else an approximation of second order in the
+    spread of its per-request counts (not kept in the result). ``metadata
     ["output_tokens"]`` says so. Left as the client counted: no server figure, warm-up requests (the server counted
     them too: the runs' tokens cannot be told apart), or counts within COUNT_TOLERANCE."""
     served = (result.server or {}).get("output_tokens")
