@@ -309,7 +309,12 @@ def test_campaign_over_budget_interrupted_resumed_reported_and_torn_down(env, br
     # 3. again: the same campaign continues, done cells are not re-run; the ERROR flavor's cells fail, the
     # expensive flavor's are skipped by the budget: exit 17 after the teardown
     t1 = time.monotonic()
-    out = zenops(env, "campaign", "run", "--yes", str(spec), "--within-budget", cwd=work, rc=17)
+    # a hang's bound, not a timing: with --full the resume serves the rest of two flavors' cells, a cell 11-16 min on a
+    # 2-vCPU Intel Xeon beside the other lanes (load average 20-40, 2026-11-30): the old 1800 s interrupted it with 3
+    # of the 7 cells left done and 2 under way (its state file), so about 60 min in all
+    out = zenops(
+        env, "campaign", "run", "--yes", str(spec), "--within-budget", cwd=work, rc=17, timeout=5400 if FULL else 1800
+    )
     FIGURES["resume_s"] = round(time.monotonic() - t1, 1)
     done_n, other_n = len(FLAVORS) * per_flavor, per_flavor
     final = zenops(env, "campaign", "status", campaign, cwd=work)[-1]
