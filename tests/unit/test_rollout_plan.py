@@ -15,6 +15,7 @@ from zenops.rollout.plan import (
     Sample,
     Verdict,
     batch_size,
+    gross,
     host_change,
     make_batches,
     spread,
@@ -557,3 +558,27 @@ def test_a_gate_verdict_shows_the_servers_own_figures_beside_the_clients():
     plain = verdict("h1-8000", base, Sample(100.0, 50.0), GateLimits(), fleet_spread=0.0)
     assert plain.figures["server"] is None
     assert "server:" not in plain.line()
+
+
+def test_gross_is_a_fail_far_beyond_its_bound_never_one_runs_noise():
+    # the landing run of 2026-11-30 (test 4 of the rollout fleet, max-num-seqs 1 under a C=4 gate): 209 tok/s vs an
+    # expected 592 (-65%) and median TTFT 926 ms vs 29 ms, baseline spread 20%: both far beyond their bounds
+    slow = verdict("h1-8000", [s(710.8, 29.0)] * 2, s(209.0, 926.0), LIMITS, fleet_spread=0.20)
+    assert slow.outcome == "fail"
+    assert gross(slow)
+    # tok/s alone: -65% is beyond twice its bound of 10% + 20%
+    assert gross(verdict("h1-8000", [s(700.0, None)] * 2, s(245.0, None), LIMITS, fleet_spread=0.20))
+    # TTFT alone: +400% is beyond four times 25% + 20%; +100% (one scheduling hiccup on short prompts) is not
+    assert gross(verdict("h1-8000", [s(100.0, 30.0)] * 2, s(100.0, 150.0), LIMITS, fleet_spread=0.20))
+    hiccup = verdict("h1-8000", [s(100.0, 30.0)] * 2, s(100.0, 60.0), LIMITS, fleet_spread=0.20)
+    assert hiccup.outcome == "fail"
+    assert not gross(hiccup)
+    # the --full run of 2026-11-27: one noisy run of a no-change release read -18% (a fail): measured again
+    noisy = verdict("h1-8000", [s(338.3), s(334.7)], s(307.4), LIMITS, fleet_spread=0.03,
+                    control_baseline=[s(356.5), s(346.4)], control_now=s(390.1))  # fmt: skip
+    assert noisy.outcome == "fail"
+    assert not gross(noisy)
+    # a pass, an inconclusive verdict and one without figures are never gross
+    assert not gross(verdict("h1-8000", [s(100.0)] * 2, s(100.0), LIMITS, fleet_spread=0.0))
+    assert not gross(verdict("h1-8000", [s(100.0)] * 2, s(100.0), LIMITS, fleet_spread=0.30))
+    assert not gross(Verdict("h1-8000", "fail", ["2 request(s) failed"]))

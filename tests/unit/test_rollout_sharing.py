@@ -162,6 +162,16 @@ def test_an_in_place_batch_gate_measures_again_after_a_slow_run_and_passes_on_th
 
 
 def test_an_in_place_batch_gate_that_stays_slow_fails_after_its_runs(fleet, monkeypatch):
-    verdicts, measured, _notes = gate_batch(fleet, monkeypatch, [{"h1-8000": 50.0, "h2-8000": 100.0}] * 3)
+    # -15%: beyond the 10% bound, within twice it (plan.gross): each run could be noise, so all three are measured
+    verdicts, measured, _notes = gate_batch(fleet, monkeypatch, [{"h1-8000": 85.0, "h2-8000": 100.0}] * 3)
     assert len(measured) == 3
-    assert [(v.outcome, v.figures["new_tok_s"], v.figures["drift"]) for v in verdicts] == [("fail", 50.0, 1.0)]
+    assert [(v.outcome, v.figures["new_tok_s"], v.figures["drift"]) for v in verdicts] == [("fail", 85.0, 1.0)]
+
+
+def test_an_in_place_batch_gate_far_beyond_its_bound_fails_after_one_run(fleet, monkeypatch):
+    # -50% against a 10% bound (spread 0): a slower release, which two more runs could not turn into a pass
+    verdicts, measured, notes = gate_batch(fleet, monkeypatch, [{"h1-8000": 50.0, "h2-8000": 100.0}] * 3)
+    assert measured == [(["h1", "h2"], "gate-batch1")]
+    assert [(v.outcome, v.figures["new_tok_s"], v.figures["new_runs"]) for v in verdicts] == [("fail", 50.0, [50.0])]
+    assert any("h1-8000 -50% in gate run 1: far beyond the gate's bounds" in n for n in notes), notes
+    assert not any("measuring again" in n for n in notes), notes

@@ -23,6 +23,7 @@ from zenops.errors import RunFailedError
 from zenops.rollout.plan import (
     Sample,
     Verdict,
+    gross,
     more_baseline_runs,
     settled,
     sized_prompts,
@@ -265,7 +266,8 @@ class PerfGate:
     ) -> list[Verdict]:
         """Measure these hosts and judge the runs so far; a fail on the figures alone (every request answered)
         measures again, up to the sizing's ``gate_runs`` runs in all, judged on their means: one run's noise is not
-        a regression, while a slower release stays below in every run. A busy fleet gives a ``busy`` verdict."""
+        a regression, while a slower release stays below in every run. A fail far beyond its bounds (plan.gross: a
+        slower release, not noise) is not measured again. A busy fleet gives a ``busy`` verdict."""
         d = self.d
         runs: dict[str, list[Sample]] = {}
         limit = d.req.sizing.gate_runs  # at least 1 (RolloutRequest.sizing)
@@ -281,6 +283,9 @@ class PerfGate:
             if not failing or k == limit or any(v.figures.get("failed") for v in failing):
                 return verdicts
             changes = ", ".join(f"{v.server} {v.figures['tok_s_change']:+.0%}" for v in failing)
+            if all(gross(v) for v in failing):
+                d.note(f"{changes} in gate run {k}: far beyond the gate's bounds, a slower release: not measured again")
+                return verdicts
             d.note(f"{changes} in gate run {k} of up to {limit}: measuring again (one run's noise is not a change)")
         return verdicts
 

@@ -354,3 +354,24 @@ def verdict(
             figures,
         )
     return Verdict(server, "pass", [], figures)
+
+
+# A gate run that fails this far beyond its bound is a slower release, not one run's noise: the gate does not measure
+# again. Output tok/s: a drop twice its bound (max_tps_drop + spread); median TTFT: a rise four times its bound (the
+# TTFT of short prompts is the noisier figure: one scheduling hiccup can double it).
+GROSS_TPS = 2.0
+GROSS_TTFT = 4.0
+
+
+def gross(v: Verdict) -> bool:
+    """True when a failing verdict's figures are so far beyond their bounds (GROSS_TPS, GROSS_TTFT) that measuring
+    again could not turn it into a pass."""
+    f = v.figures
+    if v.outcome != "fail" or "tok_s_change" not in f:
+        return False
+    sp = float(f.get("spread") or 0.0)
+    drop = -float(f["tok_s_change"])
+    if drop > GROSS_TPS * (float(f["max_tps_drop"]) + sp):
+        return True
+    rise = f.get("ttft_change")
+    return rise is not None and float(rise) > GROSS_TTFT * (float(f["max_ttft_rise"]) + sp)
