@@ -274,7 +274,8 @@ GATE: tuple[Option, ...] = (
         "gate_runs", "--gate-runs", "int", default=3, minimum=1, **_GATE,
         help="A batch's gate that fails on its figures alone (every request answered) measures again, up to this "
         "many runs in all, and judges their means: one run's noise is not a regression, a slower release stays "
-        "slower in every run.",
+        "slower in every run. A run far beyond the limits (tok/s down more than twice --max-tps-drop + spread, or "
+        "TTFT up more than four times --max-ttft-rise + spread) fails at once.",
     ),
 )  # fmt: skip
 
