@@ -108,15 +108,14 @@ def controller(sandbox_clouds: Path, home: Path, work: Path) -> Zenops:
 
 
 @pytest.fixture
-def zenops(sandbox_clouds: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Zenops]:
+def zenops(sandbox_clouds: Path, tmp_path: Path) -> Iterator[Zenops]:
     z = controller(sandbox_clouds, tmp_path / "home", tmp_path / "work")
     yield z
     # whatever a test left behind is removed, so one failure does not cascade into the next test: the deployments of
-    # the integration tests (named it*) of this test's lane, not `down --all-mine`, which removes every zenops
-    # deployment in the tenant: scripts/test runs its lanes side by side, and CI10/CI11 --full lost the campaign's
-    # servers to it
+    # the integration tests (named it*), not `down --all-mine`, which removes every zenops deployment in the tenant:
+    # scripts/test runs its lanes side by side, and CI10/CI11 --full lost the campaign's servers to it
     failed = {}
-    for dep in leftovers(z, request.module.__name__.rpartition(".")[2]):  # each one tried, whatever the others did
+    for dep in leftovers(z):  # each one tried, whatever the others did
         code, _, err = z("down", "--deployment", dep, "--cloud", "sandbox", "--yes", timeout=600)
         if code != 0:
             failed[dep] = err[-2000:]
@@ -131,21 +130,14 @@ def other(sandbox_clouds: Path, tmp_path: Path) -> Zenops:
 
 
 PREFIX = "it"  # every deployment an integration test makes is named it<something> (itswitch, it1, itreap, ...)
-# The deployments of the integration modules that scripts/test runs in a lane of their own, beside the others: the
-# expiry switch's (its switch lane, since 2026-11-30). The first landing run of that layout lost itswitch's keypair and
-# security group to a config test's teardown while its `up` was creating its servers.
-OWN_LANE = {"itswitch": "test_expiry_switch"}
 
 
-def leftovers(z: Zenops, module: str) -> list[str]:
-    """The integration tests' deployments still in the cloud (those of ``module``'s lane: a module with a lane of its
-    own takes its own, the others every other) or in this test's ledger."""
+def leftovers(z: Zenops) -> list[str]:
+    """The integration tests' deployments still in the cloud or in this test's ledger."""
     code, lines, err = z("leaks", "--cloud", "sandbox")
     assert code in (0, ExitCode.LEAKS), err
     found = next(line for line in lines if line.get("type") == "result")["leaks"]
-    own_lane = module in OWN_LANE.values()
-    in_cloud = {str(r.get("deployment") or "") for r in found}
-    names = {n for n in in_cloud if OWN_LANE.get(n) == module} if own_lane else in_cloud - set(OWN_LANE)
+    names = {str(r.get("deployment") or "") for r in found}
     ledger = Path(z.env["XDG_STATE_HOME"]) / "zenops" / "deployments" / "sandbox"  # this test's own (no cloud calls)
     names |= {p.stem for p in ledger.glob("*.json")}
     return sorted(n for n in names if n.startswith(PREFIX))
