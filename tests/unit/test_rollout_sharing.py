@@ -169,7 +169,7 @@ def test_an_in_place_batch_gate_that_stays_slow_fails_after_its_runs(fleet, monk
 
 
 def test_an_in_place_batch_gate_far_beyond_its_bound_fails_after_one_run(fleet, monkeypatch):
-    # -50% against a 10% bound (spread 0): a slower release, which two more runs could not turn into a pass
+    # -50% against a 10% bound (spread 0): a slower release, not one run's noise to average out over more runs
     verdicts, measured, notes = gate_batch(fleet, monkeypatch, [{"h1-8000": 50.0, "h2-8000": 100.0}] * 3)
     assert measured == [(["h1", "h2"], "gate-batch1")]
     assert [(v.outcome, v.figures["new_tok_s"], v.figures["new_runs"]) for v in verdicts] == [("fail", 50.0, [50.0])]

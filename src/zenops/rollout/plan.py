@@ -364,8 +364,8 @@ GROSS_TTFT = 4.0
 
 
 def gross(v: Verdict) -> bool:
-    """True when a failing verdict's figures are so far beyond their bounds (GROSS_TPS, GROSS_TTFT) that measuring
-    again could not turn it into a pass."""
+    """True when a failing verdict's figures are so far beyond their bounds (GROSS_TPS, GROSS_TTFT) that they tell a
+    slower release, not one run's noise: the gate does not measure again to average it out."""
     f = v.figures
     if v.outcome != "fail" or "tok_s_change" not in f:
         return False
