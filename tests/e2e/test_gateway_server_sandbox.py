@@ -41,6 +41,12 @@ ZENOPS = str(Path(sys.executable).parent / "zenops")
 CLOUDS = Path(os.environ.get("ZENOPS_SANDBOX_DIR", REPO / ".cache" / "sandbox")) / "clouds.yaml"
 IMAGE_DIR = Path(os.environ.get("ZENOPS_IMAGE_DIR", REPO / ".cache" / "images"))
 BASE_ARCHIVE = IMAGE_DIR / "bookworm-slim.tar"
+# The health gate's bound (a hang guard; `up`'s default is 900 s), which the rollout takes from the deployment's
+# request: in --full on a 2-vCPU Intel Xeon (2026-11-30, five lanes, load average 33) the surge's new server had not
+# answered /health after 600 s (its API server logged its first line 10 minutes after the rollout began) and the
+# rollout reverted. The rollout fleet's `up` allows 1800 s for the same reason.
+HEALTH_TIMEOUT_S = 1800
+UP_TIMEOUT_S = 3600  # `up` and the surge: a server's image copy and load, the health gate's 1800 s, the gate's bench
 DEP = "e2egw"
 FLAVOR = "gp.5.2.8"
 GATEWAY_FLAVOR = "gp.5.2.8"  # the sandbox's smallest
@@ -154,7 +160,7 @@ def surge(
         lines = zenops(
             env, "rollout", "--yes", "-i", dep["inventory"], "--model", str(model_b), "--min-healthy", "5",
             "--gate-concurrency", "2", "--gate-prompts", "6", "--gate-output-len", "16",
-            "--max-tps-drop", "1", "--max-ttft-rise", "100", "--max-spread", "100", cwd=tmp_path, timeout=2400,
+            "--max-tps-drop", "1", "--max-ttft-rise", "100", "--max-spread", "100", cwd=tmp_path, timeout=UP_TIMEOUT_S,
         )  # fmt: skip
         time.sleep(2)
     roll = lines[-1]
@@ -196,9 +202,11 @@ def test_gateway_on_a_server_of_its_own_serves_then_goes_with_down(env, tenant, 
     up = (
         "up", "--yes", "--cloud", "sandbox", "--flavor", FLAVOR, "--deployment", DEP, "--served-model-name", SERVED,
         "--image-source", "pip", "--base-image", "zenops/bookworm-slim:latest", "--base-image-archive",
-        str(BASE_ARCHIVE), "--engine-arg=--enforce-eager", "--health-timeout", "600",
+        str(BASE_ARCHIVE), "--engine-arg=--enforce-eager", "--health-timeout", str(HEALTH_TIMEOUT_S),
     )  # fmt: skip
-    result = zenops(env, *up, "--model", str(model), "--gateway-flavor", GATEWAY_FLAVOR, cwd=tmp_path)[-1]
+    result = zenops(
+        env, *up, "--model", str(model), "--gateway-flavor", GATEWAY_FLAVOR, cwd=tmp_path, timeout=UP_TIMEOUT_S
+    )[-1]
     dep, gw = result["deployment"], result["gateway"]
 
     # the gateway's own server: marked as the deployment's, with its role; not a serving host
