@@ -58,6 +58,7 @@ from tests.e2e.test_gateway_server_sandbox import (
     FLAVOR,
     GATEWAY_FLAVOR,
     HEALTH_TIMEOUT_S,
+    UP_TIMEOUT_S,
     ZENOPS,
     complete,
     env,  # noqa: F401  (a fixture)
@@ -77,10 +78,10 @@ RUNS = REPO / ".cache" / "e2e" / "scaling"  # the figures and the plot, for the 
 STATE_FILE = f"{HOST_STATE}/scaling/{DEP}.json"  # the loop's state file on the gateway's server
 POLL_S = 10.0
 # A new server's wait (a scale-out, a replacement): created, its image shipped and loaded, its health gate (the
-# deployment's HEALTH_TIMEOUT_S, which the loop's `up` takes). In --full on a 2-vCPU Intel Xeon (2026-11-30, load
-# average 33) the first scale-out's server had not answered /health after the 600 s then allowed, 24 minutes after the
-# decision; the wait of 1800 s ran out before the loop's next try.
-NEW_SERVER_S = 3600
+# deployment's HEALTH_TIMEOUT_S, which the loop's `up` takes): the bound of an `up`. In --full on a 2-vCPU Intel Xeon
+# (2026-11-30, load average 33) the first scale-out's server had not answered /health after the 600 s then allowed,
+# 24 minutes after the decision; the wait of 1800 s ran out before the loop's next try.
+NEW_SERVER_S = UP_TIMEOUT_S
 
 
 @dataclass
@@ -256,7 +257,7 @@ def scenario(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> I
     )  # fmt: skip
     t0 = time.monotonic()
     try:
-        lines = s.zenops(*up, timeout=3600)
+        lines = s.zenops(*up, timeout=UP_TIMEOUT_S)
         s.figures["up_s"] = round(time.monotonic() - t0, 1)
         result = lines[-1]
         notes = " ".join(str(x.get("message")) for x in lines if x.get("type") == "note")
