@@ -363,6 +363,29 @@ def test_verdict_several_gate_runs_are_judged_on_their_means():
     assert slow.outcome == "fail"
 
 
+def test_verdict_a_control_measured_after_the_baseline_carries_the_drift_before_it():
+    # the last batch of the landing of 2026-11-30 (2 devhosts on a 2-vCPU Xeon): batch 1's gate read the untouched
+    # flb649-2 at 772.4 against its baseline 887.8 (drift 0.87) and the changed flb649-1 at 711.6 (a pass); batch 2,
+    # with no untouched host left, read flb649-2's no-change release at 487.9 (-45% against its baseline alone: a
+    # fail). With flb649-1 as the control, against its 711.6 at batch 1's gate: a machine 0.6x as fast since then
+    # reads 427 there, so 487.9 is what the machine gives, not the release.
+    base = [s(896.66, 21.5), s(878.93, 20.5)]
+    alone = verdict("h2-8000", base, s(487.93, 57.0), LIMITS, fleet_spread=0.1281)
+    assert alone.outcome == "fail"
+    carried = verdict("h2-8000", base, s(487.93, 57.0), LIMITS, fleet_spread=0.1281,
+                      control_baseline=[s(711.59, 33.7)], control_now=s(427.0, 80.0),
+                      prior_drift=(772.42 / 887.79, 1.1))  # fmt: skip
+    assert carried.outcome == "pass", carried.line()
+    assert carried.figures["drift"] == pytest.approx(0.87 * 427.0 / 711.59, abs=1e-3)
+    assert carried.figures["ttft_drift"] == pytest.approx(1.1 * 80.0 / 33.7, abs=1e-3)
+    # the same control that did not slow down: the drop is the release's, whatever the drift before it
+    same = verdict("h2-8000", base, s(487.93, 57.0), LIMITS, fleet_spread=0.1281,
+                   control_baseline=[s(711.59, 33.7)], control_now=s(711.59, 33.7),
+                   prior_drift=(772.42 / 887.79, 1.1))  # fmt: skip
+    assert same.outcome == "fail"
+    assert same.figures["tok_s_change"] == pytest.approx(487.93 / (887.795 * 0.87) - 1, abs=2e-3)
+
+
 def test_verdict_control_without_a_baseline_is_ignored():
     v = verdict("h1-8000", [s(100), s(100)], s(80), LIMITS, fleet_spread=0.0, control_now=s(40))
     assert v.outcome == "fail"

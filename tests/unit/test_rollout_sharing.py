@@ -147,6 +147,8 @@ def gate_batch(fleet: Fleet, monkeypatch: pytest.MonkeyPatch, runs: list[dict[st
         batches=[BatchState(["h1"]), BatchState(["h2"]), BatchState(["h3"])],
         baseline={"h1-8000": base, "h2-8000": base, "h3-8000": base},
         baseline_spread=0.0,
+        gate_reference={},
+        retired=[],
     )
     return r.perf.batch(0, r.state.batches[0]), measured, notes
 
@@ -175,3 +177,78 @@ def test_an_in_place_batch_gate_far_beyond_its_bound_fails_after_one_run(fleet, 
     assert [(v.outcome, v.figures["new_tok_s"], v.figures["new_runs"]) for v in verdicts] == [("fail", 50.0, [50.0])]
     assert any("h1-8000 -50% in gate run 1: far beyond the gate's bounds" in n for n in notes), notes
     assert not any("measuring again" in n for n in notes), notes
+
+
+def gated_rollout(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch, runs: list[dict[str, float]]
+) -> tuple[Any, list, list]:
+    """A Rollout over h1, h2, h3 in three batches of one, whose baseline is 100 tok/s (TTFT 50 ms) each, with the
+    gate's measurement replaced (a TEST DOUBLE): ``runs``, the tok/s of each gate run, server -> figure, in order.
+    Returns the rollout, the measured hosts per run and the notes."""
+    from zenops.deployment.rollouts import BatchState  # noqa: PLC0415
+    from zenops.rollout import gates  # noqa: PLC0415
+    from zenops.rollout.plan import Sample  # noqa: PLC0415
+
+    notes: list[str] = []
+    measured: list[tuple[list[str], str]] = []
+
+    def fake_measure(gate: Any, hosts: list[str], label: str, prompts: int | None = None) -> dict[str, Sample]:
+        measured.append((hosts, label))
+        return {server: Sample(tok_s, 50.0) for server, tok_s in runs[len(measured) - 1].items()}
+
+    monkeypatch.setattr(gates.PerfGate, "measure", fake_measure)
+    r = Rollout(
+        RunContext(fleet.config, note=notes.append), fleet.inventory, RolloutRequest(changes={"max_num_seqs": 1})
+    )
+    base = [{"output_tok_s": 100.0, "median_ttft_ms": 50.0}] * 2
+    r.state = SimpleNamespace(  # type: ignore[assignment]
+        batches=[BatchState(["h1"]), BatchState(["h2"]), BatchState(["h3"])],
+        baseline={"h1-8000": base, "h2-8000": base, "h3-8000": base},
+        baseline_spread=0.0,
+        gate_reference={},
+        retired=[],
+    )
+    return r, measured, notes
+
+
+@pytest.mark.parametrize(
+    ("control_now", "outcome"),
+    [(50.0, "pass"), (100.0, "fail")],
+    ids=["the-machine-slowed-down", "the-release-is-slower"],
+)
+def test_the_last_batch_is_measured_with_a_host_whose_release_passed_an_earlier_gate(
+    fleet, monkeypatch, control_now, outcome
+):
+    # batch 1 (h1, control h2: the first untouched host) and batch 2 (h2, control h3) pass at their baseline's 100
+    # tok/s. Batch 3 (h3) has no untouched host left: h2, changed in batch 2 and passed there (at 100, drift 1.0),
+    # is its control. h3 at 50: when h2 reads 50 now the machine halved, expected 50, a pass; when h2 still reads
+    # 100, h3's -50% is the release, a fail (far beyond the bound: measured once).
+    r, measured, notes = gated_rollout(
+        fleet,
+        monkeypatch,
+        [
+            {"h1-8000": 100.0, "h2-8000": 100.0},
+            {"h2-8000": 100.0, "h3-8000": 100.0},
+            {"h3-8000": 50.0, "h2-8000": control_now},
+        ],
+    )
+    for i in (0, 1):
+        assert [v.outcome for v in r.perf.batch(i, r.state.batches[i])] == ["pass"]
+    assert r.state.gate_reference["host"] == "h2"
+    (v,) = r.perf.batch(2, r.state.batches[2])
+    assert [hosts for hosts, _label in measured] == [["h1", "h2"], ["h2", "h3"], ["h3", "h2"]]
+    assert (v.server, v.outcome, v.figures["control"]) == ("h3-8000", outcome, "h2-8000")
+    assert v.figures["drift"] == pytest.approx(control_now / 100.0)
+    assert v.figures["expected_tok_s"] == pytest.approx(control_now)
+    assert f"(control h2-8000 drift x{control_now / 100.0:.2f})" in v.line()
+    assert any("no untouched host left for batch 3: h2 (its new release passed batch 2's gate)" in n for n in notes)
+
+
+def test_a_failed_gate_is_no_reference_and_a_batch_without_one_is_judged_on_its_baseline(fleet, monkeypatch):
+    r, measured, notes = gated_rollout(fleet, monkeypatch, [{"h1-8000": 40.0, "h2-8000": 100.0}, {"h3-8000": 100.0}])
+    assert [v.outcome for v in r.perf.batch(0, r.state.batches[0])] == ["fail"]
+    assert r.state.gate_reference == {}
+    (v,) = r.perf.batch(2, r.state.batches[2])  # the last batch, nothing passed before it: no control
+    assert measured[-1] == (["h3"], "gate-batch3")
+    assert (v.outcome, v.figures["drift"], v.figures.get("control")) == ("pass", None, None)
+    assert not any("no untouched host left" in n for n in notes)

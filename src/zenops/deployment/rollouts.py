@@ -72,6 +72,9 @@ class RolloutState:
     baseline_spread: float | None = None
     baseline_all: dict[str, list[float]] = field(default_factory=dict)  # server -> every baseline run's tok/s
     gate_prompts: int | None = None  # prompts per gate run, sized by time at the baseline (kept for a resume)
+    # the last batch whose performance gate passed: one of its servers, its figures at that gate and the machine's
+    # drift then ({} none yet): the control of a batch with no untouched host left (zenops.rollout.gates)
+    gate_reference: dict[str, Any] = field(default_factory=dict)
     baseline_s: float | None = None  # the baseline's wall time (each batch keeps its own phases)
     drained: list[str] = field(default_factory=list)  # gateway servers zenops drained and has not put back
     served: dict[str, Any] = field(default_factory=dict)  # host -> {plan, endpoints, image} after its batch

@@ -15,7 +15,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zenops.deployment.rollouts import BatchState
 from zenops.deployment.services import gateway as gw_lib
@@ -290,15 +290,32 @@ class PerfGate:
         return verdicts
 
     def batch(self, i: int, batch: BatchState) -> list[Verdict]:
-        """The batch's new servers against their baseline, an untouched control host measured with them."""
+        """The batch's new servers against their baseline, a control host measured with them: an untouched host, or
+        when none is left (the last batch) a host whose new release passed an earlier batch's gate, against its
+        figures then (``reference``). Without a control the baseline alone judges, and a machine that slowed down
+        since the baseline (a busy neighbour) would read as a slower release."""
         d = self.d
         control = self.control_host(i)
+        ref = None if control else self.reference(i, batch)
+        if ref:
+            control = str(ref["host"])
+            d.note(
+                f"no untouched host left for batch {i + 1}: {control} (its new release passed batch "
+                f"{int(ref['batch']) + 1}'s gate) is the control, against its figures at that gate"
+            )
         hosts = batch.hosts + ([control] if control else [])
         base = self._base()
 
         def judge(runs: dict[str, list[Sample]]) -> list[Verdict]:
             control_servers = [s for s in runs if control and s.startswith(f"{control}-")]
+            if ref:
+                control_servers = [s for s in control_servers if s == ref["server"]]
             cs = control_servers[0] if control_servers else None
+            if ref:
+                control_base = [Sample(float(ref["tok_s"]), ref.get("ttft_ms"))]
+                prior = (float(ref.get("drift") or 1.0), float(ref.get("ttft_drift") or 1.0))
+            else:
+                control_base, prior = (base.get(cs, []) if cs else []), (1.0, 1.0)
             verdicts = []
             for server, samples in sorted(runs.items()):
                 if server in control_servers:
@@ -310,20 +327,46 @@ class PerfGate:
                             f"{server}: no baseline (a new server): the performance gate only checks it answered"
                         )
                     continue
-                verdicts.append(
-                    verdict(
-                        server,
-                        baseline,
-                        samples,
-                        d.req.limits,
-                        fleet_spread=d.state.baseline_spread or 0.0,
-                        control_baseline=base.get(cs, []) if cs else [],
-                        control_now=runs.get(cs) if cs else None,
-                    )
+                v = verdict(
+                    server,
+                    baseline,
+                    samples,
+                    d.req.limits,
+                    fleet_spread=d.state.baseline_spread or 0.0,
+                    control_baseline=control_base if cs else [],
+                    control_now=runs.get(cs) if cs else None,
+                    prior_drift=prior,
                 )
+                if cs and v.figures.get("drift"):
+                    v.figures["control"] = cs
+                verdicts.append(v)
             return verdicts
 
-        return self.gated(i, hosts, f"batch {i + 1}'s new servers", judge)
+        verdicts = self.gated(i, hosts, f"batch {i + 1}'s new servers", judge)
+        measured = [v for v in verdicts if "new_tok_s" in v.figures]
+        if measured and all(v.outcome == "pass" for v in verdicts):
+            v = measured[0]
+            d.state.gate_reference = {
+                "batch": i,
+                "host": v.server.rsplit("-", 1)[0],
+                "server": v.server,
+                "tok_s": v.figures["new_tok_s"],
+                "ttft_ms": v.figures.get("new_ttft_ms"),
+                "drift": v.figures.get("drift") or 1.0,
+                "ttft_drift": v.figures.get("ttft_drift") or 1.0,
+            }
+        return verdicts
+
+    def reference(self, i: int, batch: BatchState) -> dict[str, Any] | None:
+        """The control of a batch with no untouched host left: the last earlier batch whose gate passed (the state's
+        ``gate_reference``), unless its host is in this batch or no longer serves (retired)."""
+        ref = self.d.state.gate_reference
+        if not ref or int(ref.get("batch", i)) >= i:
+            return None
+        host = str(ref.get("host") or "")
+        if not host or host in batch.hosts or host in self.d.state.retired:
+            return None
+        return dict(ref)
 
     def pairs(self, i: int, against: Mapping[str, str]) -> list[Verdict]:
         """Each new host against its old host's baseline (``against``: new -> old); the old ones, measured at the

@@ -248,9 +248,11 @@ class Verdict:
             return f"{self.server}: {self.outcome.upper()}" + (f" -- {'; '.join(self.reasons)}" if self.reasons else "")
         runs = f.get("new_runs") or []
         of_runs = f" (mean of {len(runs)} runs: {', '.join(f'{x:.1f}' for x in runs)})" if len(runs) > 1 else ""
+        control = f" {f['control']}" if f.get("control") else ""
         parts = [
             f"output {f['new_tok_s']:.1f} tok/s{of_runs} vs baseline {f['baseline_tok_s']:.1f}",
-            f"expected {f['expected_tok_s']:.1f}" + (f" (control drift x{f['drift']:.2f})" if f.get("drift") else ""),
+            f"expected {f['expected_tok_s']:.1f}"
+            + (f" (control{control} drift x{f['drift']:.2f})" if f.get("drift") else ""),
             f"change {f['tok_s_change']:+.0%}",
         ]
         if f.get("new_ttft_ms") is not None and f.get("baseline_ttft_ms") is not None:
@@ -275,6 +277,22 @@ def spread(samples: Sequence[float]) -> float:
     return (max(samples) - min(samples)) / statistics.fmean(samples)
 
 
+def control_drift(
+    reference: Sequence[Sample], now: Sample | None, prior: tuple[float, float] = (1.0, 1.0)
+) -> tuple[float | None, float | None]:
+    """The machine's drift as a control server shows it (tok/s, median TTFT): now against its reference, times the
+    drift ``prior`` to the reference (1.0 when the reference is the baseline). None: nothing to tell it by."""
+    drift = ttft_drift = None
+    if reference and now is not None:
+        cb = statistics.fmean(s.output_tok_s for s in reference)
+        if cb > 0:
+            drift = prior[0] * now.output_tok_s / cb
+        cbt = [s.median_ttft_ms for s in reference if s.median_ttft_ms is not None]
+        if cbt and now.median_ttft_ms is not None and statistics.fmean(cbt) > 0:
+            ttft_drift = prior[1] * now.median_ttft_ms / statistics.fmean(cbt)
+    return drift, ttft_drift
+
+
 def verdict(
     server: str,
     baseline: Sequence[Sample],
@@ -284,12 +302,18 @@ def verdict(
     fleet_spread: float,
     control_baseline: Sequence[Sample] = (),
     control_now: Sample | Sequence[Sample] | None = None,
+    prior_drift: tuple[float, float] = (1.0, 1.0),
 ) -> Verdict:
     """Compare a changed server with its own baseline (measured before the rollout changed anything), corrected by
     an untouched control server measured at the same time as the new one (its drift is the machine's noise, not
     the change). Fails on a drop of output tok/s beyond ``max_tps_drop`` + spread, or a rise of median TTFT beyond
     ``max_ttft_rise`` + spread; inconclusive when the measured spread exceeds ``max_spread``. ``new`` and
-    ``control_now`` may be several gate runs (a gate that measured again): their means are judged."""
+    ``control_now`` may be several gate runs (a gate that measured again): their means are judged.
+
+    ``prior_drift`` (tok/s, TTFT): when the control's reference (``control_baseline``) was not measured with the
+    baseline but later, the machine's drift from the baseline to then (the last batch's control is a host changed
+    in an earlier batch, its reference its figures at that batch's gate, whose own drift this is): the two drifts
+    multiply."""
     news = [new] if isinstance(new, Sample) else list(new)
     controls = [control_now] if isinstance(control_now, Sample) else list(control_now or ())
     new = mean_sample(news)
@@ -298,14 +322,7 @@ def verdict(
     ttfts = [s.median_ttft_ms for s in baseline if s.median_ttft_ms is not None]
     base_ttft = statistics.fmean(ttfts) if ttfts else None
     sp = max(fleet_spread, spread([s.output_tok_s for s in baseline]))
-    drift = ttft_drift = None
-    if control_baseline and control_now is not None:
-        cb = statistics.fmean(s.output_tok_s for s in control_baseline)
-        if cb > 0:
-            drift = control_now.output_tok_s / cb
-        cbt = [s.median_ttft_ms for s in control_baseline if s.median_ttft_ms is not None]
-        if cbt and control_now.median_ttft_ms is not None and statistics.fmean(cbt) > 0:
-            ttft_drift = control_now.median_ttft_ms / statistics.fmean(cbt)
+    drift, ttft_drift = control_drift(control_baseline, control_now, prior_drift)
     expected = base_tps * (drift or 1.0)
     change = new.output_tok_s / expected - 1 if expected > 0 else 0.0
     figures: dict[str, Any] = {
@@ -315,6 +332,7 @@ def verdict(
         "new_runs": [round(x.output_tok_s, 2) for x in news],
         "expected_tok_s": round(expected, 2),
         "drift": round(drift, 3) if drift else None,
+        "ttft_drift": round(ttft_drift, 3) if ttft_drift else None,
         "tok_s_change": round(change, 4),
         "spread": round(sp, 4),
         "baseline_ttft_ms": round(base_ttft, 1) if base_ttft is not None else None,
