@@ -639,7 +639,10 @@ def test_4b_a_release_that_changes_nothing_passes_its_gate_with_the_default_limi
                         for b in result["batch_states"]
                     ],
                     "verdicts": [
-                        {k2: v["figures"].get(k2) for k2 in ("new_tok_s", "expected_tok_s", "tok_s_change", "spread")}
+                        {
+                            k2: v["figures"].get(k2)
+                            for k2 in ("new_tok_s", "expected_tok_s", "tok_s_change", "spread", "control", "drift")
+                        }
                         | {"outcome": v["outcome"]}
                         for v in verdicts
                     ],
@@ -649,6 +652,11 @@ def test_4b_a_release_that_changes_nothing_passes_its_gate_with_the_default_limi
             assert result["status"] == "done", (k, result.get("message"), notes)
             assert verdicts, (k, result)
             assert all(v["outcome"] == "pass" for v in verdicts), (k, verdicts)
+            # each batch measured with a control: batch 1 with the untouched host, the last (none left) with batch 1's
+            # host, its release passed (a machine that slowed since the baseline is not read as a slower release)
+            first, last = result["batch_states"][0]["hosts"], result["batch_states"][-1]["hosts"]
+            controls = [str(v["figures"].get("control") or "").rsplit("-", 1)[0] for v in verdicts]
+            assert controls == [last[0], first[0]], (k, [v["figures"] for v in verdicts])
             assert set(served_models(fleet).values()) == {f"tiny-{target}"}
     finally:
         FIGURES["rollout_no_change"] = gates
