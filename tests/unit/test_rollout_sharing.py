@@ -124,61 +124,6 @@ def test_one_bench_request_asks_the_playbook_for_one_host_at_a_time(tmp_path, mo
     assert "zenops_bench_serial" not in specs[1].extravars  # the playbook's default: all hosts at once
 
 
-def gate_batch(fleet: Fleet, monkeypatch: pytest.MonkeyPatch, runs: list[dict[str, float]]) -> tuple[Any, list, list]:
-    """PerfGate.batch for batch 1 (h1) of h1, h2, h3, whose baseline is 100 tok/s each; ``runs``: the tok/s of each
-    gate run, server -> figure, in order. Returns the verdicts, the measured hosts per run and the notes."""
-    from zenops.deployment.rollouts import BatchState  # noqa: PLC0415
-    from zenops.rollout import gates  # noqa: PLC0415
-    from zenops.rollout.plan import Sample  # noqa: PLC0415
-
-    notes: list[str] = []
-    measured: list[tuple[list[str], str]] = []
-
-    def fake_measure(gate: Any, hosts: list[str], label: str, prompts: int | None = None) -> dict[str, Sample]:
-        measured.append((hosts, label))
-        return {server: Sample(tok_s, 50.0) for server, tok_s in runs[len(measured) - 1].items()}
-
-    monkeypatch.setattr(gates.PerfGate, "measure", fake_measure)
-    r = Rollout(
-        RunContext(fleet.config, note=notes.append), fleet.inventory, RolloutRequest(changes={"max_num_seqs": 1})
-    )
-    base = [{"output_tok_s": 100.0, "median_ttft_ms": 50.0}] * 2
-    r.state = SimpleNamespace(  # type: ignore[assignment]
-        batches=[BatchState(["h1"]), BatchState(["h2"]), BatchState(["h3"])],
-        baseline={"h1-8000": base, "h2-8000": base, "h3-8000": base},
-        baseline_spread=0.0,
-        gate_reference={},
-        retired=[],
-    )
-    return r.perf.batch(0, r.state.batches[0]), measured, notes
-
-
-def test_an_in_place_batch_gate_measures_again_after_a_slow_run_and_passes_on_the_mean(fleet, monkeypatch):
-    verdicts, measured, notes = gate_batch(
-        fleet, monkeypatch, [{"h1-8000": 80.0, "h2-8000": 100.0}, {"h1-8000": 100.0, "h2-8000": 100.0}]
-    )
-    # h2 is the control (an untouched host of a later batch), measured with h1 in each run
-    assert measured == [(["h1", "h2"], "gate-batch1"), (["h1", "h2"], "gate-batch1-run2")]
-    assert [(v.server, v.outcome, v.figures["new_runs"]) for v in verdicts] == [("h1-8000", "pass", [80.0, 100.0])]
-    assert any("h1-8000 -20% in gate run 1 of up to 3: measuring again" in n for n in notes), notes
-
-
-def test_an_in_place_batch_gate_that_stays_slow_fails_after_its_runs(fleet, monkeypatch):
-    # -15%: beyond the 10% bound, within twice it (plan.gross): each run could be noise, so all three are measured
-    verdicts, measured, _notes = gate_batch(fleet, monkeypatch, [{"h1-8000": 85.0, "h2-8000": 100.0}] * 3)
-    assert len(measured) == 3
-    assert [(v.outcome, v.figures["new_tok_s"], v.figures["drift"]) for v in verdicts] == [("fail", 85.0, 1.0)]
-
-
-def test_an_in_place_batch_gate_far_beyond_its_bound_fails_after_one_run(fleet, monkeypatch):
-    # -50% against a 10% bound (spread 0): a slower release, not one run's noise to average out over more runs
-    verdicts, measured, notes = gate_batch(fleet, monkeypatch, [{"h1-8000": 50.0, "h2-8000": 100.0}] * 3)
-    assert measured == [(["h1", "h2"], "gate-batch1")]
-    assert [(v.outcome, v.figures["new_tok_s"], v.figures["new_runs"]) for v in verdicts] == [("fail", 50.0, [50.0])]
-    assert any("h1-8000 -50% in gate run 1: far beyond the gate's bounds" in n for n in notes), notes
-    assert not any("measuring again" in n for n in notes), notes
-
-
 def gated_rollout(
     fleet: Fleet, monkeypatch: pytest.MonkeyPatch, runs: list[dict[str, float]]
 ) -> tuple[Any, list, list]:
@@ -209,6 +154,39 @@ def gated_rollout(
         retired=[],
     )
     return r, measured, notes
+
+
+def gate_batch(fleet: Fleet, monkeypatch: pytest.MonkeyPatch, runs: list[dict[str, float]]) -> tuple[Any, list, list]:
+    """PerfGate.batch for batch 1 (h1) of gated_rollout's h1, h2, h3; ``runs``: the tok/s of each gate run, server ->
+    figure, in order. Returns the verdicts, the measured hosts per run and the notes."""
+    r, measured, notes = gated_rollout(fleet, monkeypatch, runs)
+    return r.perf.batch(0, r.state.batches[0]), measured, notes
+
+
+def test_an_in_place_batch_gate_measures_again_after_a_slow_run_and_passes_on_the_mean(fleet, monkeypatch):
+    verdicts, measured, notes = gate_batch(
+        fleet, monkeypatch, [{"h1-8000": 80.0, "h2-8000": 100.0}, {"h1-8000": 100.0, "h2-8000": 100.0}]
+    )
+    # h2 is the control (an untouched host of a later batch), measured with h1 in each run
+    assert measured == [(["h1", "h2"], "gate-batch1"), (["h1", "h2"], "gate-batch1-run2")]
+    assert [(v.server, v.outcome, v.figures["new_runs"]) for v in verdicts] == [("h1-8000", "pass", [80.0, 100.0])]
+    assert any("h1-8000 -20% in gate run 1 of up to 3: measuring again" in n for n in notes), notes
+
+
+def test_an_in_place_batch_gate_that_stays_slow_fails_after_its_runs(fleet, monkeypatch):
+    # -15%: beyond the 10% bound, within twice it (plan.gross): each run could be noise, so all three are measured
+    verdicts, measured, _notes = gate_batch(fleet, monkeypatch, [{"h1-8000": 85.0, "h2-8000": 100.0}] * 3)
+    assert len(measured) == 3
+    assert [(v.outcome, v.figures["new_tok_s"], v.figures["drift"]) for v in verdicts] == [("fail", 85.0, 1.0)]
+
+
+def test_an_in_place_batch_gate_far_beyond_its_bound_fails_after_one_run(fleet, monkeypatch):
+    # -50% against a 10% bound (spread 0): a slower release, not one run's noise to average out over more runs
+    verdicts, measured, notes = gate_batch(fleet, monkeypatch, [{"h1-8000": 50.0, "h2-8000": 100.0}] * 3)
+    assert measured == [(["h1", "h2"], "gate-batch1")]
+    assert [(v.outcome, v.figures["new_tok_s"], v.figures["new_runs"]) for v in verdicts] == [("fail", 50.0, [50.0])]
+    assert any("h1-8000 -50% in gate run 1: far beyond the gate's bounds" in n for n in notes), notes
+    assert not any("measuring again" in n for n in notes), notes
 
 
 @pytest.mark.parametrize(
@@ -242,6 +220,25 @@ def test_the_last_batch_is_measured_with_a_host_whose_release_passed_an_earlier_
     assert v.figures["expected_tok_s"] == pytest.approx(control_now)
     assert f"(control h2-8000 drift x{control_now / 100.0:.2f})" in v.line()
     assert any("no untouched host left for batch 3: h2 (its new release passed batch 2's gate)" in n for n in notes)
+
+
+def test_the_other_servers_of_a_passed_control_host_are_not_judged_again(fleet, monkeypatch):
+    # h2 serves two instances; its 8000 passed batch 2's gate and is the last batch's control: its 8001 (a server of
+    # the control host, already judged in batch 2) is measured with it but gives no verdict of batch 3
+    r, _measured, _notes = gated_rollout(
+        fleet,
+        monkeypatch,
+        [
+            {"h1-8000": 100.0, "h2-8000": 100.0},
+            {"h2-8000": 100.0, "h3-8000": 100.0},
+            {"h3-8000": 50.0, "h2-8000": 50.0, "h2-8001": 10.0},
+        ],
+    )
+    for i in (0, 1):
+        r.perf.batch(i, r.state.batches[i])
+    r.state.baseline["h2-8001"] = r.state.baseline["h2-8000"]
+    verdicts = r.perf.batch(2, r.state.batches[2])
+    assert [(v.server, v.outcome, v.figures["control"]) for v in verdicts] == [("h3-8000", "pass", "h2-8000")]
 
 
 def test_a_failed_gate_is_no_reference_and_a_batch_without_one_is_judged_on_its_baseline(fleet, monkeypatch):

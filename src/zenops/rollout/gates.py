@@ -307,14 +307,14 @@ class PerfGate:
         base = self._base()
 
         def judge(runs: dict[str, list[Sample]]) -> list[Verdict]:
+            # every server of the control host is left out; one of them is the control: the reference's, or the first
             control_servers = [s for s in runs if control and s.startswith(f"{control}-")]
             if ref:
-                control_servers = [s for s in control_servers if s == ref["server"]]
-            cs = control_servers[0] if control_servers else None
-            if ref:
+                cs = ref["server"] if ref["server"] in control_servers else None
                 control_base = [Sample(float(ref["tok_s"]), ref.get("ttft_ms"))]
                 prior = (float(ref.get("drift") or 1.0), float(ref.get("ttft_drift") or 1.0))
             else:
+                cs = control_servers[0] if control_servers else None
                 control_base, prior = (base.get(cs, []) if cs else []), (1.0, 1.0)
             verdicts = []
             for server, samples in sorted(runs.items()):
